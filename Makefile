@@ -1,0 +1,40 @@
+# Every target bootstraps .venv by itself: Python 3.11 and pip are all it assumes.
+PY ?= python3
+VENV := .venv
+UV := $(VENV)/bin/uv
+RUN := $(UV) run --frozen --all-packages --inexact
+
+.PHONY: venv demo test test-fast lint format bench gen-sync check-sync examples clean
+
+$(VENV)/.synced: uv.lock pyproject.toml packages/*/pyproject.toml
+	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
+	test -x $(UV) || $(VENV)/bin/python -m pip install -q "uv>=0.5"
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --all-packages --inexact -q
+	touch $@
+
+venv: $(VENV)/.synced
+
+demo: venv
+	$(RUN) python examples/demo.py
+
+test: venv
+	$(RUN) pytest -q
+
+lint: venv
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) python tools/gen_sync.py --check
+	$(RUN) pyright
+
+format: venv
+	$(RUN) ruff format .
+	$(RUN) ruff check --fix .
+
+gen-sync: venv
+	$(RUN) python tools/gen_sync.py
+
+bench: venv
+	$(RUN) python -m bench
+
+clean:
+	rm -rf $(VENV)

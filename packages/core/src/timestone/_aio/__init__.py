@@ -1,0 +1,1 @@
+"""The implementation, written once, async; ``_sync`` is its generated blocking twin."""

@@ -1,0 +1,363 @@
+"""The database: migrations, the embedder binding, the pool, and tenant transactions.
+
+The pool's connections run as ``timestone_app``, a role without BYPASSRLS; a
+tenant transaction sets ``timestone.group_id`` with ``set_config(..., true)``,
+which the row level security policies read. Migrations and the embedder
+binding run on a separate connection as the DSN's own user, the schema owner.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg import AsyncConnection, sql
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from .._groups import check_group
+from ..embedders import Embedder
+from ..errors import (
+    ConflictError,
+    ConnectionFailed,
+    DatabaseError,
+    EmbedderMismatch,
+    MissingExtension,
+    SchemaTooNew,
+    TimestoneError,
+)
+
+__all__ = [
+    "APP_ROLE",
+    "EXTENSIONS",
+    "Conn",
+    "Database",
+    "bind_embedder",
+    "migrate",
+    "schema_version",
+    "wrap_db_error",
+]
+
+APP_ROLE = "timestone_app"
+EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
+MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
+VECTOR_COLUMNS = (("episodes", "embedding"), ("entities", "name_embedding"), ("facts", "embedding"))
+
+Conn = AsyncConnection[DictRow]
+
+
+def _migrations() -> list[tuple[int, str, bytes]]:
+    found: list[tuple[int, str, bytes]] = []
+    folder = importlib.resources.files("timestone") / "migrations"
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_bytes()))
+    return sorted(found)
+
+
+MIGRATIONS = _migrations()
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+_BOOTSTRAP = b"""
+CREATE SCHEMA IF NOT EXISTS timestone;
+CREATE TABLE IF NOT EXISTS timestone.meta (key text PRIMARY KEY, value jsonb NOT NULL);
+DO $role$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'timestone_app') THEN
+        CREATE ROLE timestone_app NOLOGIN NOSUPERUSER NOBYPASSRLS;
+    END IF;
+EXCEPTION WHEN duplicate_object OR unique_violation THEN
+    NULL;  -- another database of this cluster created it first
+END
+$role$;
+GRANT timestone_app TO CURRENT_USER;
+GRANT USAGE ON SCHEMA timestone TO timestone_app;
+GRANT SELECT ON timestone.meta TO timestone_app;
+ALTER TABLE timestone.meta ENABLE ROW LEVEL SECURITY;
+ALTER TABLE timestone.meta FORCE ROW LEVEL SECURITY;
+DO $meta$
+BEGIN
+    CREATE POLICY readable ON timestone.meta FOR SELECT USING (true);
+EXCEPTION WHEN duplicate_object THEN
+    NULL;
+END
+$meta$;
+"""
+
+
+def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
+    """A Timestone error for a psycopg one; raise it ``from exc``."""
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, psycopg.errors.IntegrityError):
+        return ConflictError(f"{doing}: the database refused the write: {detail}")
+    if isinstance(exc, psycopg.OperationalError):
+        return ConnectionFailed(f"{doing}: {detail}")
+    return DatabaseError(f"{doing}: {detail}")
+
+
+async def _connect(dsn: str) -> AsyncConnection[DictRow]:
+    try:
+        return await AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row)
+    except psycopg.Error as exc:
+        raise ConnectionFailed(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}") from exc
+
+
+def _redact(dsn: str) -> str:
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
+
+
+async def schema_version(conn: Conn) -> int:
+    cur = await conn.execute(
+        "SELECT value FROM timestone.meta WHERE key = 'schema_version'",
+    )
+    row = await cur.fetchone()
+    return int(row["value"]) if row is not None else 0
+
+
+async def _ensure_extensions(conn: Conn) -> None:
+    cur = await conn.execute(
+        "SELECT name FROM pg_available_extensions WHERE name = ANY(%s)", (list(EXTENSIONS),)
+    )
+    available = {row["name"] for row in await cur.fetchall()}
+    missing = [name for name in EXTENSIONS if name not in available]
+    if missing:
+        raise MissingExtension(
+            f"the server lacks the extension(s) {', '.join(missing)}; Timestone needs "
+            f"{', '.join(EXTENSIONS)} (pgvector 0.7 or newer). Install them on the server, "
+            "or open with no dsn to use the embedded Postgres"
+        )
+    for name in EXTENSIONS:
+        try:
+            await conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise MissingExtension(
+                f"the extension {name} is available but not created, and this user may not "
+                f"create it: ask an administrator to run CREATE EXTENSION {name}"
+            ) from exc
+        except psycopg.errors.UniqueViolation:
+            pass  # created concurrently by another database session
+
+
+async def migrate(dsn: str) -> int:
+    """Bring the schema to this library's version under an advisory lock; idempotent."""
+    conn = await _connect(dsn)
+    async with conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        try:
+            await _ensure_extensions(conn)
+            try:
+                await conn.execute(_BOOTSTRAP)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise DatabaseError(
+                    f"this user may not create the role {APP_ROLE} or grant it; ask an "
+                    f"administrator to run: CREATE ROLE {APP_ROLE} NOLOGIN; "
+                    f"GRANT {APP_ROLE} TO <your user>"
+                ) from exc
+            version = await schema_version(conn)
+            if version > SCHEMA_VERSION:
+                raise SchemaTooNew(
+                    f"the database schema is version {version}, newer than this Timestone "
+                    f"(schema {SCHEMA_VERSION}); upgrade the timestone package"
+                )
+            for number, name, text in MIGRATIONS:
+                if number <= version:
+                    continue
+                async with conn.transaction():
+                    await conn.execute(text)
+                    await conn.execute(
+                        "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
+                        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                        (json.dumps(number),),
+                    )
+                del name
+            return max(version, SCHEMA_VERSION)
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, "migrating the schema") from exc
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+
+
+async def stored_embedder(conn: Conn) -> dict[str, Any] | None:
+    cur = await conn.execute("SELECT value FROM timestone.meta WHERE key = 'embedder'")
+    row = await cur.fetchone()
+    return dict(row["value"]) if row is not None else None
+
+
+async def _type_vectors(conn: Conn, dimension: int) -> None:
+    for table, column in VECTOR_COLUMNS:
+        index = sql.Identifier(f"{table}_{column}_hnsw")
+        await conn.execute(sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(index))
+        await conn.execute(
+            sql.SQL("ALTER TABLE timestone.{} ALTER COLUMN {} TYPE vector({}) USING NULL").format(
+                sql.Identifier(table), sql.Identifier(column), sql.Literal(dimension)
+            )
+        )
+
+
+async def _index_vectors(conn: Conn) -> None:
+    for table, column in VECTOR_COLUMNS:
+        await conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
+                "WHERE expired_at IS NULL"
+            ).format(
+                sql.Identifier(f"{table}_{column}_hnsw"), sql.Identifier(table), sql.Identifier(column)
+            )
+        )
+
+
+def _describe(info: dict[str, Any]) -> str:
+    return f"{info['name']} ({info['dimension']} dimensions)"
+
+
+async def bind_embedder(dsn: str, embedder: Embedder) -> None:
+    """Record the embedder in a new database and type its vector columns; refuse another one."""
+    wanted = {"name": embedder.name, "dimension": embedder.dimension}
+    conn = await _connect(dsn)
+    async with conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        try:
+            stored = await stored_embedder(conn)
+            if stored is None:
+                async with conn.transaction():
+                    await _type_vectors(conn, embedder.dimension)
+                    await _index_vectors(conn)
+                    await conn.execute(
+                        "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s)",
+                        (json.dumps(wanted),),
+                    )
+            elif stored != wanted:
+                raise EmbedderMismatch(
+                    f"this database was built with the embedder {_describe(stored)}, not "
+                    f"{_describe(wanted)}. Open it with the embedder it was built with, or move "
+                    "it to the new one with Memory.open(..., embedder=new, reembed=True) "
+                    "(or memory.reembed(new)), which re-embeds every stored text"
+                )
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, "recording the embedder") from exc
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+
+
+_REEMBED_SOURCES = (
+    ("episodes", "embedding", "content"),
+    ("entities", "name_embedding", "name"),
+    ("facts", "embedding", "fact"),
+)
+
+
+async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
+    """Move every stored vector, of every group and every version, to ``embedder``.
+
+    One transaction, as the schema owner: row level security is lifted for it
+    and restored before commit. Returns the number of rows re-embedded.
+    """
+    from ..embedders import check_vectors
+
+    wanted = {"name": embedder.name, "dimension": embedder.dimension}
+    conn = await _connect(dsn)
+    total = 0
+    async with conn:
+        await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        try:
+            async with conn.transaction():
+                await _type_vectors(conn, embedder.dimension)
+                for table, column, text_column in _REEMBED_SOURCES:
+                    ident = sql.Identifier(table)
+                    await conn.execute(
+                        sql.SQL("ALTER TABLE timestone.{} NO FORCE ROW LEVEL SECURITY").format(ident)
+                    )
+                    cur = await conn.execute(
+                        sql.SQL("SELECT group_id, version_id, {} AS text FROM timestone.{}").format(
+                            sql.Identifier(text_column), ident
+                        )
+                    )
+                    rows = await cur.fetchall()
+                    for start in range(0, len(rows), batch_size):
+                        batch = rows[start : start + batch_size]
+                        texts = [str(r["text"]) for r in batch]
+                        vectors = check_vectors(embedder, texts, await embedder.aembed(texts))
+                        async with conn.cursor() as wcur:
+                            await wcur.executemany(
+                                sql.SQL(
+                                    "UPDATE timestone.{} SET {} = %s::vector "
+                                    "WHERE group_id = %s AND version_id = %s"
+                                ).format(ident, sql.Identifier(column)),
+                                [
+                                    (str(vec), r["group_id"], r["version_id"])
+                                    for r, vec in zip(batch, vectors, strict=True)
+                                ],
+                            )
+                        total += len(batch)
+                    await conn.execute(
+                        sql.SQL("ALTER TABLE timestone.{} FORCE ROW LEVEL SECURITY").format(ident)
+                    )
+                await _index_vectors(conn)
+                await conn.execute(
+                    "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                    (json.dumps(wanted),),
+                )
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, "re-embedding") from exc
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+    return total
+
+
+async def _configure(conn: AsyncConnection[Any]) -> None:
+    await register_vector_async(conn)
+    await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
+    await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    await conn.commit()
+
+
+class Database:
+    """A pool of connections acting as the library role, and tenant transactions on it."""
+
+    def __init__(self, dsn: str, pool: AsyncConnectionPool[AsyncConnection[DictRow]]) -> None:
+        self.dsn = dsn
+        self.pool = pool
+
+    @classmethod
+    async def aopen(cls, dsn: str, *, max_size: int = 8) -> Database:
+        pool = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max_size,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            configure=_configure,
+            open=False,
+            connection_class=AsyncConnection[DictRow],
+        )
+        try:
+            await pool.open(wait=True, timeout=30.0)
+        except Exception as exc:
+            await pool.close()
+            raise ConnectionFailed(f"cannot open a connection pool to {_redact(dsn)}: {exc}") from exc
+        return cls(dsn, pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def transaction(self, group_id: str, doing: str) -> AsyncIterator[Conn]:
+        """One transaction that sees only ``group_id``; psycopg errors become Timestone's."""
+        group = check_group(group_id)
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute(
+                    "SELECT set_config('timestone.group_id', %s, true)", (group,)
+                )
+                yield conn
+        except TimestoneError:
+            raise
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, doing) from exc

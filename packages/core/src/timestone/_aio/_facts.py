@@ -1,0 +1,334 @@
+"""Facts: assertions in, versioned facts out, by the date fight; and fact reads.
+
+Facts are a function of the current assertions, computed per slot by
+``timestone._timeline.compute_slot``. A write recomputes the slots it touched
+and diffs the result against the current fact versions: an unchanged fact is
+left alone, a changed one is expired and a new version inserted, with the
+same stable id. Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg import sql
+
+from .._models import Fact
+from .._timeline import Assertion, Period, compute_slot
+from ._write import Write
+
+__all__ = [
+    "AssertionRow",
+    "FACT_SELECT",
+    "SlotChanges",
+    "fact_from_row",
+    "held_clause",
+    "insert_assertions",
+    "read_facts",
+    "recompute_slots",
+]
+
+Slot = tuple[uuid.UUID, str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AssertionRow:
+    source_id: uuid.UUID
+    relation: str
+    target_id: uuid.UUID
+    cardinality: str
+    fact: str
+    attributes: Mapping[str, Any]
+    valid_at: datetime
+    invalid_at: datetime | None
+
+
+async def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionRow]) -> None:
+    async with w.conn.cursor() as cur:
+        await cur.executemany(
+            "INSERT INTO timestone.assertions (group_id, id, episode_id, position, source_id,"
+            " relation, target_id, cardinality, fact, attributes, valid_at, invalid_at,"
+            " recorded_at, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            [
+                (
+                    w.group_id,
+                    uuid.uuid4(),
+                    episode_id,
+                    position,
+                    r.source_id,
+                    r.relation,
+                    r.target_id,
+                    r.cardinality,
+                    r.fact,
+                    json.dumps(r.attributes),
+                    r.valid_at,
+                    r.invalid_at,
+                    w.now,
+                    w.now,
+                )
+                for position, r in enumerate(rows)
+            ],
+        )
+
+
+@dataclasses.dataclass
+class SlotChanges:
+    """What a recomputation did: the version ids it expired and inserted, by fact id."""
+
+    expired: dict[uuid.UUID, dict[str, Any]] = dataclasses.field(default_factory=dict[uuid.UUID, dict[str, Any]])
+    inserted: dict[uuid.UUID, uuid.UUID] = dataclasses.field(default_factory=dict[uuid.UUID, uuid.UUID])
+    touched_entities: set[uuid.UUID] = dataclasses.field(default_factory=set[uuid.UUID])
+    entity_counts: tuple[int, int] = (0, 0)
+
+
+def _slot_key(cardinality: str, source: uuid.UUID, relation: str, target: uuid.UUID) -> tuple[Any, ...]:
+    return (source, relation) if cardinality == "one" else (source, relation, target)
+
+
+def _row_key(row: Mapping[str, Any]) -> tuple[object, ...]:
+    return (
+        row["id"],
+        row["target_id"],
+        row["valid_at"],
+        row["invalid_at"],
+        row["fact"],
+        tuple(sorted(dict(row["attributes"]).items())),
+        tuple(row["episodes"]),
+    )
+
+
+async def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
+    """Make the current facts of ``slots`` equal the date fight over their current assertions."""
+    wanted = sorted(set(slots))
+    changes = SlotChanges()
+    if not wanted:
+        return changes
+    sources = [s for s, _ in wanted]
+    relations = [r for _, r in wanted]
+    cur = await w.conn.execute(
+        "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
+        " a.target_id, a.cardinality, a.fact, a.attributes, a.valid_at, a.invalid_at"
+        " FROM timestone.assertions AS a"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
+        "   ON a.source_id = s.source_id AND a.relation = s.relation"
+        " WHERE a.group_id = %s AND a.expired_at IS NULL",
+        (sources, relations, w.group_id),
+    )
+    assertions: dict[tuple[Any, ...], list[Assertion]] = {}
+    for row in await cur.fetchall():
+        key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
+        assertions.setdefault(key, []).append(
+            Assertion(
+                id=row["id"],
+                episode_id=row["episode_id"],
+                recorded_at=row["recorded_at"],
+                position=row["position"],
+                target_id=row["target_id"],
+                valid_at=row["valid_at"],
+                invalid_at=row["invalid_at"],
+                fact=row["fact"],
+                attributes=row["attributes"],
+            )
+        )
+    cur = await w.conn.execute(
+        "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality, f.fact,"
+        " f.attributes, f.episodes, f.valid_at, f.invalid_at, f.embedding"
+        " FROM timestone.facts AS f"
+        " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
+        "   ON f.source_id = s.source_id AND f.relation = s.relation"
+        " WHERE f.group_id = %s AND f.expired_at IS NULL",
+        (sources, relations, w.group_id),
+    )
+    existing: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for row in await cur.fetchall():
+        key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
+        existing.setdefault(key, []).append(row)
+
+    inserts: list[tuple[tuple[Any, ...], str, Period, Any]] = []
+    for key in set(assertions) | set(existing):
+        periods = compute_slot(assertions.get(key, []))
+        cardinality = "one" if len(key) == 2 else "many"
+        by_key = {p.key(): p for p in periods}
+        old_by_id = {row["id"]: row for row in existing.get(key, [])}
+        for row in existing.get(key, []):
+            if _row_key(row) in by_key:
+                del by_key[_row_key(row)]
+            else:
+                changes.expired[row["id"]] = row
+                changes.touched_entities.update((row["source_id"], row["target_id"]))
+        for period in by_key.values():
+            old = old_by_id.get(period.id)
+            keep = old["embedding"] if old is not None and old["fact"] == period.fact else None
+            inserts.append((key, cardinality, period, keep))
+            changes.touched_entities.update((key[0], period.target_id))
+
+    if changes.expired:
+        await w.conn.execute(
+            "UPDATE timestone.facts SET expired_at = %s WHERE group_id = %s AND version_id = ANY(%s)",
+            (w.now, w.group_id, [row["version_id"] for row in changes.expired.values()]),
+        )
+    if inserts:
+        vectors = await w.embed(p.fact for _, _, p, keep in inserts if keep is None)
+        params: list[tuple[Any, ...]] = []
+        for key, cardinality, period, keep in inserts:
+            version_id = uuid.uuid4()
+            changes.inserted[period.id] = version_id
+            params.append(
+                (
+                    w.group_id,
+                    version_id,
+                    period.id,
+                    key[0],
+                    key[1],
+                    period.target_id,
+                    cardinality,
+                    period.fact,
+                    json.dumps(period.attributes),
+                    list(period.episodes),
+                    period.valid_at,
+                    period.invalid_at,
+                    keep if keep is not None else _vec(vectors[period.fact]),
+                    w.now,
+                )
+            )
+        async with w.conn.cursor() as cur2:
+            await cur2.executemany(
+                "INSERT INTO timestone.facts (group_id, version_id, id, source_id, relation,"
+                " target_id, cardinality, fact, attributes, episodes, valid_at, invalid_at,"
+                " embedding, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                params,
+            )
+    return changes
+
+
+def _vec(values: list[float]) -> Any:
+    import numpy as np
+
+    return np.asarray(values, dtype=np.float32)
+
+
+FACT_SELECT = sql.SQL(
+    "SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
+    " f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
+    " f.expired_at, f.episodes, f.attributes"
+    " FROM timestone.facts AS f"
+    " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
+    "   WHERE e.group_id = f.group_id AND e.id = f.source_id AND e.created_at <= {t}"
+    "   ORDER BY e.created_at DESC LIMIT 1) AS s"
+    " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
+    "   WHERE e.group_id = f.group_id AND e.id = f.target_id AND e.created_at <= {t}"
+    "   ORDER BY e.created_at DESC LIMIT 1) AS t"
+)
+
+
+def held_clause(alias: str, as_of: datetime | None) -> sql.Composable:
+    """Rows the graph held at ``as_of`` (system time); ``None``: held now."""
+    a = sql.Identifier(alias)
+    if as_of is None:
+        return sql.SQL("{}.expired_at IS NULL").format(a)
+    return sql.SQL("{a}.created_at <= {t} AND ({a}.expired_at IS NULL OR {a}.expired_at > {t})").format(
+        a=a, t=sql.Literal(as_of)
+    )
+
+
+def valid_clause(alias: str, valid_at: datetime | None) -> sql.Composable:
+    """Rows true in the world at ``valid_at``; ``None``: every period."""
+    if valid_at is None:
+        return sql.SQL("true")
+    return sql.SQL("{a}.valid_at <= {w} AND ({a}.invalid_at IS NULL OR {a}.invalid_at > {w})").format(
+        a=sql.Identifier(alias), w=sql.Literal(valid_at)
+    )
+
+
+def fact_from_row(row: Mapping[str, Any]) -> Fact:
+    return Fact(
+        id=row["id"],
+        version_id=row["version_id"],
+        group_id=row["group_id"],
+        source_id=row["source_id"],
+        source=row["source"],
+        relation=row["relation"],
+        target_id=row["target_id"],
+        target=row["target"],
+        fact=row["fact"],
+        valid_at=row["valid_at"],
+        invalid_at=row["invalid_at"],
+        created_at=row["created_at"],
+        expired_at=row["expired_at"],
+        episodes=tuple(row["episodes"]),
+        attributes=dict(row["attributes"]),
+        score=row.get("score"),
+    )
+
+
+def _entity_filter(column: str, value: str | uuid.UUID) -> sql.Composable:
+    from .._names import normalize
+
+    col = sql.SQL("f.{}").format(sql.Identifier(column))
+    if isinstance(value, uuid.UUID):
+        return sql.SQL("{} = {}").format(col, sql.Literal(value))
+    return sql.SQL(
+        "{} IN (SELECT e.id FROM timestone.entities AS e"
+        " WHERE e.group_id = f.group_id AND e.norm_name = {})"
+    ).format(col, sql.Literal(normalize(value)))
+
+
+async def read_facts(
+    w_conn: Any,
+    group_id: str,
+    *,
+    source: str | uuid.UUID | None = None,
+    relation: str | None = None,
+    target: str | uuid.UUID | None = None,
+    entity: str | uuid.UUID | None = None,
+    valid_at: datetime | None,
+    as_of: datetime | None,
+    read_time: datetime,
+    order: str = "recent",
+    limit: int | None = 100,
+    version_ids: Sequence[uuid.UUID] | None = None,
+    history: bool = False,
+) -> list[Fact]:
+    """Facts held at ``as_of`` and true at ``valid_at``, joined with their endpoint names.
+
+    ``history=True`` drops the system-time filter (every version, expired ones too).
+    """
+    where: list[sql.Composable] = [
+        sql.SQL("f.group_id = {}").format(sql.Literal(group_id)),
+        sql.SQL("true") if history else held_clause("f", as_of),
+        valid_clause("f", valid_at),
+    ]
+    if source is not None:
+        where.append(_entity_filter("source_id", source))
+    if target is not None:
+        where.append(_entity_filter("target_id", target))
+    if entity is not None:
+        where.append(
+            sql.SQL("({} OR {})").format(
+                _entity_filter("source_id", entity), _entity_filter("target_id", entity)
+            )
+        )
+    if relation is not None:
+        where.append(sql.SQL("f.relation = {}").format(sql.Literal(relation)))
+    if version_ids is not None:
+        where.append(sql.SQL("f.version_id = ANY({})").format(sql.Literal(list(version_ids))))
+    ordering = (
+        sql.SQL("f.valid_at, f.relation, f.id")
+        if order == "timeline"
+        else sql.SQL("f.valid_at DESC, f.relation, f.id")
+    )
+    query = sql.SQL("{select} WHERE {where} ORDER BY {order}{limit}").format(
+        select=FACT_SELECT.format(t=sql.Literal(as_of or read_time)),
+        where=sql.SQL(" AND ").join(where),
+        order=ordering,
+        limit=sql.SQL(" LIMIT {}").format(sql.Literal(limit)) if limit is not None else sql.SQL(""),
+    )
+    cur = await w_conn.execute(query)
+    return [fact_from_row(row) for row in await cur.fetchall()]

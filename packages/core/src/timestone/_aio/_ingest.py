@@ -1,0 +1,464 @@
+"""Writing: structured facts and documents, each call one transaction.
+
+Validation and embedding happen before the transaction opens, so bad input
+writes nothing and the locks are held only for the database work. Inside:
+the write locks, the idempotency check, the episode, entity resolution,
+mentions, assertions, the date fight over the touched slots, and the entities
+those changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from .._chunks import chunk_text
+from .._models import (
+    MAX_NAME_CHARS,
+    DocumentResult,
+    Entity,
+    EntityInput,
+    Episode,
+    Fact,
+    FactInput,
+    IngestResult,
+    check_text,
+)
+from .._time import aware
+from ..embedders import Embedder, check_vectors
+from ..errors import ConflictError, InvalidInput, InvalidPeriod
+from ..ontology import Ontology
+from ._db import Conn, Database
+from ._entities import ENTITY_COLUMNS, MentionRow, entity_from_row, entity_key, insert_mentions
+from ._entities import lock_keys, recompute_entities, resolve_entities
+from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
+from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
+from ._write import Write, begin_write
+
+__all__ = ["Ingest", "MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "default_sentence"]
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_FACTS_PER_CALL = 10_000
+_RETRIES = 3
+
+
+def default_sentence(source: str, relation: str, target: str) -> str:
+    return f"{source} {relation.lower().replace('_', ' ')} {target}."
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A validated fact with its defaults resolved."""
+
+    source: EntityInput
+    relation: str
+    target: EntityInput
+    sentence: str
+    valid_at: datetime
+    invalid_at: datetime | None
+    attributes: Mapping[str, Any]
+
+
+def _fact_json(f: FactInput) -> dict[str, Any]:
+    def end(e: str | EntityInput) -> Any:
+        if isinstance(e, str):
+            return e
+        out: dict[str, Any] = {"name": e.name}
+        if e.labels:
+            out["labels"] = list(e.labels)
+        if e.summary is not None:
+            out["summary"] = e.summary
+        if e.attributes:
+            out["attributes"] = e.attributes
+        return out
+
+    out: dict[str, Any] = {"source": end(f.source), "relation": f.relation, "target": end(f.target)}
+    if f.fact is not None:
+        out["fact"] = f.fact
+    if f.valid_at is not None:
+        out["valid_at"] = f.valid_at.isoformat()
+    if f.invalid_at is not None:
+        out["invalid_at"] = f.invalid_at.isoformat()
+    if f.attributes:
+        out["attributes"] = f.attributes
+    return out
+
+
+def _optional_text(value: object, what: str, max_chars: int) -> str | None:
+    return None if value is None else check_text(value, what, max_chars=max_chars)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    episode: Episode
+    entity_ids: list[uuid.UUID]
+    changes: SlotChanges
+
+
+class Ingest:
+    """The write paths of one memory: its database, embedder and ontology."""
+
+    def __init__(self, db: Database, embedder: Embedder, ontology: Ontology) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.ontology = ontology
+
+    # -- validation (no I/O) ---------------------------------------------------------
+
+    def prepare(
+        self, facts: object, reference_time: datetime
+    ) -> tuple[list[FactInput], list[_Prepared]]:
+        if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
+            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {type(facts).__name__}")
+        parsed = [FactInput.parse(f) for f in facts]  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+        if not parsed:
+            raise InvalidInput("facts is empty: add_facts needs at least one fact")
+        if len(parsed) > MAX_FACTS_PER_CALL:
+            raise InvalidInput(
+                f"{len(parsed):,} facts in one call; the limit is {MAX_FACTS_PER_CALL:,} "
+                "(split the batch: each call is one transaction)"
+            )
+        prepared: list[_Prepared] = []
+        for f in parsed:
+            source, target = f.source_entity, f.target_entity
+            attributes = self.ontology.check_relation(
+                f.relation,
+                f.attributes,
+                source.entity_type if source.labels else None,
+                target.entity_type if target.labels else None,
+            )
+            self.ontology.check_entity(source.entity_type, source.attributes, source.name)
+            self.ontology.check_entity(target.entity_type, target.attributes, target.name)
+            valid_at = f.valid_at or reference_time
+            if f.invalid_at is not None and f.invalid_at <= valid_at:
+                raise InvalidPeriod(
+                    f"{f.relation} fact: invalid_at {f.invalid_at.isoformat()} is not after its "
+                    f"valid_at {valid_at.isoformat()} (valid_at defaults to the reference_time)"
+                )
+            prepared.append(
+                _Prepared(
+                    source=source,
+                    relation=f.relation,
+                    target=target,
+                    sentence=f.fact or default_sentence(source.name, f.relation, target.name),
+                    valid_at=valid_at,
+                    invalid_at=f.invalid_at,
+                    attributes=attributes,
+                )
+            )
+        return parsed, prepared
+
+    async def vectors(self, texts: Iterable[str]) -> dict[str, list[float]]:
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return {}
+        return dict(zip(unique, check_vectors(self.embedder, unique, await self.embedder.aembed(unique)), strict=True))
+
+    # -- add_facts -------------------------------------------------------------------
+
+    async def add_facts(
+        self,
+        group_id: str,
+        facts: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        saga: str | None,
+        idempotency_key_: str | None,
+        source_description: str,
+    ) -> IngestResult:
+        ref = aware(reference_time, "reference_time")
+        parsed, prepared = self.prepare(facts, ref)
+        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
+        key = idempotency_key_ or idempotency_key(group_id, content, ref)
+        check_text(key, "idempotency_key", max_chars=512)
+        episode = EpisodeRow(
+            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+            if name is not None
+            else f"facts at {ref.isoformat()}",
+            content=content,
+            source="facts",
+            source_description=check_text(
+                source_description, "source_description", max_chars=10_000, allow_empty=True
+            ),
+            reference_time=ref,
+            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            idempotency_key=key,
+        )
+        entities = [e for p in prepared for e in (p.source, p.target)]
+        episode_text = " ".join(p.sentence for p in prepared)
+        vectors = await self.vectors(
+            [episode_text, *(p.sentence for p in prepared), *(e.name for e in entities)]
+        )
+        for attempt in range(_RETRIES):
+            try:
+                async with self.db.transaction(group_id, "adding facts") as conn:
+                    w = await begin_write(
+                        conn, group_id, self.embedder, keys=["episode\x1f" + key, *lock_keys(entities)]
+                    )
+                    w.remember(vectors)
+                    existing = await find_by_key(conn, group_id, key)
+                    if existing is not None:
+                        return await _existing_result(conn, group_id, existing)
+                    written = await self._write_episode(w, episode, vectors[episode_text], prepared)
+                    facts_out, invalidated = await _outcome(w, written)
+                    return IngestResult(
+                        episode=written.episode,
+                        entities=await _entities(conn, group_id, written.entity_ids),
+                        facts=facts_out,
+                        invalidated=invalidated,
+                        created=True,
+                        recorded_at=w.now,
+                    )
+            except ConflictError:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _write_episode(
+        self, w: Write, row: EpisodeRow, vector: list[float] | None, prepared: Sequence[_Prepared]
+    ) -> _Written:
+        episode = await insert_episode(w, row, vector)
+        if not prepared:
+            return _Written(episode=episode, entity_ids=[], changes=SlotChanges())
+        entities = [e for p in prepared for e in (p.source, p.target)]
+        ids = await resolve_entities(w, entities, self.ontology)
+        merged: dict[uuid.UUID, EntityInput] = {}
+        attributes: dict[uuid.UUID, dict[str, Any]] = {}
+        for e in entities:
+            ident = ids[entity_key(e)]
+            prev = merged.get(ident)
+            merged[ident] = e if prev is None else _merge(prev, e)
+            attributes.setdefault(ident, {}).update(
+                self.ontology.check_entity(e.entity_type, e.attributes, e.name)
+            )
+        await insert_mentions(
+            w,
+            episode.id,
+            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
+        )
+        rows = [
+            AssertionRow(
+                source_id=ids[entity_key(p.source)],
+                relation=p.relation,
+                target_id=ids[entity_key(p.target)],
+                cardinality=self.ontology.cardinality(p.relation),
+                fact=p.sentence,
+                attributes=p.attributes,
+                valid_at=p.valid_at,
+                invalid_at=p.invalid_at,
+            )
+            for p in prepared
+        ]
+        await insert_assertions(w, episode.id, rows)
+        changes = await recompute_slots(w, {(r.source_id, r.relation) for r in rows})
+        await recompute_entities(w, set(merged) | changes.touched_entities)
+        return _Written(episode=episode, entity_ids=list(merged), changes=changes)
+
+    # -- add_document ----------------------------------------------------------------
+
+    async def add_document(
+        self,
+        group_id: str,
+        uri: str,
+        content: str,
+        *,
+        title: str | None,
+        reference_time: datetime,
+        metadata: Mapping[str, Any] | None,
+        max_chunk_chars: int,
+    ) -> DocumentResult:
+        from ._correct import retract_episodes
+
+        ref = aware(reference_time, "reference_time")
+        check_text(uri, "document uri", max_chars=2048)
+        check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
+        title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
+        meta = dict(metadata or {})
+        try:
+            json.dumps(meta)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInput(f"document metadata is not JSON-serializable: {exc}") from exc
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        chunks = chunk_text(content, max_chars=max_chunk_chars)
+        vectors = await self.vectors(c.text for c in chunks)
+        async with self.db.transaction(group_id, "adding a document") as conn:
+            w = await begin_write(conn, group_id, self.embedder, keys=["document\x1f" + uri])
+            cur = await conn.execute(
+                "SELECT id, document_version, metadata->>'document_sha256' AS sha"
+                " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+                " AND expired_at IS NULL ORDER BY chunk_index",
+                (group_id, uri),
+            )
+            old = await cur.fetchall()
+            if old and old[0]["sha"] == digest:
+                return await _existing_document(conn, group_id, uri, int(old[0]["document_version"]))
+            cur = await conn.execute(
+                "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
+                " WHERE group_id = %s AND document_uri = %s",
+                (group_id, uri),
+            )
+            last = await cur.fetchone()
+            version = int(last["v"]) + 1 if last is not None else 1
+            retracted = [row["id"] for row in old]
+            changes = await retract_episodes(w, retracted) if retracted else None
+            episodes: list[Episode] = []
+            for chunk in chunks:
+                row = EpisodeRow(
+                    name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
+                    content=chunk.text,
+                    source="document",
+                    source_description=title_,
+                    reference_time=ref,
+                    saga=None,
+                    idempotency_key=f"document:{uri}:{digest}:{chunk.index}",
+                    document_uri=uri,
+                    document_version=version,
+                    chunk_index=chunk.index,
+                    char_start=chunk.start,
+                    char_end=chunk.end,
+                    metadata={**meta, "document_sha256": digest, "title": title_},
+                )
+                written = await self._write_episode(w, row, vectors[chunk.text], [])
+                episodes.append(written.episode)
+            invalidated: list[Fact] = []
+            if changes is not None and changes.expired:
+                invalidated = await read_facts(
+                    conn,
+                    group_id,
+                    valid_at=None,
+                    as_of=None,
+                    read_time=w.now,
+                    limit=None,
+                    history=True,
+                    version_ids=[r["version_id"] for r in changes.expired.values()],
+                )
+            return DocumentResult(
+                uri=uri,
+                version=version,
+                episodes=episodes,
+                entities=[],
+                facts=[],
+                invalidated=invalidated,
+                retracted=retracted,
+                created=True,
+                recorded_at=w.now,
+            )
+
+
+
+def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
+    labels = tuple(dict.fromkeys((*a.labels, *b.labels)))
+    return EntityInput(
+        name=a.name,
+        labels=labels,
+        summary=b.summary if b.summary is not None else a.summary,
+        attributes={**a.attributes, **b.attributes},
+    )
+
+
+async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entity]:
+    if not ids:
+        return []
+    cur = await conn.execute(
+        "SELECT " + ENTITY_COLUMNS + " FROM timestone.entities"
+        " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
+        (group_id, list(ids)),
+    )
+    by_id = {row["id"]: entity_from_row(row) for row in await cur.fetchall()}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+async def _outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
+    """The facts this episode now supports, and the facts its write closed or expired."""
+    changes = written.changes
+    new = await read_facts(
+        w.conn,
+        w.group_id,
+        valid_at=None,
+        as_of=None,
+        read_time=w.now,
+        limit=None,
+        version_ids=list(changes.inserted.values()),
+    )
+    facts = [f for f in new if written.episode.id in f.episodes]
+    closed = [
+        f
+        for f in new
+        if written.episode.id not in f.episodes
+        and f.id in changes.expired
+        and f.invalid_at != changes.expired[f.id]["invalid_at"]
+    ]
+    gone = [fid for fid in changes.expired if fid not in changes.inserted]
+    if gone:
+        closed += await read_facts(
+            w.conn,
+            w.group_id,
+            valid_at=None,
+            as_of=None,
+            read_time=w.now,
+            limit=None,
+            history=True,
+            version_ids=[changes.expired[fid]["version_id"] for fid in gone],
+        )
+    return facts, closed
+
+
+async def _existing_result(conn: Conn, group_id: str, episode: Episode) -> IngestResult:
+    """The result of a write that was already ingested: nothing new was written."""
+    cur = await conn.execute(
+        "SELECT DISTINCT entity_id FROM timestone.mentions"
+        " WHERE group_id = %s AND episode_id = %s AND expired_at IS NULL",
+        (group_id, episode.id),
+    )
+    entity_ids = [row["entity_id"] for row in await cur.fetchall()]
+    cur = await conn.execute(
+        "SELECT version_id FROM timestone.facts"
+        " WHERE group_id = %s AND expired_at IS NULL AND %s = ANY(episodes)",
+        (group_id, episode.id),
+    )
+    version_ids = [row["version_id"] for row in await cur.fetchall()]
+    facts = await read_facts(
+        conn,
+        group_id,
+        valid_at=None,
+        as_of=None,
+        read_time=episode.created_at,
+        limit=None,
+        version_ids=version_ids,
+    )
+    return IngestResult(
+        episode=episode,
+        entities=await _entities(conn, group_id, entity_ids),
+        facts=facts,
+        invalidated=[],
+        created=False,
+        recorded_at=episode.created_at,
+    )
+
+
+async def _existing_document(conn: Conn, group_id: str, uri: str, version: int) -> DocumentResult:
+    from ._episodes import EPISODE_COLUMNS, episode_from_row
+
+    cur = await conn.execute(
+        "SELECT " + EPISODE_COLUMNS + " FROM timestone.episodes"
+        " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL ORDER BY chunk_index",
+        (group_id, uri),
+    )
+    episodes = [episode_from_row(row) for row in await cur.fetchall()]
+    return DocumentResult(
+        uri=uri,
+        version=version,
+        episodes=episodes,
+        entities=[],
+        facts=[],
+        invalidated=[],
+        retracted=[],
+        created=False,
+        recorded_at=episodes[0].created_at,
+    )

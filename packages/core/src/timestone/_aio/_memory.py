@@ -1,0 +1,309 @@
+"""``AsyncMemory``: the public face of one Timestone graph store (blocking twin: ``Memory``).
+
+A thin facade: it validates the call's shape, opens one tenant transaction,
+and hands the work to the domain modules (``_ingest``, ``_facts``,
+``_entities``, ``_correct``).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from .. import _compat
+from .._embedded import embedded_dsn
+from .._models import (
+    DocumentResult,
+    Entity,
+    FactInput,
+    IngestResult,
+    RemovalReport,
+    RollbackReport,
+    check_text,
+)
+from .._names import normalize
+from .._time import NOW, Now, aware, utcnow
+from ..embedders import Embedder, WordLlamaEmbedder
+from ..errors import InvalidInput, LLMError
+from ..ontology import Ontology
+from ._correct import check_episode_id, purge, remove, rollback
+from ._db import Database, bind_embedder, migrate
+from ._db import reembed as reembed_all
+from ._entities import ENTITY_COLUMNS, entity_from_row
+from .._models import Fact
+from ._facts import held_clause, read_facts
+from ._ingest import Ingest
+from ._write import begin_write
+
+__all__ = ["AsyncMemory"]
+
+MAX_LIMIT = 1000
+
+
+def _limit(limit: object) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+    return limit
+
+
+def _world(valid_at: datetime | Now | None) -> datetime | None:
+    if valid_at is NOW:
+        return utcnow()
+    return None if valid_at is None else aware(valid_at, "valid_at")
+
+
+def _system(as_of: datetime | None) -> datetime | None:
+    return None if as_of is None else aware(as_of, "as_of")
+
+
+def _entity_ref(value: object, what: str) -> str | uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    return check_text(value, what, max_chars=512)
+
+
+class AsyncMemory:
+    """A bi-temporal knowledge graph in Postgres. Open with ``await AsyncMemory.open()``."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        embedder: Embedder,
+        ontology: Ontology,
+        llm: Any = None,
+    ) -> None:
+        self._db = db
+        self.embedder = embedder
+        self.ontology = ontology
+        self.llm = llm
+        self._ingest = Ingest(db, embedder, ontology)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str | None = None,
+        *,
+        data_dir: str | Path | None = None,
+        embedder: Embedder | None = None,
+        llm: Any = None,
+        ontology: Ontology | None = None,
+        reembed: bool = False,
+        pool_size: int = 8,
+    ) -> Self:
+        """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
+
+        No ``dsn`` and no ``TIMESTONE_DSN``: the embedded server in ``data_dir``.
+        """
+        target = dsn or os.environ.get("TIMESTONE_DSN")
+        if target is None:
+            target = await _compat.ato_thread(embedded_dsn, data_dir)
+        chosen = embedder if embedder is not None else WordLlamaEmbedder()
+        await migrate(target)
+        if reembed:
+            await reembed_all(target, chosen)
+        else:
+            await bind_embedder(target, chosen)
+        db = await Database.aopen(target, max_size=pool_size)
+        return cls(db, embedder=chosen, ontology=ontology or Ontology(), llm=llm)
+
+    @property
+    def dsn(self) -> str:
+        """The DSN this memory is connected to (embedded: its socket DSN)."""
+        return self._db.dsn
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def reembed(self, embedder: Embedder) -> int:
+        """Move every stored vector to ``embedder`` and use it from now on; returns rows done."""
+        done = await reembed_all(self._db.dsn, embedder)
+        self.embedder = embedder
+        self._ingest = Ingest(self._db, embedder, self.ontology)
+        return done
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def add_facts(
+        self,
+        group_id: str,
+        facts: Sequence[FactInput | Mapping[str, Any]],
+        *,
+        reference_time: datetime,
+        name: str | None = None,
+        saga: str | None = None,
+        idempotency_key: str | None = None,
+        source_description: str = "",
+    ) -> IngestResult:
+        """Structured ingestion, no LLM: one episode, one transaction."""
+        return await self._ingest.add_facts(
+            group_id,
+            facts,
+            reference_time=reference_time,
+            name=name,
+            saga=saga,
+            idempotency_key_=idempotency_key,
+            source_description=source_description,
+        )
+
+    async def add_document(
+        self,
+        group_id: str,
+        uri: str,
+        content: str,
+        *,
+        title: str | None = None,
+        reference_time: datetime,
+        metadata: Mapping[str, Any] | None = None,
+        max_chunk_chars: int = 1500,
+    ) -> DocumentResult:
+        """A long document as chunk episodes; the same uri with new content is a new version."""
+        return await self._ingest.add_document(
+            group_id,
+            uri,
+            content,
+            title=title,
+            reference_time=reference_time,
+            metadata=metadata,
+            max_chunk_chars=max_chunk_chars,
+        )
+
+    async def add_episode(
+        self,
+        group_id: str,
+        content: str,
+        *,
+        reference_time: datetime,
+        name: str | None = None,
+        source: str = "text",
+        source_description: str = "",
+        saga: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> IngestResult:
+        """An unstructured episode, extracted by the LLM."""
+        if self.llm is None:
+            raise LLMError(
+                "add_episode needs an LLM to extract facts from text, and none is configured: "
+                "pass llm=timestone.OpenAICompatibleLLM(...) to open(), or set OPENAI_API_KEY "
+                "or OPENAI_BASE_URL; add_facts ingests structured facts without any LLM"
+            )
+        raise LLMError("text extraction is not available in this version of Timestone")
+
+    # -- reading ---------------------------------------------------------------------
+
+    async def facts(
+        self,
+        group_id: str,
+        *,
+        source: str | uuid.UUID | None = None,
+        relation: str | None = None,
+        target: str | uuid.UUID | None = None,
+        valid_at: datetime | Now | None = NOW,
+        as_of: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Fact]:
+        """Facts held at ``as_of`` (default: now) and true at ``valid_at`` (default: now;
+        ``None``: every period), newest world time first."""
+        world, system, n = _world(valid_at), _system(as_of), _limit(limit)
+        src = None if source is None else _entity_ref(source, "source")
+        tgt = None if target is None else _entity_ref(target, "target")
+        if relation is not None:
+            check_text(relation, "relation", max_chars=128)
+        async with self._db.transaction(group_id, "reading facts") as conn:
+            return await read_facts(
+                conn,
+                group_id,
+                source=src,
+                relation=relation,
+                target=tgt,
+                valid_at=world,
+                as_of=system,
+                read_time=utcnow(),
+                limit=n,
+            )
+
+    async def timeline(
+        self, group_id: str, entity: str | uuid.UUID, *, as_of: datetime | None = None
+    ) -> list[Fact]:
+        """Every period of every fact about ``entity`` (as source or target), by ``valid_at``."""
+        ref = _entity_ref(entity, "entity")
+        system = _system(as_of)
+        async with self._db.transaction(group_id, "reading a timeline") as conn:
+            return await read_facts(
+                conn,
+                group_id,
+                entity=ref,
+                valid_at=None,
+                as_of=system,
+                read_time=utcnow(),
+                order="timeline",
+                limit=None,
+            )
+
+    async def get_entity(
+        self, group_id: str, name_or_id: str | uuid.UUID, *, as_of: datetime | None = None
+    ) -> Entity | None:
+        """The entity by id or name (normalized) as held at ``as_of``; ``None`` if absent."""
+        ref = _entity_ref(name_or_id, "name_or_id")
+        system = _system(as_of)
+        from psycopg import sql
+
+        match = (
+            sql.SQL("e.id = {}").format(sql.Literal(ref))
+            if isinstance(ref, uuid.UUID)
+            else sql.SQL("e.norm_name = {}").format(sql.Literal(normalize(ref)))
+        )
+        query = sql.SQL(
+            "SELECT {cols} FROM timestone.entities AS e WHERE e.group_id = {g} AND {held}"
+            " AND {match} ORDER BY e.created_at, e.id LIMIT 1"
+        ).format(
+            cols=sql.SQL(ENTITY_COLUMNS),
+            g=sql.Literal(group_id),
+            held=held_clause("e", system),
+            match=match,
+        )
+        async with self._db.transaction(group_id, "reading an entity") as conn:
+            cur = await conn.execute(query)
+            row = await cur.fetchone()
+            return entity_from_row(row) if row is not None else None
+
+    # -- correcting and forgetting ---------------------------------------------------
+
+    async def remove_episode(self, group_id: str, episode_id: uuid.UUID | str) -> RemovalReport:
+        """Exact removal: the current graph becomes the graph that never saw the episode."""
+        ident = check_episode_id(episode_id)
+        async with self._db.transaction(group_id, "removing an episode") as conn:
+            w = await begin_write(conn, group_id, self.embedder, exclusive=True)
+            return await remove(w, ident)
+
+    async def rollback(self, group_id: str, *, to: datetime) -> RollbackReport:
+        """Make the current graph what it held at ``to``, as a new (reversible) write."""
+        point = aware(to, "to")
+        async with self._db.transaction(group_id, "rolling back") as conn:
+            w = await begin_write(conn, group_id, self.embedder, exclusive=True)
+            return await rollback(w, point)
+
+    async def purge_episode(self, group_id: str, episode_id: uuid.UUID | str) -> int:
+        """Physical erasure of the episode and what only it supported; returns rows erased."""
+        ident = check_episode_id(episode_id)
+        async with self._db.transaction(group_id, "purging an episode") as conn:
+            w = await begin_write(conn, group_id, self.embedder, exclusive=True)
+            return await purge(w, ident)

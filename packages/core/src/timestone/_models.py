@@ -1,0 +1,275 @@
+"""The public records: what callers pass in and what reads give back.
+
+Inputs are pydantic dataclasses (positional or keyword, dicts accepted through
+``FactInput.parse``); outputs are frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import pydantic
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
+from ._time import optional_aware
+from .errors import InvalidInput, InvalidPeriod
+
+__all__ = [
+    "DocumentResult",
+    "Entity",
+    "EntityInput",
+    "Episode",
+    "Fact",
+    "FactInput",
+    "IngestResult",
+    "RemovalReport",
+    "RollbackReport",
+]
+
+MAX_NAME_CHARS = 512
+MAX_FACT_CHARS = 10_000
+MAX_LABELS = 16
+_RELATION = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
+    """Refuse non-strings, NUL bytes, empty (unless allowed) and oversized text, naming ``what``."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL byte, which Postgres text cannot store")
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{what} is empty")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{what} has {len(value):,} characters; the limit is {max_chars:,}")
+    return value
+
+
+def check_relation(value: object) -> str:
+    if not isinstance(value, str) or not _RELATION.fullmatch(value):
+        raise InvalidInput(
+            f"relation {value!r} must be an identifier of at most 128 characters "
+            "(letters, digits and underscores, not starting with a digit), like WORKS_AT"
+        )
+    return value
+
+
+def _check_attributes(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{what} must be a mapping, got {type(value).__name__}")
+    out: dict[str, Any] = {}
+    for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(key, str):
+            raise InvalidInput(f"{what} keys must be strings, got {key!r}")
+        out[key] = item
+    return out
+
+
+_CONFIG = pydantic.ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+
+@pydantic_dataclass(frozen=True, config=_CONFIG)
+class EntityInput:
+    """An entity as a caller names it: a name, labels (the first is its type), a summary."""
+
+    name: str
+    labels: tuple[str, ...] = ()
+    summary: str | None = None
+    attributes: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+
+    def __post_init__(self) -> None:
+        check_text(self.name, "entity name", max_chars=MAX_NAME_CHARS)
+        if len(self.labels) > MAX_LABELS:
+            raise InvalidInput(f"entity {self.name!r} has {len(self.labels)} labels; at most {MAX_LABELS}")
+        for label in self.labels:
+            check_text(label, "entity label", max_chars=128)
+        if self.summary is not None:
+            check_text(self.summary, "entity summary", max_chars=MAX_FACT_CHARS, allow_empty=True)
+        _check_attributes(self.attributes, f"attributes of entity {self.name!r}")
+
+    @property
+    def entity_type(self) -> str:
+        return self.labels[0] if self.labels else "Entity"
+
+
+@pydantic_dataclass(frozen=True, config=_CONFIG)
+class FactInput:
+    """One structured assertion: ``source -relation-> target``, true from ``valid_at``."""
+
+    source: str | EntityInput
+    relation: str
+    target: str | EntityInput
+    fact: str | None = None
+    valid_at: datetime | None = None
+    invalid_at: datetime | None = None
+    attributes: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
+
+    def __post_init__(self) -> None:
+        for end in (self.source, self.target):
+            if isinstance(end, str):
+                check_text(end, "entity name", max_chars=MAX_NAME_CHARS)
+        check_relation(self.relation)
+        if self.fact is not None:
+            check_text(self.fact, "fact sentence", max_chars=MAX_FACT_CHARS)
+        valid_at = optional_aware(self.valid_at, f"valid_at of {self.relation} fact")
+        invalid_at = optional_aware(self.invalid_at, f"invalid_at of {self.relation} fact")
+        if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
+            raise InvalidPeriod(
+                f"{self.relation} fact: invalid_at {invalid_at.isoformat()} is not after "
+                f"valid_at {valid_at.isoformat()}"
+            )
+        _check_attributes(self.attributes, f"attributes of {self.relation} fact")
+
+    @property
+    def source_entity(self) -> EntityInput:
+        return self.source if isinstance(self.source, EntityInput) else EntityInput(self.source)
+
+    @property
+    def target_entity(self) -> EntityInput:
+        return self.target if isinstance(self.target, EntityInput) else EntityInput(self.target)
+
+    @classmethod
+    def parse(cls, value: FactInput | Mapping[str, Any]) -> FactInput:
+        """A ``FactInput`` from itself or from a mapping of its fields (JSON shape)."""
+        if isinstance(value, FactInput):
+            return value
+        try:
+            return _FACT_ADAPTER.validate_python(value)
+        except pydantic.ValidationError as exc:
+            raise InvalidInput(f"fact {dict(value)!r} is malformed: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: pydantic.ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "value"
+    return f"{where}: {err['msg']}"
+
+
+_FACT_ADAPTER: pydantic.TypeAdapter[FactInput] = pydantic.TypeAdapter(FactInput)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Entity:
+    """An entity as the graph holds it (at the read's ``as_of``)."""
+
+    id: uuid.UUID
+    group_id: str
+    name: str
+    labels: tuple[str, ...]
+    summary: str
+    attributes: Mapping[str, Any]
+    created_at: datetime
+    expired_at: datetime | None
+    score: float | None = None
+
+    @property
+    def entity_type(self) -> str:
+        return self.labels[0] if self.labels else "Entity"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Fact:
+    """One version of a fact with both clocks; ``id`` is stable across versions."""
+
+    id: uuid.UUID
+    version_id: uuid.UUID
+    group_id: str
+    source_id: uuid.UUID
+    source: str
+    relation: str
+    target_id: uuid.UUID
+    target: str
+    fact: str
+    valid_at: datetime
+    invalid_at: datetime | None
+    created_at: datetime
+    expired_at: datetime | None
+    episodes: tuple[uuid.UUID, ...]
+    attributes: Mapping[str, Any]
+    score: float | None = None
+
+    def holds_at(self, when: datetime) -> bool:
+        """True when the fact was true in the world at ``when``."""
+        return self.valid_at <= when and (self.invalid_at is None or when < self.invalid_at)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Episode:
+    """An ingested episode: the raw content, verbatim, and where it came from."""
+
+    id: uuid.UUID
+    group_id: str
+    name: str
+    content: str
+    source: str
+    source_description: str
+    reference_time: datetime
+    saga: str | None
+    idempotency_key: str
+    created_at: datetime
+    expired_at: datetime | None
+    document_uri: str | None = None
+    chunk_index: int | None = None
+    char_start: int | None = None
+    char_end: int | None = None
+    llm_calls: int = 0
+    llm_tokens: int = 0
+    score: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one write did. ``created`` is False when the idempotency key was already ingested."""
+
+    episode: Episode
+    entities: Sequence[Entity]
+    facts: Sequence[Fact]
+    invalidated: Sequence[Fact]
+    created: bool
+    recorded_at: datetime
+    llm_calls: int = 0
+    llm_tokens: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemovalReport:
+    """What ``remove_episode`` changed in the current graph."""
+
+    episode_id: uuid.UUID
+    removed_at: datetime
+    facts_expired: int
+    facts_created: int
+    entities_expired: int
+    entities_changed: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RollbackReport:
+    """What ``rollback`` changed: rows expired and rows restored, per table."""
+
+    to: datetime
+    rolled_back_at: datetime
+    expired: Mapping[str, int]
+    restored: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DocumentResult:
+    """What ``add_document`` did: the chunk episodes of this version of the document."""
+
+    uri: str
+    version: int
+    episodes: Sequence[Episode]
+    entities: Sequence[Entity]
+    facts: Sequence[Fact]
+    invalidated: Sequence[Fact]
+    retracted: Sequence[uuid.UUID]
+    created: bool
+    recorded_at: datetime
+    llm_calls: int = 0
+    llm_tokens: int = 0

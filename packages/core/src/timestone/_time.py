@@ -1,0 +1,53 @@
+"""Points in time: aware UTC datetimes only, and the NOW default of reads."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+from .errors import InvalidPeriod, NaiveDatetime
+
+__all__ = ["NOW", "Now", "aware", "optional_aware", "parse_datetime", "utcnow"]
+
+
+class Now(enum.Enum):
+    """The default of ``valid_at=`` on reads: the moment of the call."""
+
+    NOW = "now"
+
+    def __repr__(self) -> str:
+        return "NOW"
+
+
+NOW = Now.NOW
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def aware(value: object, what: str) -> datetime:
+    """Return ``value`` as an aware UTC datetime, or refuse it naming ``what``."""
+    if not isinstance(value, datetime):
+        raise NaiveDatetime(f"{what} must be a timezone-aware datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise NaiveDatetime(
+            f"{what} is a naive datetime ({value.isoformat()}); pass a timezone-aware one, "
+            "for example datetime(..., tzinfo=UTC)"
+        )
+    return value.astimezone(UTC)
+
+
+def optional_aware(value: object, what: str) -> datetime | None:
+    return None if value is None else aware(value, what)
+
+
+def parse_datetime(value: str | datetime, what: str) -> datetime:
+    """Parse an ISO 8601 string (``Z`` accepted) or pass a datetime through; aware only."""
+    if isinstance(value, datetime):
+        return aware(value, what)
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, AttributeError) as exc:
+        raise InvalidPeriod(f"{what}: cannot read {value!r} as an ISO 8601 datetime") from exc
+    return aware(parsed, what)

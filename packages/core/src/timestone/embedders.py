@@ -1,0 +1,223 @@
+"""Embedders: text to vectors, in batches.
+
+An embedder has a ``name`` and a ``dimension`` (the database records both and
+refuses to open with another), and two methods, ``embed`` (blocking, used by
+``Memory``) and ``aembed`` (used by ``AsyncMemory``), each taking a batch.
+
+- ``WordLlamaEmbedder``: the default; local and offline (the weights ship in
+  the wheel), 256 dimensions, fast on a CPU.
+- ``OpenAICompatibleEmbedder``: any OpenAI-compatible embeddings endpoint
+  (OpenAI, Azure, Ollama, vLLM) through the ``openai`` SDK.
+- ``HashEmbedder``: a deterministic test double (feature hashing of words),
+  public so that users can test their own agents offline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from .errors import EmbedderError
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "Embedder",
+    "HashEmbedder",
+    "OpenAICompatibleEmbedder",
+    "WordLlamaEmbedder",
+    "check_vectors",
+]
+
+Vector = list[float]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What Timestone needs of an embedder."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+
+def check_vectors(embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> list[Vector]:
+    """Refuse a batch of the wrong length, wrong dimension, or with NaN or infinity."""
+    if len(vectors) != len(texts):
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
+        )
+    out: list[Vector] = []
+    for i, vec in enumerate(vectors):
+        if len(vec) != embedder.dimension:
+            raise EmbedderError(
+                f"embedder {embedder.name!r} returned a vector of dimension {len(vec)} "
+                f"for text {i}; it declares {embedder.dimension}"
+            )
+        floats = [float(x) for x in vec]
+        if not all(math.isfinite(x) for x in floats):
+            raise EmbedderError(
+                f"embedder {embedder.name!r} returned NaN or infinity in the vector of text {i}"
+            )
+        out.append(floats)
+    return out
+
+
+class WordLlamaEmbedder:
+    """The default embedder: WordLlama, loaded from its wheel, never from the network."""
+
+    _lock = threading.Lock()
+    _model_cache: dict[int, object] = {}
+
+    def __init__(self, dimension: int = 256) -> None:
+        if dimension not in (64, 128, 256):
+            raise EmbedderError(f"WordLlamaEmbedder dimension must be 64, 128 or 256, got {dimension}")
+        self._dimension = dimension
+
+    @property
+    def name(self) -> str:
+        return "wordllama/l2_supercat"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _model(self) -> object:
+        with self._lock:
+            model = self._model_cache.get(self._dimension)
+            if model is None:
+                import wordllama
+
+                package = Path(wordllama.__file__).parent
+                model = wordllama.WordLlama.load(
+                    cache_dir=package, disable_download=True, trunc_dim=self._dimension
+                )
+                self._model_cache[self._dimension] = model
+            return model
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        model = self._model()
+        array = model.embed(list(texts), norm=True)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue,reportUnknownMemberType,reportUnknownVariableType]
+        vectors: list[Vector] = array.tolist()  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+        return vectors
+
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        if len(texts) <= 64:
+            return self.embed(texts)  # microseconds: a thread hop would cost more
+        return await asyncio.to_thread(self.embed, texts)
+
+
+class HashEmbedder:
+    """A deterministic embedder for tests: hashed word and character features, L2-normalized.
+
+    Texts that share words are close; it needs nothing but the standard library.
+    """
+
+    def __init__(self, dimension: int = 64) -> None:
+        if dimension < 2:
+            raise EmbedderError(f"HashEmbedder dimension must be at least 2, got {dimension}")
+        self._dimension = dimension
+
+    @property
+    def name(self) -> str:
+        return "hash"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _one(self, text: str) -> Vector:
+        vec = [0.0] * self._dimension
+        words = re.findall(r"\w+", text.casefold())
+        for word in words:
+            digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self._dimension
+            vec[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = math.sqrt(sum(x * x for x in vec))
+        if norm == 0.0:
+            vec[0] = 1.0
+            return vec
+        return [x / norm for x in vec]
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return [self._one(t) for t in texts]
+
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        return self.embed(texts)
+
+
+class OpenAICompatibleEmbedder:
+    """Embeddings from any OpenAI-compatible server (``base_url`` for Ollama, vLLM, Azure).
+
+    Pass ``client`` (``openai.OpenAI``) for ``Memory`` and ``async_client``
+    (``openai.AsyncOpenAI``) for ``AsyncMemory``; either may be omitted when only
+    the other twin is used.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimension: int,
+        client: openai.OpenAI | None = None,
+        async_client: openai.AsyncOpenAI | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        if client is None and async_client is None:
+            raise EmbedderError("OpenAICompatibleEmbedder needs client= or async_client=")
+        self._model = model
+        self._dimension = dimension
+        self._client = client
+        self._async_client = async_client
+        self._batch_size = batch_size
+
+    @property
+    def name(self) -> str:
+        return f"openai/{self._model}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        if self._client is None:
+            raise EmbedderError("this OpenAICompatibleEmbedder has no blocking client= for Memory")
+        out: list[Vector] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            try:
+                resp = self._client.embeddings.create(model=self._model, input=batch)
+            except Exception as exc:
+                raise EmbedderError(f"embedding request to {self._model!r} failed: {exc}") from exc
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        return out
+
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        if self._async_client is None:
+            raise EmbedderError(
+                "this OpenAICompatibleEmbedder has no async_client= for AsyncMemory"
+            )
+        out: list[Vector] = []
+        for start in range(0, len(texts), self._batch_size):
+            batch = list(texts[start : start + self._batch_size])
+            try:
+                resp = await self._async_client.embeddings.create(model=self._model, input=batch)
+            except Exception as exc:
+                raise EmbedderError(f"embedding request to {self._model!r} failed: {exc}") from exc
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        return out

@@ -1,0 +1,121 @@
+"""Every error Timestone raises, in one place.
+
+The hierarchy::
+
+    TimestoneError
+    ├── InvalidInput                 bad input; nothing was written
+    │   ├── NaiveDatetime            a datetime without a timezone
+    │   ├── InvalidGroup             empty, non-string or malformed group id
+    │   ├── InvalidPeriod            invalid_at not after valid_at; a time in the future
+    │   └── OntologyViolation        unknown relation or type, attributes failing their model
+    ├── NotFound                     no such episode, entity or fact in this group
+    │   └── AlreadyRemoved           the episode was removed before
+    ├── DatabaseError                the database failed; the original is ``__cause__``
+    │   ├── ConnectionFailed         the DSN does not connect
+    │   ├── MissingExtension         the server lacks vector, pg_trgm or btree_gist
+    │   ├── SchemaTooNew             the database was migrated by a newer Timestone
+    │   └── ConflictError            a constraint refused the write (a concurrent writer won)
+    ├── EmbeddedServerError          the embedded Postgres could not start in the data dir
+    ├── EmbedderError                the embedder failed or returned bad vectors
+    │   └── EmbedderMismatch         the stored embedder differs from the one passed
+    └── LLMError                     no model configured, or the model failed
+        └── BudgetExceeded           a group's LLM budget refuses the work
+
+Database errors raised by psycopg are wrapped, never leaked: the psycopg
+exception stays reachable as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyRemoved",
+    "BudgetExceeded",
+    "ConflictError",
+    "ConnectionFailed",
+    "DatabaseError",
+    "EmbeddedServerError",
+    "EmbedderError",
+    "EmbedderMismatch",
+    "InvalidGroup",
+    "InvalidInput",
+    "InvalidPeriod",
+    "LLMError",
+    "MissingExtension",
+    "NaiveDatetime",
+    "NotFound",
+    "OntologyViolation",
+    "SchemaTooNew",
+    "TimestoneError",
+]
+
+
+class TimestoneError(Exception):
+    """The root of every error Timestone raises."""
+
+
+class InvalidInput(TimestoneError, ValueError):
+    """The input was refused before anything was written."""
+
+
+class NaiveDatetime(InvalidInput):
+    """A datetime without a timezone: Timestone never guesses one."""
+
+
+class InvalidGroup(InvalidInput):
+    """The group id is empty, not a string, or malformed."""
+
+
+class InvalidPeriod(InvalidInput):
+    """A world period that ends before it starts, or a point in time that is not allowed."""
+
+
+class OntologyViolation(InvalidInput):
+    """An unknown relation or entity type under a closed ontology, or attributes that fail."""
+
+
+class NotFound(TimestoneError, LookupError):
+    """No such episode, entity or fact in this group."""
+
+
+class AlreadyRemoved(NotFound):
+    """The episode was removed before; removing it again changes nothing."""
+
+
+class DatabaseError(TimestoneError):
+    """The database refused or failed; the psycopg error is ``__cause__``."""
+
+
+class ConnectionFailed(DatabaseError):
+    """The DSN does not connect."""
+
+
+class MissingExtension(DatabaseError):
+    """The server lacks one of the extensions Timestone needs."""
+
+
+class SchemaTooNew(DatabaseError):
+    """The database schema is newer than this version of Timestone."""
+
+
+class ConflictError(DatabaseError):
+    """A database constraint refused the write."""
+
+
+class EmbeddedServerError(TimestoneError):
+    """The embedded Postgres could not be started in the data dir."""
+
+
+class EmbedderError(TimestoneError):
+    """The embedder failed, or returned vectors of the wrong shape or with NaN."""
+
+
+class EmbedderMismatch(EmbedderError):
+    """The database was built with another embedder (name or dimension)."""
+
+
+class LLMError(TimestoneError):
+    """No model is configured for a step that needs one, or the model failed."""
+
+
+class BudgetExceeded(LLMError):
+    """The group's LLM budget refuses the work before it is spent."""

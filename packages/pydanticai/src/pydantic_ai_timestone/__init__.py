@@ -1,0 +1,1 @@
+"""Timestone for PydanticAI."""
