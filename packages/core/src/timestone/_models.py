@@ -85,7 +85,9 @@ class EntityInput:
     def __post_init__(self) -> None:
         check_text(self.name, "entity name", max_chars=MAX_NAME_CHARS)
         if len(self.labels) > MAX_LABELS:
-            raise InvalidInput(f"entity {self.name!r} has {len(self.labels)} labels; at most {MAX_LABELS}")
+            raise InvalidInput(
+                f"entity {self.name!r} has {len(self.labels)} labels; at most {MAX_LABELS}"
+            )
         for label in self.labels:
             check_text(label, "entity label", max_chars=128)
         if self.summary is not None:

@@ -29,9 +29,7 @@ def normalize(name: str) -> str:
 def fold(name: str) -> str:
     """A name without accents, punctuation or spaces: what people mean as the same spelling."""
     decomposed = unicodedata.normalize("NFKD", normalize(name))
-    return "".join(
-        ch for ch in decomposed if not unicodedata.combining(ch) and (ch.isalnum())
-    )
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch) and (ch.isalnum()))
 
 
 def shingles(text: str, k: int = 3) -> frozenset[str]:

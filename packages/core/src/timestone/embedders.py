@@ -21,7 +21,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 from .errors import EmbedderError
 
@@ -54,7 +54,9 @@ class Embedder(Protocol):
     async def aembed(self, texts: Sequence[str]) -> list[Vector]: ...
 
 
-def check_vectors(embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]) -> list[Vector]:
+def check_vectors(
+    embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]
+) -> list[Vector]:
     """Refuse a batch of the wrong length, wrong dimension, or with NaN or infinity."""
     if len(vectors) != len(texts):
         raise EmbedderError(
@@ -80,11 +82,13 @@ class WordLlamaEmbedder:
     """The default embedder: WordLlama, loaded from its wheel, never from the network."""
 
     _lock = threading.Lock()
-    _model_cache: dict[int, object] = {}
+    _model_cache: ClassVar[dict[int, object]] = {}
 
     def __init__(self, dimension: int = 256) -> None:
         if dimension not in (64, 128, 256):
-            raise EmbedderError(f"WordLlamaEmbedder dimension must be 64, 128 or 256, got {dimension}")
+            raise EmbedderError(
+                f"WordLlamaEmbedder dimension must be 64, 128 or 256, got {dimension}"
+            )
         self._dimension = dimension
 
     @property
@@ -111,10 +115,8 @@ class WordLlamaEmbedder:
     def embed(self, texts: Sequence[str]) -> list[Vector]:
         if not texts:
             return []
-        model = self._model()
-        array = model.embed(list(texts), norm=True)  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue,reportUnknownMemberType,reportUnknownVariableType]
-        vectors: list[Vector] = array.tolist()  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
-        return vectors
+        model: Any = self._model()
+        return cast(list[Vector], model.embed(list(texts), norm=True).tolist())
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
         if len(texts) <= 64:

@@ -54,7 +54,9 @@ class EdgeType:
             )
 
 
-def _validate(model: type[pydantic.BaseModel] | None, value: Mapping[str, Any], what: str) -> dict[str, Any]:
+def _validate(
+    model: type[pydantic.BaseModel] | None, value: Mapping[str, Any], what: str
+) -> dict[str, Any]:
     if model is None:
         return dict(value)
     try:
@@ -125,7 +127,9 @@ class Ontology:
             )
         return _validate(edge.attributes, attributes, f"attributes of {relation}")
 
-    def check_entity(self, entity_type: str, attributes: Mapping[str, Any], name: str) -> dict[str, Any]:
+    def check_entity(
+        self, entity_type: str, attributes: Mapping[str, Any], name: str
+    ) -> dict[str, Any]:
         """Validate an entity's type and attributes; return the attributes as stored."""
         declared = self._entities.get(entity_type)
         if declared is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -104,7 +104,7 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
 
 async def _connect(dsn: str) -> AsyncConnection[DictRow]:
     try:
-        return await AsyncConnection.connect(dsn, autocommit=True, row_factory=dict_row)
+        return await AsyncConnection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
         raise ConnectionFailed(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}") from exc
 
@@ -135,7 +135,9 @@ async def _ensure_extensions(conn: Conn) -> None:
         )
     for name in EXTENSIONS:
         try:
-            await conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+            await conn.execute(
+                sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name))
+            )
         except psycopg.errors.InsufficientPrivilege as exc:
             raise MissingExtension(
                 f"the extension {name} is available but not created, and this user may not "
@@ -208,7 +210,9 @@ async def _index_vectors(conn: Conn) -> None:
                 "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
                 "WHERE expired_at IS NULL"
             ).format(
-                sql.Identifier(f"{table}_{column}_hnsw"), sql.Identifier(table), sql.Identifier(column)
+                sql.Identifier(f"{table}_{column}_hnsw"),
+                sql.Identifier(table),
+                sql.Identifier(column),
             )
         )
 
@@ -272,7 +276,9 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                 for table, column, text_column in _REEMBED_SOURCES:
                     ident = sql.Identifier(table)
                     await conn.execute(
-                        sql.SQL("ALTER TABLE timestone.{} NO FORCE ROW LEVEL SECURITY").format(ident)
+                        sql.SQL("ALTER TABLE timestone.{} NO FORCE ROW LEVEL SECURITY").format(
+                            ident
+                        )
                     )
                     cur = await conn.execute(
                         sql.SQL("SELECT group_id, version_id, {} AS text FROM timestone.{}").format(
@@ -341,21 +347,21 @@ class Database:
             await pool.open(wait=True, timeout=30.0)
         except Exception as exc:
             await pool.close()
-            raise ConnectionFailed(f"cannot open a connection pool to {_redact(dsn)}: {exc}") from exc
+            raise ConnectionFailed(
+                f"cannot open a connection pool to {_redact(dsn)}: {exc}"
+            ) from exc
         return cls(dsn, pool)
 
     async def close(self) -> None:
         await self.pool.close()
 
     @asynccontextmanager
-    async def transaction(self, group_id: str, doing: str) -> AsyncIterator[Conn]:
+    async def transaction(self, group_id: str, doing: str) -> AsyncGenerator[Conn]:
         """One transaction that sees only ``group_id``; psycopg errors become Timestone's."""
         group = check_group(group_id)
         try:
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute(
-                    "SELECT set_config('timestone.group_id', %s, true)", (group,)
-                )
+                await conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
                 yield conn
         except TimestoneError:
             raise

@@ -19,8 +19,9 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any
+
+from psycopg import sql
 
 from .._models import Entity, EntityInput
 from .._names import fold, near_identical, normalize
@@ -120,7 +121,9 @@ async def _similar(w: Write, names: Sequence[str]) -> dict[str, list[dict[str, A
     return out
 
 
-def _pick_similar(name: str, etype: str | None, candidates: list[dict[str, Any]]) -> uuid.UUID | None:
+def _pick_similar(
+    name: str, etype: str | None, candidates: list[dict[str, Any]]
+) -> uuid.UUID | None:
     best: tuple[float, uuid.UUID] | None = None
     for c in candidates:
         compatible = etype is None or c["entity_type"] in (etype, "Entity")
@@ -304,7 +307,7 @@ def _state(mentions: Sequence[Mapping[str, Any]], sentences: Sequence[str]) -> _
     )
 
 
-ENTITY_COLUMNS: LiteralString = "id, group_id, name, labels, summary, attributes, created_at, expired_at"
+ENTITY_COLUMNS = sql.SQL("id, group_id, name, labels, summary, attributes, created_at, expired_at")
 
 
 def entity_from_row(row: Mapping[str, Any]) -> Entity:
@@ -319,4 +322,3 @@ def entity_from_row(row: Mapping[str, Any]) -> Entity:
         expired_at=row["expired_at"],
         score=row.get("score"),
     )
-

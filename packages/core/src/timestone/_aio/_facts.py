@@ -23,8 +23,8 @@ from .._timeline import Assertion, Period, compute_slot
 from ._write import Write
 
 __all__ = [
-    "AssertionRow",
     "FACT_SELECT",
+    "AssertionRow",
     "SlotChanges",
     "fact_from_row",
     "held_clause",
@@ -81,13 +81,19 @@ async def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[Asse
 class SlotChanges:
     """What a recomputation did: the version ids it expired and inserted, by fact id."""
 
-    expired: dict[uuid.UUID, dict[str, Any]] = dataclasses.field(default_factory=dict[uuid.UUID, dict[str, Any]])
-    inserted: dict[uuid.UUID, uuid.UUID] = dataclasses.field(default_factory=dict[uuid.UUID, uuid.UUID])
+    expired: dict[uuid.UUID, dict[str, Any]] = dataclasses.field(
+        default_factory=dict[uuid.UUID, dict[str, Any]]
+    )
+    inserted: dict[uuid.UUID, uuid.UUID] = dataclasses.field(
+        default_factory=dict[uuid.UUID, uuid.UUID]
+    )
     touched_entities: set[uuid.UUID] = dataclasses.field(default_factory=set[uuid.UUID])
     entity_counts: tuple[int, int] = (0, 0)
 
 
-def _slot_key(cardinality: str, source: uuid.UUID, relation: str, target: uuid.UUID) -> tuple[Any, ...]:
+def _slot_key(
+    cardinality: str, source: uuid.UUID, relation: str, target: uuid.UUID
+) -> tuple[Any, ...]:
     return (source, relation) if cardinality == "one" else (source, relation, target)
 
 
@@ -170,7 +176,8 @@ async def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
 
     if changes.expired:
         await w.conn.execute(
-            "UPDATE timestone.facts SET expired_at = %s WHERE group_id = %s AND version_id = ANY(%s)",
+            "UPDATE timestone.facts SET expired_at = %s"
+            " WHERE group_id = %s AND version_id = ANY(%s)",
             (w.now, w.group_id, [row["version_id"] for row in changes.expired.values()]),
         )
     if inserts:
@@ -233,18 +240,18 @@ def held_clause(alias: str, as_of: datetime | None) -> sql.Composable:
     a = sql.Identifier(alias)
     if as_of is None:
         return sql.SQL("{}.expired_at IS NULL").format(a)
-    return sql.SQL("{a}.created_at <= {t} AND ({a}.expired_at IS NULL OR {a}.expired_at > {t})").format(
-        a=a, t=sql.Literal(as_of)
-    )
+    return sql.SQL(
+        "{a}.created_at <= {t} AND ({a}.expired_at IS NULL OR {a}.expired_at > {t})"
+    ).format(a=a, t=sql.Literal(as_of))
 
 
 def valid_clause(alias: str, valid_at: datetime | None) -> sql.Composable:
     """Rows true in the world at ``valid_at``; ``None``: every period."""
     if valid_at is None:
         return sql.SQL("true")
-    return sql.SQL("{a}.valid_at <= {w} AND ({a}.invalid_at IS NULL OR {a}.invalid_at > {w})").format(
-        a=sql.Identifier(alias), w=sql.Literal(valid_at)
-    )
+    return sql.SQL(
+        "{a}.valid_at <= {w} AND ({a}.invalid_at IS NULL OR {a}.invalid_at > {w})"
+    ).format(a=sql.Identifier(alias), w=sql.Literal(valid_at))
 
 
 def fact_from_row(row: Mapping[str, Any]) -> Fact:

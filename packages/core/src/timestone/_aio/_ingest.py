@@ -15,7 +15,9 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+from psycopg import sql
 
 from .._chunks import chunk_text
 from .._models import (
@@ -34,13 +36,21 @@ from ..embedders import Embedder, check_vectors
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..ontology import Ontology
 from ._db import Conn, Database
-from ._entities import ENTITY_COLUMNS, MentionRow, entity_from_row, entity_key, insert_mentions
-from ._entities import lock_keys, recompute_entities, resolve_entities
+from ._entities import (
+    ENTITY_COLUMNS,
+    MentionRow,
+    entity_from_row,
+    entity_key,
+    insert_mentions,
+    lock_keys,
+    recompute_entities,
+    resolve_entities,
+)
 from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
 from ._write import Write, begin_write
 
-__all__ = ["Ingest", "MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "default_sentence"]
+__all__ = ["MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "Ingest", "default_sentence"]
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
@@ -113,9 +123,11 @@ class Ingest:
     def prepare(
         self, facts: object, reference_time: datetime
     ) -> tuple[list[FactInput], list[_Prepared]]:
+        kind = type(facts).__name__
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
-            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {type(facts).__name__}")
-        parsed = [FactInput.parse(f) for f in facts]  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
+        items = cast(Iterable[FactInput | Mapping[str, Any]], facts)
+        parsed = [FactInput.parse(f) for f in items]
         if not parsed:
             raise InvalidInput("facts is empty: add_facts needs at least one fact")
         if len(parsed) > MAX_FACTS_PER_CALL:
@@ -157,7 +169,13 @@ class Ingest:
         unique = list(dict.fromkeys(texts))
         if not unique:
             return {}
-        return dict(zip(unique, check_vectors(self.embedder, unique, await self.embedder.aembed(unique)), strict=True))
+        return dict(
+            zip(
+                unique,
+                check_vectors(self.embedder, unique, await self.embedder.aembed(unique)),
+                strict=True,
+            )
+        )
 
     # -- add_facts -------------------------------------------------------------------
 
@@ -199,7 +217,10 @@ class Ingest:
             try:
                 async with self.db.transaction(group_id, "adding facts") as conn:
                     w = await begin_write(
-                        conn, group_id, self.embedder, keys=["episode\x1f" + key, *lock_keys(entities)]
+                        conn,
+                        group_id,
+                        self.embedder,
+                        keys=["episode\x1f" + key, *lock_keys(entities)],
                     )
                     w.remember(vectors)
                     existing = await find_by_key(conn, group_id, key)
@@ -297,7 +318,9 @@ class Ingest:
             )
             old = await cur.fetchall()
             if old and old[0]["sha"] == digest:
-                return await _existing_document(conn, group_id, uri, int(old[0]["document_version"]))
+                return await _existing_document(
+                    conn, group_id, uri, int(old[0]["document_version"])
+                )
             cur = await conn.execute(
                 "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
                 " WHERE group_id = %s AND document_uri = %s",
@@ -351,7 +374,6 @@ class Ingest:
             )
 
 
-
 def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
     labels = tuple(dict.fromkeys((*a.labels, *b.labels)))
     return EntityInput(
@@ -366,8 +388,10 @@ async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list
     if not ids:
         return []
     cur = await conn.execute(
-        "SELECT " + ENTITY_COLUMNS + " FROM timestone.entities"
-        " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
+        sql.SQL(
+            "SELECT {} FROM timestone.entities"
+            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)"
+        ).format(ENTITY_COLUMNS),
         (group_id, list(ids)),
     )
     by_id = {row["id"]: entity_from_row(row) for row in await cur.fetchall()}
@@ -446,8 +470,10 @@ async def _existing_document(conn: Conn, group_id: str, uri: str, version: int) 
     from ._episodes import EPISODE_COLUMNS, episode_from_row
 
     cur = await conn.execute(
-        "SELECT " + EPISODE_COLUMNS + " FROM timestone.episodes"
-        " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL ORDER BY chunk_index",
+        sql.SQL(
+            "SELECT {} FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+            " AND expired_at IS NULL ORDER BY chunk_index"
+        ).format(EPISODE_COLUMNS),
         (group_id, uri),
     )
     episodes = [episode_from_row(row) for row in await cur.fetchall()]

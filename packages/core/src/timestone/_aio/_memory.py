@@ -20,6 +20,7 @@ from .._embedded import embedded_dsn
 from .._models import (
     DocumentResult,
     Entity,
+    Fact,
     FactInput,
     IngestResult,
     RemovalReport,
@@ -35,7 +36,6 @@ from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
 from ._entities import ENTITY_COLUMNS, entity_from_row
-from .._models import Fact
 from ._facts import held_clause, read_facts
 from ._ingest import Ingest
 from ._write import begin_write
@@ -275,7 +275,7 @@ class AsyncMemory:
             "SELECT {cols} FROM timestone.entities AS e WHERE e.group_id = {g} AND {held}"
             " AND {match} ORDER BY e.created_at, e.id LIMIT 1"
         ).format(
-            cols=sql.SQL(ENTITY_COLUMNS),
+            cols=ENTITY_COLUMNS,
             g=sql.Literal(group_id),
             held=held_clause("e", system),
             match=match,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -105,7 +105,7 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
 
 def _connect(dsn: str) -> Connection[DictRow]:
     try:
-        return Connection.connect(dsn, autocommit=True, row_factory=dict_row)
+        return Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
         raise ConnectionFailed(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}") from exc
 
@@ -355,7 +355,7 @@ class Database:
         self.pool.close()
 
     @contextmanager
-    def transaction(self, group_id: str, doing: str) -> Iterator[Conn]:
+    def transaction(self, group_id: str, doing: str) -> Generator[Conn]:
         """One transaction that sees only ``group_id``; psycopg errors become Timestone's."""
         group = check_group(group_id)
         try:

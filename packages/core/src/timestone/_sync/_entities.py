@@ -20,8 +20,9 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any
+
+from psycopg import sql
 
 from .._models import Entity, EntityInput
 from .._names import fold, near_identical, normalize
@@ -307,9 +308,7 @@ def _state(mentions: Sequence[Mapping[str, Any]], sentences: Sequence[str]) -> _
     )
 
 
-ENTITY_COLUMNS: LiteralString = (
-    "id, group_id, name, labels, summary, attributes, created_at, expired_at"
-)
+ENTITY_COLUMNS = sql.SQL("id, group_id, name, labels, summary, attributes, created_at, expired_at")
 
 
 def entity_from_row(row: Mapping[str, Any]) -> Entity:

@@ -9,7 +9,9 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any
+
+from psycopg import sql
 
 from .._models import Episode
 from ._db import Conn
@@ -17,7 +19,7 @@ from ._write import Write
 
 __all__ = ["EpisodeRow", "episode_from_row", "find_by_key", "idempotency_key", "insert_episode"]
 
-EPISODE_COLUMNS: LiteralString = (
+EPISODE_COLUMNS = sql.SQL(
     "id, group_id, name, content, source, source_description, reference_time, saga,"
     " idempotency_key, created_at, expired_at, document_uri, chunk_index, char_start, char_end,"
     " llm_calls, llm_tokens"
@@ -78,8 +80,10 @@ def episode_from_row(row: Mapping[str, Any]) -> Episode:
 
 def find_by_key(conn: Conn, group_id: str, key: str) -> Episode | None:
     cur = conn.execute(
-        "SELECT " + EPISODE_COLUMNS + " FROM timestone.episodes"
-        " WHERE group_id = %s AND idempotency_key = %s AND expired_at IS NULL",
+        sql.SQL(
+            "SELECT {} FROM timestone.episodes"
+            " WHERE group_id = %s AND idempotency_key = %s AND expired_at IS NULL"
+        ).format(EPISODE_COLUMNS),
         (group_id, key),
     )
     row = cur.fetchone()
@@ -89,13 +93,16 @@ def find_by_key(conn: Conn, group_id: str, key: str) -> Episode | None:
 def insert_episode(w: Write, episode: EpisodeRow, vector: list[float] | None) -> Episode:
     ident = uuid.uuid4()
     cur = w.conn.execute(
-        "INSERT INTO timestone.episodes (group_id, id, name, content, source, source_description,"
-        " reference_time, saga, idempotency_key, actor, document_uri, document_version,"
-        " chunk_index, char_start, char_end, metadata, llm_calls, llm_tokens, recorded_at,"
-        " embedding, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        " %s::vector, %s)"
-        " RETURNING " + EPISODE_COLUMNS,
+        sql.SQL(
+            "INSERT INTO timestone.episodes (group_id, id, name, content, source,"
+            " source_description, reference_time, saga, idempotency_key, actor, document_uri,"
+            " document_version,"
+            " chunk_index, char_start, char_end, metadata, llm_calls, llm_tokens, recorded_at,"
+            " embedding, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+            " %s::vector, %s)"
+            " RETURNING {}"
+        ).format(EPISODE_COLUMNS),
         (
             w.group_id,
             ident,

@@ -24,8 +24,8 @@ from .._timeline import Assertion, Period, compute_slot
 from ._write import Write
 
 __all__ = [
-    "AssertionRow",
     "FACT_SELECT",
+    "AssertionRow",
     "SlotChanges",
     "fact_from_row",
     "held_clause",
@@ -177,7 +177,8 @@ def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
 
     if changes.expired:
         w.conn.execute(
-            "UPDATE timestone.facts SET expired_at = %s WHERE group_id = %s AND version_id = ANY(%s)",
+            "UPDATE timestone.facts SET expired_at = %s"
+            " WHERE group_id = %s AND version_id = ANY(%s)",
             (w.now, w.group_id, [row["version_id"] for row in changes.expired.values()]),
         )
     if inserts:

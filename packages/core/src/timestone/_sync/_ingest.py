@@ -16,7 +16,9 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
+
+from psycopg import sql
 
 from .._chunks import chunk_text
 from .._models import (
@@ -35,13 +37,21 @@ from ..embedders import Embedder, check_vectors
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..ontology import Ontology
 from ._db import Conn, Database
-from ._entities import ENTITY_COLUMNS, MentionRow, entity_from_row, entity_key, insert_mentions
-from ._entities import lock_keys, recompute_entities, resolve_entities
+from ._entities import (
+    ENTITY_COLUMNS,
+    MentionRow,
+    entity_from_row,
+    entity_key,
+    insert_mentions,
+    lock_keys,
+    recompute_entities,
+    resolve_entities,
+)
 from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
 from ._write import Write, begin_write
 
-__all__ = ["Ingest", "MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "default_sentence"]
+__all__ = ["MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "Ingest", "default_sentence"]
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
@@ -114,11 +124,11 @@ class Ingest:
     def prepare(
         self, facts: object, reference_time: datetime
     ) -> tuple[list[FactInput], list[_Prepared]]:
+        kind = type(facts).__name__
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
-            raise InvalidInput(
-                f"facts must be a list of FactInput or dicts, got {type(facts).__name__}"
-            )
-        parsed = [FactInput.parse(f) for f in facts]  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
+        items = cast(Iterable[FactInput | Mapping[str, Any]], facts)
+        parsed = [FactInput.parse(f) for f in items]
         if not parsed:
             raise InvalidInput("facts is empty: add_facts needs at least one fact")
         if len(parsed) > MAX_FACTS_PER_CALL:
@@ -377,8 +387,10 @@ def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entit
     if not ids:
         return []
     cur = conn.execute(
-        "SELECT " + ENTITY_COLUMNS + " FROM timestone.entities"
-        " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
+        sql.SQL(
+            "SELECT {} FROM timestone.entities"
+            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)"
+        ).format(ENTITY_COLUMNS),
         (group_id, list(ids)),
     )
     by_id = {row["id"]: entity_from_row(row) for row in cur.fetchall()}
@@ -457,8 +469,10 @@ def _existing_document(conn: Conn, group_id: str, uri: str, version: int) -> Doc
     from ._episodes import EPISODE_COLUMNS, episode_from_row
 
     cur = conn.execute(
-        "SELECT " + EPISODE_COLUMNS + " FROM timestone.episodes"
-        " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL ORDER BY chunk_index",
+        sql.SQL(
+            "SELECT {} FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+            " AND expired_at IS NULL ORDER BY chunk_index"
+        ).format(EPISODE_COLUMNS),
         (group_id, uri),
     )
     episodes = [episode_from_row(row) for row in cur.fetchall()]

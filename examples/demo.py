@@ -1,0 +1,1 @@
+"""Placeholder demo: replaced by the Mira demo."""

@@ -1,0 +1,91 @@
+"""One embedded Postgres for the whole run; each test gets its own group (tenant).
+
+Tests never reach the network: any socket connection that is not a Unix
+socket or loopback fails the test that made it.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import timestone
+from timestone._embedded import embedded_dsn
+
+ALLOW_NETWORK = False
+
+_real_connect = socket.socket.connect
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if self.family == socket.AF_UNIX:
+        return _real_connect(self, address)
+    host = address[0] if isinstance(address, tuple) else str(address)
+    if host in ("127.0.0.1", "::1", "localhost") or str(host).startswith("127."):
+        return _real_connect(self, address)
+    raise RuntimeError(f"a test tried to reach the network ({address!r}); tests run offline")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_network() -> Iterator[None]:
+    if ALLOW_NETWORK:
+        yield
+        return
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("timestone-data")
+
+
+@pytest.fixture(scope="session")
+def dsn(data_dir: Path) -> str:
+    """The DSN of the shared test database on the embedded server."""
+    return embedded_dsn(data_dir)
+
+
+@pytest.fixture
+def fresh_dsn(dsn: str) -> Iterator[str]:
+    """A new, empty database on the embedded server, dropped afterwards."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@pytest.fixture(scope="session")
+def memory(dsn: str) -> Iterator[timestone.Memory]:
+    """The blocking memory on the shared database, with the default embedder."""
+    mem = timestone.Memory.open(dsn)
+    yield mem
+    mem.close()
+
+
+@pytest.fixture(scope="session")
+async def amemory(dsn: str) -> AsyncIterator[timestone.AsyncMemory]:
+    """The async memory on the shared database, with the default embedder."""
+    mem = await timestone.AsyncMemory.open(dsn)
+    yield mem
+    await mem.close()
+
+
+@pytest.fixture
+def group() -> str:
+    """A fresh group (tenant) id: tests never see each other's data."""
+    return "t-" + uuid.uuid4().hex[:16]
