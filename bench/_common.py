@@ -1,0 +1,58 @@
+"""Shared pieces of the benchmarks: a throwaway embedded database, timing, result files."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+
+
+@contextmanager
+def scratch_data_dir() -> Iterator[Path]:
+    """A fresh data dir for the embedded server, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="timestone-bench-") as tmp:
+        yield Path(tmp)
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {
+        "p50_ms": round(statistics.median(ordered), 3),
+        "p95_ms": round(pick(0.95), 3),
+        "p99_ms": round(pick(0.99), 3),
+        "n": len(ordered),
+    }
+
+
+def time_calls(fn: Callable[[], Any], repeat: int) -> list[float]:
+    out: list[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2, default=str) + "\n")
+    return path
