@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +21,7 @@ from .._embedded import embedded_dsn
 from .._models import (
     DocumentResult,
     Entity,
+    Episode,
     Fact,
     FactInput,
     IngestResult,
@@ -39,6 +40,15 @@ from ._db import reembed as reembed_all
 from ._entities import ENTITY_COLUMNS, entity_from_row
 from ._facts import held_clause, read_facts
 from ._ingest import Ingest
+from ._transfer import (
+    LineSink,
+    count_rows,
+    export_rows,
+    fact_history,
+    import_rows,
+    list_episodes,
+    parse_export,
+)
 from ._write import begin_write
 
 __all__ = ["Memory"]
@@ -308,3 +318,46 @@ class Memory:
         with self._db.transaction(group_id, "purging an episode") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
             return purge(w, ident)
+
+    # -- transfer and inventory --
+
+    def export_group(self, group_id: str, out: LineSink) -> dict[str, int]:
+        """Write every row version of the group, both clocks as stored, as JSON lines to
+        ``out`` (anything with ``write(str)``); returns the rows written per table."""
+        with self._db.transaction(group_id, "exporting a group") as conn:
+            return export_rows(conn, group_id, out)
+
+    def import_group(self, lines: Iterable[str], *, group_id: str | None = None) -> dict[str, int]:
+        """Read an ``export_group`` file into an empty group (default: the exported one's id),
+        in one transaction; returns the rows written per table."""
+        parsed = parse_export(lines)
+        target = group_id if group_id is not None else str(parsed.header.get("group_id", ""))
+        with self._db.transaction(target, "importing a group") as conn:
+            w = begin_write(conn, target, self.embedder, exclusive=True)
+            return import_rows(w, parsed)
+
+    def stats(self, group_id: str) -> dict[str, dict[str, int]]:
+        """Rows of the group per table: ``current`` (held now) and ``versions`` (all)."""
+        with self._db.transaction(group_id, "counting rows") as conn:
+            return count_rows(conn, group_id)
+
+    def episodes(
+        self,
+        group_id: str,
+        *,
+        ids: Sequence[uuid.UUID | str] | None = None,
+        as_of: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Episode]:
+        """Episodes held at ``as_of`` (default: now), newest ``reference_time`` first."""
+        wanted = None if ids is None else [check_episode_id(i) for i in ids]
+        system, n = _system(as_of), _limit(limit)
+        with self._db.transaction(group_id, "reading episodes") as conn:
+            return list_episodes(conn, group_id, as_of=system, ids=wanted, limit=n)
+
+    def fact_history(self, group_id: str, entity: str | uuid.UUID) -> list[Fact]:
+        """Every version of every fact about ``entity``, superseded beliefs included (their
+        ``expired_at`` set), by ``valid_at``: the material of a timeline picture."""
+        ref = _entity_ref(entity, "entity")
+        with self._db.transaction(group_id, "reading a fact history") as conn:
+            return fact_history(conn, group_id, ref, read_time=utcnow())
