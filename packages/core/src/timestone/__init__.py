@@ -7,6 +7,7 @@ the graph's own (``created_at``/``expired_at``). Open a store with
 
 from . import errors
 from ._aio._memory import AsyncMemory
+from ._items import Item
 from ._models import (
     DocumentResult,
     Entity,
@@ -38,6 +39,7 @@ __all__ = [
     "FactInput",
     "HashEmbedder",
     "IngestResult",
+    "Item",
     "Memory",
     "Ontology",
     "OpenAICompatibleEmbedder",

@@ -17,6 +17,7 @@ from typing import Any, Self
 
 from .. import _compat
 from .._embedded import embedded_dsn
+from .._items import Item
 from .._models import (
     DocumentResult,
     Entity,
@@ -362,3 +363,138 @@ class AsyncMemory:
         ref = _entity_ref(entity, "entity")
         async with self._db.transaction(group_id, "reading a fact history") as conn:
             return await fact_history(conn, group_id, ref, read_time=utcnow())
+
+    # -- items (key-value memory) --
+
+    async def put_item(
+        self,
+        group_id: str,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        index: bool | str = True,
+    ) -> Item:
+        """Store a JSON object under ``namespace`` and ``key``, replacing the current version.
+
+        ``index``: True embeds the value's JSON for ``search_items(query=...)``, a string
+        embeds that text instead, False leaves the item out of query ranking.
+        """
+        from .._items import check_index, check_key, check_namespace, check_value, index_text
+        from ..embedders import check_vectors
+        from ._items import put_item
+
+        ns = check_namespace(namespace, allow_empty=False)
+        ident = check_key(key)
+        data = check_value(value)
+        how = check_index(index)
+        text = index_text(data) if how is True else (how or None)
+        vector = None
+        if text:
+            vector = check_vectors(self.embedder, [text], await self.embedder.aembed([text]))[0]
+        async with self._db.transaction(group_id, "putting an item") as conn:
+            w = await begin_write(
+                conn, group_id, self.embedder, keys=["item\x1f" + "\x1f".join((*ns, ident))]
+            )
+            return await put_item(w, ns, ident, data, vector)
+
+    async def delete_item(self, group_id: str, namespace: Sequence[str], key: str) -> bool:
+        """Expire the item (history keeps it for ``as_of``); False when there was none."""
+        from .._items import check_key, check_namespace
+        from ._items import delete_item
+
+        ns = check_namespace(namespace, allow_empty=False)
+        ident = check_key(key)
+        async with self._db.transaction(group_id, "deleting an item") as conn:
+            w = await begin_write(
+                conn, group_id, self.embedder, keys=["item\x1f" + "\x1f".join((*ns, ident))]
+            )
+            return await delete_item(w, ns, ident)
+
+    async def get_item(
+        self,
+        group_id: str,
+        namespace: Sequence[str],
+        key: str,
+        *,
+        as_of: datetime | None = None,
+    ) -> Item | None:
+        """The item as held at ``as_of`` (default: now); ``None`` if absent."""
+        from .._items import check_key, check_namespace
+        from ._items import get_item
+
+        ns = check_namespace(namespace, allow_empty=False)
+        ident = check_key(key)
+        system = _system(as_of)
+        async with self._db.transaction(group_id, "reading an item") as conn:
+            return await get_item(conn, group_id, ns, ident, system)
+
+    async def search_items(
+        self,
+        group_id: str,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        as_of: datetime | None = None,
+    ) -> list[Item]:
+        """Items under ``namespace_prefix`` whose value matches ``filter`` (JSONB-like equality
+        and ``$eq $ne $gt $gte $lt $lte``); ranked by similarity to ``query`` (``score`` set),
+        else newest first."""
+        from .._items import check_filter, check_namespace, check_offset
+        from ..embedders import check_vectors
+        from ._items import search_items
+
+        prefix = check_namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
+        conditions = check_filter(filter)
+        n, skip = _limit(limit), check_offset(offset)
+        system = _system(as_of)
+        vector = None
+        if query is not None:
+            check_text(query, "query", max_chars=10_000)
+            vector = check_vectors(self.embedder, [query], await self.embedder.aembed([query]))[0]
+        async with self._db.transaction(group_id, "searching items") as conn:
+            return await search_items(
+                conn,
+                group_id,
+                prefix,
+                query_vector=vector,
+                filter_=conditions,
+                limit=n,
+                offset=skip,
+                as_of=system,
+            )
+
+    async def item_namespaces(
+        self,
+        group_id: str,
+        *,
+        prefix: Sequence[str] = (),
+        suffix: Sequence[str] = (),
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        as_of: datetime | None = None,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces holding items, sorted; ``*`` in ``prefix``/``suffix`` matches any
+        label; ``max_depth`` cuts each namespace to that many labels."""
+        from .._items import check_depth, check_namespace, check_offset
+        from ._items import item_namespaces
+
+        pre = check_namespace(prefix, "prefix", allow_empty=True)
+        suf = check_namespace(suffix, "suffix", allow_empty=True)
+        depth, n, skip = check_depth(max_depth), _limit(limit), check_offset(offset)
+        system = _system(as_of)
+        async with self._db.transaction(group_id, "listing item namespaces") as conn:
+            return await item_namespaces(
+                conn,
+                group_id,
+                prefix=pre,
+                suffix=suf,
+                max_depth=depth,
+                limit=n,
+                offset=skip,
+                as_of=system,
+            )

@@ -1,0 +1,93 @@
+"""Items: versioned JSON documents under a namespace and a key."""
+
+from __future__ import annotations
+
+import pytest
+import timestone
+from timestone.errors import InvalidGroup, InvalidInput
+
+
+def test_put_get_replace_delete_and_history(memory: timestone.Memory, group: str) -> None:
+    first = memory.put_item(group, ("users", "alice"), "food", {"likes": "pizza"})
+    second = memory.put_item(group, ("users", "alice"), "food", {"likes": "pasta"})
+    assert second.created_at == first.created_at
+    assert second.updated_at > first.updated_at
+    got = memory.get_item(group, ("users", "alice"), "food")
+    assert got is not None
+    assert got.value == {"likes": "pasta"}
+    assert memory.delete_item(group, ("users", "alice"), "food") is True
+    assert memory.delete_item(group, ("users", "alice"), "food") is False
+    assert memory.get_item(group, ("users", "alice"), "food") is None
+    then = memory.get_item(group, ("users", "alice"), "food", as_of=first.updated_at)
+    assert then is not None
+    assert then.value == {"likes": "pizza"}
+
+
+def test_search_filters_prefix_and_query(memory: timestone.Memory, group: str) -> None:
+    memory.put_item(group, ("notes", "a"), "1", {"text": "likes hiking in the alps", "n": 1})
+    memory.put_item(group, ("notes", "a"), "2", {"text": "allergic to peanuts", "n": 2})
+    memory.put_item(group, ("notes", "b"), "3", {"text": "prefers window seats", "n": 3})
+    memory.put_item(group, ("other",), "4", {"text": "unrelated", "n": 4}, index=False)
+    under = memory.search_items(group, ("notes",), limit=10)
+    assert {i.key for i in under} == {"1", "2", "3"}
+    assert [i.key for i in memory.search_items(group, ("notes",), filter={"n": {"$gte": 2}})] in (
+        ["3", "2"],
+        ["2", "3"],
+    )
+    assert [i.key for i in memory.search_items(group, ("notes", "a"), filter={"n": 1})] == ["1"]
+    ranked = memory.search_items(group, (), query="peanut allergy", limit=4)
+    assert ranked[0].key == "2"
+    assert ranked[0].score is not None
+    assert ranked[-1].key == "4"
+    assert ranked[-1].score is None  # not indexed: ranked last, unscored
+    assert len(memory.search_items(group, (), limit=2, offset=3)) == 1
+    assert memory.item_namespaces(group) == [("notes", "a"), ("notes", "b"), ("other",)]
+    assert memory.item_namespaces(group, max_depth=1) == [("notes",), ("other",)]
+    assert memory.item_namespaces(group, prefix=("*", "b")) == [("notes", "b")]
+    assert memory.item_namespaces(group, suffix=("a",)) == [("notes", "a")]
+
+
+def test_items_are_tenant_scoped(memory: timestone.Memory, group: str) -> None:
+    memory.put_item(group, ("ns",), "k", {"v": 1})
+    assert memory.get_item(group + "-other", ("ns",), "k") is None
+    assert memory.search_items(group + "-other", ()) == []
+
+
+async def test_async_twin(amemory: timestone.AsyncMemory, group: str) -> None:
+    await amemory.put_item(group, ("a",), "k", {"v": [1, 2]})
+    got = await amemory.get_item(group, ("a",), "k")
+    assert got is not None
+    assert got.value == {"v": [1, 2]}
+    assert [i.key for i in await amemory.search_items(group, ("a",), filter={"v": [1, 2]})] == ["k"]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "key", "value", "message"),
+    [
+        ("users/alice", "k", {}, "tuple of strings"),
+        ((), "k", {}, "namespace is empty"),
+        (("a", ""), "k", {}, "namespace label is empty"),
+        (("a",), "", {}, "item key is empty"),
+        (("a",), "k", ["not", "a", "dict"], "JSON object"),
+        (("a",), "k", {"x": object()}, "not JSON-serializable"),
+        (("a",), "k", {"x": float("nan")}, "not JSON-serializable"),
+    ],
+)
+def test_bad_input_is_refused_and_writes_nothing(
+    memory: timestone.Memory,
+    group: str,
+    namespace: object,
+    key: object,
+    value: object,
+    message: str,
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        memory.put_item(group, namespace, key, value)  # type: ignore[arg-type]
+    assert memory.search_items(group, ()) == []
+
+
+def test_bad_filter_and_group(memory: timestone.Memory, group: str) -> None:
+    with pytest.raises(InvalidInput, match=r"unknown operator '\$in'"):
+        memory.search_items(group, (), filter={"n": {"$in": [1]}})
+    with pytest.raises(InvalidGroup):
+        memory.put_item("", ("a",), "k", {})
