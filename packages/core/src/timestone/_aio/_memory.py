@@ -375,7 +375,8 @@ class AsyncMemory:
         *,
         index: bool | str = True,
     ) -> Item:
-        """Store a JSON object under ``namespace`` and ``key``, replacing the current version.
+        """Store a JSON object under ``namespace`` (``()``: the group's root) and ``key``,
+        replacing the current version.
 
         ``index``: True embeds the value's JSON for ``search_items(query=...)``, a string
         embeds that text instead, False leaves the item out of query ranking.
@@ -384,7 +385,7 @@ class AsyncMemory:
         from ..embedders import check_vectors
         from ._items import put_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         data = check_value(value)
         how = check_index(index)
@@ -403,7 +404,7 @@ class AsyncMemory:
         from .._items import check_key, check_namespace
         from ._items import delete_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         async with self._db.transaction(group_id, "deleting an item") as conn:
             w = await begin_write(
@@ -423,7 +424,7 @@ class AsyncMemory:
         from .._items import check_key, check_namespace
         from ._items import get_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         system = _system(as_of)
         async with self._db.transaction(group_id, "reading an item") as conn:

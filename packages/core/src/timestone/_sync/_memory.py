@@ -374,7 +374,8 @@ class Memory:
         *,
         index: bool | str = True,
     ) -> Item:
-        """Store a JSON object under ``namespace`` and ``key``, replacing the current version.
+        """Store a JSON object under ``namespace`` (``()``: the group's root) and ``key``,
+        replacing the current version.
 
         ``index``: True embeds the value's JSON for ``search_items(query=...)``, a string
         embeds that text instead, False leaves the item out of query ranking.
@@ -383,7 +384,7 @@ class Memory:
         from ..embedders import check_vectors
         from ._items import put_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         data = check_value(value)
         how = check_index(index)
@@ -402,7 +403,7 @@ class Memory:
         from .._items import check_key, check_namespace
         from ._items import delete_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         with self._db.transaction(group_id, "deleting an item") as conn:
             w = begin_write(
@@ -422,7 +423,7 @@ class Memory:
         from .._items import check_key, check_namespace
         from ._items import get_item
 
-        ns = check_namespace(namespace, allow_empty=False)
+        ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         system = _system(as_of)
         with self._db.transaction(group_id, "reading an item") as conn:
