@@ -1,0 +1,104 @@
+"""TimestoneRetriever: the langchain-tests standard suite, metadata, time, bad input."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import timestone
+from langchain_core.documents import Document
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langchain_timestone import TimestoneRetriever
+from pydantic import ValidationError
+
+
+class TestTimestoneRetrieverStandard(RetrieversIntegrationTests):
+    @pytest.fixture(autouse=True)
+    def _seeded(self, memory: timestone.Memory, mira: str) -> None:
+        self._params = {"memory": memory, "group_id": mira}
+
+    @property
+    def retriever_constructor(self) -> type[TimestoneRetriever]:
+        return TimestoneRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return self._params
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "Where does Mira work?"
+
+
+def test_documents_carry_both_clocks_and_provenance(memory: timestone.Memory, mira: str) -> None:
+    docs = TimestoneRetriever(memory=memory, group_id=mira, k=2).invoke("Who directs Château Sud?")
+    assert len(docs) == 2
+    top = docs[0]
+    assert top.page_content == "Mira directs Château Sud."
+    meta = top.metadata
+    assert meta["kind"] == "fact"
+    assert top.id == meta["id"]
+    assert uuid.UUID(meta["version_id"])
+    assert (meta["source"], meta["relation"], meta["target"]) == ("Mira", "DIRECTS", "Château Sud")
+    assert meta["valid_at"].startswith("2023-06-15")
+    assert meta["invalid_at"] is None
+    assert meta["expired_at"] is None
+    assert datetime.fromisoformat(meta["created_at"]).tzinfo is not None
+    assert len(meta["episodes"]) == 1
+    assert meta["score"] > 0
+
+
+def test_time_parameters(memory: timestone.Memory, mira: str) -> None:
+    before = datetime(2020, 1, 1, tzinfo=UTC)
+    then = TimestoneRetriever(memory=memory, group_id=mira, k=10, valid_at=before)
+    assert all(
+        datetime.fromisoformat(d.metadata["valid_at"]) <= before for d in then.invoke("Mira")
+    )
+    assert "Mira works with grape Gamay." in [d.page_content for d in then.invoke("grape")]
+    every = memory.facts(mira, valid_at=None, limit=1000)
+    stamps = sorted({f.created_at for f in every})
+    assert len(stamps) == 3  # one write per episode
+    nothing = TimestoneRetriever(memory=memory, group_id=mira, as_of=stamps[0] - timedelta(1))
+    assert nothing.invoke("Mira") == []
+    before_backfill = TimestoneRetriever(
+        memory=memory, group_id=mira, k=10, valid_at=None, as_of=stamps[1]
+    )
+    held = before_backfill.invoke("Where is Château Nord located?")
+    assert held
+    assert all(d.metadata["relation"] != "LOCATED_IN" for d in held)
+
+
+def test_scopes_mix_entities_and_episodes(memory: timestone.Memory, mira: str) -> None:
+    retriever = TimestoneRetriever(
+        memory=memory, group_id=mira, k=6, scopes=("facts", "entities", "episodes")
+    )
+    docs = retriever.invoke("Château Sud")
+    assert {d.metadata["kind"] for d in docs} >= {"fact", "entity"}
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    assert all(isinstance(d, Document) for d in docs)
+
+
+async def test_async_memory(
+    amemory: timestone.AsyncMemory, memory: timestone.Memory, mira: str
+) -> None:
+    retriever = TimestoneRetriever(memory=amemory, group_id=mira, k=1)
+    docs = await retriever.ainvoke("Where does Mira work?")
+    assert len(docs) == 1
+    with pytest.raises(TypeError, match="call ainvoke"):
+        retriever.invoke("Where does Mira work?")
+
+
+def test_bad_input(memory: timestone.Memory) -> None:
+    with pytest.raises(ValidationError, match="group_id"):
+        TimestoneRetriever(memory=memory)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="group_id is empty"):
+        TimestoneRetriever(memory=memory, group_id="")
+    with pytest.raises(ValidationError, match="unknown scope"):
+        TimestoneRetriever(memory=memory, group_id="g", scopes=("facts", "nope"))
+    with pytest.raises(ValidationError, match="k must be at least 1"):
+        TimestoneRetriever(memory=memory, group_id="g", k=0)
+    with pytest.raises(ValidationError, match="naive datetime"):
+        TimestoneRetriever(memory=memory, group_id="g", as_of=datetime(2020, 1, 1))
