@@ -19,15 +19,23 @@ from ._models import (
     RemovalReport,
     RollbackReport,
 )
+from ._results import Community, CommunityReport, Context, ContextItem, SearchResults
 from ._sync._memory import Memory
 from ._time import NOW
 from .embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from .errors import TimestoneError
+from .llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage, OpenAICompatibleLLM
 from .ontology import EdgeType, EntityType, Ontology
+from .rerankers import HTTPReranker, OverlapReranker, Reranker
 
 __all__ = [
+    "LLM",
     "NOW",
     "AsyncMemory",
+    "Community",
+    "CommunityReport",
+    "Context",
+    "ContextItem",
     "DocumentResult",
     "EdgeType",
     "Embedder",
@@ -37,14 +45,23 @@ __all__ = [
     "Episode",
     "Fact",
     "FactInput",
+    "HTTPReranker",
     "HashEmbedder",
     "IngestResult",
     "Item",
+    "LLMBudget",
+    "LLMReply",
+    "LLMRequest",
+    "LLMUsage",
     "Memory",
     "Ontology",
     "OpenAICompatibleEmbedder",
+    "OpenAICompatibleLLM",
+    "OverlapReranker",
     "RemovalReport",
+    "Reranker",
     "RollbackReport",
+    "SearchResults",
     "TimestoneError",
     "WordLlamaEmbedder",
     "errors",

@@ -1,7 +1,7 @@
 """The primitives that differ between the async code and its blocking twin.
 
-``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``asleep`` to ``sleep``
-and ``agather`` to ``gather`` and ``ato_thread`` to ``to_thread``; everything else is the same code.
+``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``ASemaphore`` to ``Semaphore``,
+``asleep`` to ``sleep`` and ``agather`` to ``gather`` and ``ato_thread`` to ``to_thread``; everything else is the same code.
 """
 
 from __future__ import annotations
@@ -12,12 +12,25 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-__all__ = ["ALock", "Lock", "agather", "asleep", "ato_thread", "gather", "sleep", "to_thread"]
+__all__ = [
+    "ALock",
+    "ASemaphore",
+    "Lock",
+    "Semaphore",
+    "agather",
+    "asleep",
+    "ato_thread",
+    "gather",
+    "sleep",
+    "to_thread",
+]
 
 T = TypeVar("T")
 
 ALock = asyncio.Lock
 Lock = threading.Lock
+ASemaphore = asyncio.Semaphore
+Semaphore = threading.Semaphore
 sleep = time.sleep
 
 

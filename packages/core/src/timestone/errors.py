@@ -18,8 +18,11 @@ The hierarchy::
     ├── EmbeddedServerError          the embedded Postgres could not start in the data dir
     ├── EmbedderError                the embedder failed or returned bad vectors
     │   └── EmbedderMismatch         the stored embedder differs from the one passed
-    └── LLMError                     no model configured, or the model failed
-        └── BudgetExceeded           a group's LLM budget refuses the work
+    ├── LLMError                     no model configured, or the model failed (``step`` says where)
+    │   └── BudgetExceeded           a group's LLM budget refuses the work
+    └── RerankerError                the cross-encoder reranker failed or answered badly
+
+    ExtractionWarning                (a warning) model output dropped: outside the ontology, etc.
 
 Database errors raised by psycopg are wrapped, never leaked: the psycopg
 exception stays reachable as ``__cause__``.
@@ -36,6 +39,7 @@ __all__ = [
     "EmbeddedServerError",
     "EmbedderError",
     "EmbedderMismatch",
+    "ExtractionWarning",
     "InvalidGroup",
     "InvalidInput",
     "InvalidPeriod",
@@ -44,6 +48,7 @@ __all__ = [
     "NaiveDatetime",
     "NotFound",
     "OntologyViolation",
+    "RerankerError",
     "SchemaTooNew",
     "TimestoneError",
 ]
@@ -114,8 +119,25 @@ class EmbedderMismatch(EmbedderError):
 
 
 class LLMError(TimestoneError):
-    """No model is configured for a step that needs one, or the model failed."""
+    """No model is configured for a step that needs one, or the model failed.
+
+    ``step`` names the ingestion step that failed (``extraction``, ``entity resolution``,
+    ``fact resolution``, ``summary condensation``, ``saga summary``) when there is one.
+    """
+
+    def __init__(self, message: str, *, step: str | None = None) -> None:
+        super().__init__(message)
+        self.step = step
 
 
 class BudgetExceeded(LLMError):
     """The group's LLM budget refuses the work before it is spent."""
+
+
+class ExtractionWarning(UserWarning):
+    """Model output that was dropped, not written: an entity outside the ontology, a fact on
+    an unknown entity, an unknown relation, attributes that fail their model, a bad date."""
+
+
+class RerankerError(TimestoneError):
+    """The cross-encoder reranker failed, or did not return one score per passage."""

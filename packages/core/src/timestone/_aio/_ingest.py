@@ -13,13 +13,15 @@ import dataclasses
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
 from psycopg import sql
 
-from .._chunks import chunk_text
+from .. import _compat
+from .._chunks import Chunk, chunk_text
+from .._groups import check_group
 from .._models import (
     MAX_NAME_CHARS,
     DocumentResult,
@@ -34,6 +36,7 @@ from .._models import (
 from .._time import aware
 from ..embedders import Embedder, check_vectors
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
+from ..llm import LLM
 from ..ontology import Ontology
 from ._db import Conn, Database
 from ._entities import (
@@ -47,6 +50,20 @@ from ._entities import (
     resolve_entities,
 )
 from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
+from ._extract import (
+    Extracted,
+    Ledger,
+    Plan,
+    Types,
+    build_types,
+    check_episode_content,
+    extract,
+    plan,
+    previous_episodes,
+    read_budget,
+    record_spent,
+    write_ledger,
+)
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
 from ._write import Write, begin_write
 
@@ -190,6 +207,7 @@ class Ingest:
         idempotency_key_: str | None,
         source_description: str,
     ) -> IngestResult:
+        check_group(group_id)
         ref = aware(reference_time, "reference_time")
         parsed, prepared = self.prepare(facts, ref)
         content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
@@ -242,13 +260,21 @@ class Ingest:
         raise AssertionError("unreachable")
 
     async def _write_episode(
-        self, w: Write, row: EpisodeRow, vector: list[float] | None, prepared: Sequence[_Prepared]
+        self,
+        w: Write,
+        row: EpisodeRow,
+        vector: list[float] | None,
+        prepared: Sequence[_Prepared],
+        entities_: Sequence[EntityInput] = (),
+        decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
     ) -> _Written:
+        """``entities_``: entities the episode names besides its facts' endpoints (extraction);
+        ``decided``: the LLM tier's choices for ambiguous names, made before the write."""
         episode = await insert_episode(w, row, vector)
-        if not prepared:
+        if not prepared and not entities_:
             return _Written(episode=episode, entity_ids=[], changes=SlotChanges())
-        entities = [e for p in prepared for e in (p.source, p.target)]
-        ids = await resolve_entities(w, entities, self.ontology)
+        entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
+        ids = await resolve_entities(w, entities, self.ontology, decided)
         merged: dict[uuid.UUID, EntityInput] = {}
         attributes: dict[uuid.UUID, dict[str, Any]] = {}
         for e in entities:
@@ -293,9 +319,13 @@ class Ingest:
         reference_time: datetime,
         metadata: Mapping[str, Any] | None,
         max_chunk_chars: int,
+        llm: LLM | None = None,
     ) -> DocumentResult:
+        """With ``llm``: every chunk is extracted (before the transaction), with the title,
+        its neighbours and the entities of earlier chunks as context."""
         from ._correct import retract_episodes
 
+        check_group(group_id)
         ref = aware(reference_time, "reference_time")
         check_text(uri, "document uri", max_chars=2048)
         check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
@@ -307,9 +337,25 @@ class Ingest:
             raise InvalidInput(f"document metadata is not JSON-serializable: {exc}") from exc
         digest = hashlib.sha256(content.encode()).hexdigest()
         chunks = chunk_text(content, max_chars=max_chunk_chars)
-        vectors = await self.vectors(c.text for c in chunks)
+        ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
+        if llm is not None:
+            ledger, plans = await self._document_plans(
+                group_id, llm, uri, digest, title_, chunks, ref
+            )
+        prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
+        names = [e for p, pre in zip(plans, prepared, strict=True) for e in _named(p, pre)]
+        vectors = await self.vectors(
+            [
+                *(c.text for c in chunks),
+                *(x.sentence for pre in prepared for x in pre),
+                *(e.name for e in names),
+            ]
+        )
         async with self.db.transaction(group_id, "adding a document") as conn:
-            w = await begin_write(conn, group_id, self.embedder, keys=["document\x1f" + uri])
+            w = await begin_write(
+                conn, group_id, self.embedder, keys=["document\x1f" + uri, *lock_keys(names)]
+            )
+            w.remember(vectors)
             cur = await conn.execute(
                 "SELECT id, document_version, metadata->>'document_sha256' AS sha"
                 " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
@@ -318,6 +364,7 @@ class Ingest:
             )
             old = await cur.fetchall()
             if old and old[0]["sha"] == digest:
+                await write_ledger(conn, group_id, ledger, None, w.now)
                 return await _existing_document(
                     conn, group_id, uri, int(old[0]["document_version"])
                 )
@@ -331,7 +378,8 @@ class Ingest:
             retracted = [row["id"] for row in old]
             changes = await retract_episodes(w, retracted) if retracted else None
             episodes: list[Episode] = []
-            for chunk in chunks:
+            entity_ids: list[uuid.UUID] = []
+            for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
                 row = EpisodeRow(
                     name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
                     content=chunk.text,
@@ -346,9 +394,16 @@ class Ingest:
                     char_start=chunk.start,
                     char_end=chunk.end,
                     metadata={**meta, "document_sha256": digest, "title": title_},
+                    llm_calls=ledger.calls if chunk.index == 0 else 0,
+                    llm_tokens=ledger.tokens if chunk.index == 0 else 0,
                 )
-                written = await self._write_episode(w, row, vectors[chunk.text], [])
+                written = await self._write_episode(
+                    w, row, vectors[chunk.text], pre, p.entities, p.decided
+                )
+                if chunk.index == 0:
+                    await write_ledger(conn, group_id, ledger, written.episode.id, w.now)
                 episodes.append(written.episode)
+                entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
             invalidated: list[Fact] = []
             if changes is not None and changes.expired:
                 invalidated = await read_facts(
@@ -365,13 +420,219 @@ class Ingest:
                 uri=uri,
                 version=version,
                 episodes=episodes,
-                entities=[],
-                facts=[],
+                entities=await _entities(conn, group_id, entity_ids),
+                facts=await _episode_facts(w, [e.id for e in episodes]) if llm else [],
                 invalidated=invalidated,
                 retracted=retracted,
                 created=True,
                 recorded_at=w.now,
+                llm_calls=ledger.calls,
+                llm_tokens=ledger.tokens,
             )
+
+    # -- add_episode (LLM ingestion: every call before the transaction) ---------------
+
+    async def add_episode(
+        self,
+        group_id: str,
+        llm: LLM,
+        content: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        source: str,
+        source_description: str,
+        saga: str | None,
+        idempotency_key_: str | None,
+        types: Types,
+        max_chars: int,
+    ) -> IngestResult:
+        check_group(group_id)
+        ref = aware(reference_time, "reference_time")
+        text = check_episode_content(content, source, max_chars)
+        key = idempotency_key_ or idempotency_key(group_id, text, ref)
+        check_text(key, "idempotency_key", max_chars=512)
+        row = EpisodeRow(
+            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+            if name is not None
+            else f"{source} at {ref.isoformat()}",
+            content=text,
+            source=source,
+            source_description=check_text(
+                source_description, "source_description", max_chars=10_000, allow_empty=True
+            ),
+            reference_time=ref,
+            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            idempotency_key=key,
+        )
+        async with self.db.transaction(group_id, "reading before extraction") as conn:
+            existing = await find_by_key(conn, group_id, key)
+            if existing is not None:
+                return await _existing_result(conn, group_id, existing)
+            budget, used = await read_budget(conn, group_id)
+            previous = await previous_episodes(conn, group_id, row.saga, ref)
+        ledger = Ledger(budget=budget, used=used)
+        try:
+            extracted = await extract(
+                llm,
+                ledger,
+                content=text,
+                source=source,
+                reference_time=ref,
+                source_description=row.source_description,
+                previous=previous,
+                types=types,
+                ontology=self.ontology,
+            )
+            names = await self.vectors(
+                [*(e.name for e in extracted.entities), *(f.fact or "" for f in extracted.facts)]
+            )
+            [planned] = await plan(
+                self.db, group_id, llm, ledger, [extracted], self.ontology, names
+            )
+            prepared = self.prepare(planned.facts, ref)[1] if planned.facts else []
+            vectors = await self.vectors(
+                [text, *(p.sentence for p in prepared), *(e.name for e in planned.entities)]
+            )
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        row = dataclasses.replace(row, llm_calls=ledger.calls, llm_tokens=ledger.tokens)
+        everyone = [*planned.entities, *(e for p in prepared for e in (p.source, p.target))]
+        try:
+            for attempt in range(_RETRIES):
+                try:
+                    async with self.db.transaction(group_id, "adding an episode") as conn:
+                        w = await begin_write(
+                            conn,
+                            group_id,
+                            self.embedder,
+                            keys=["episode\x1f" + key, *lock_keys(everyone)],
+                        )
+                        w.remember(vectors)
+                        existing = await find_by_key(conn, group_id, key)
+                        if existing is not None:
+                            await write_ledger(conn, group_id, ledger, None, w.now)
+                            return await _existing_result(conn, group_id, existing)
+                        written = await self._write_episode(
+                            w, row, vectors[text], prepared, planned.entities, planned.decided
+                        )
+                        await write_ledger(conn, group_id, ledger, written.episode.id, w.now)
+                        facts_out, invalidated = _closed_apart(
+                            written, *(await _outcome(w, written))
+                        )
+                        return IngestResult(
+                            episode=written.episode,
+                            entities=await _entities(conn, group_id, written.entity_ids),
+                            facts=facts_out,
+                            invalidated=invalidated,
+                            created=True,
+                            recorded_at=w.now,
+                            llm_calls=ledger.calls,
+                            llm_tokens=ledger.tokens,
+                        )
+                except ConflictError:
+                    if attempt == _RETRIES - 1:
+                        raise
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        raise AssertionError("unreachable")
+
+    async def add_episodes(
+        self,
+        group_id: str,
+        llm: LLM,
+        episodes: object,
+        *,
+        types: Types,
+        max_chars: int,
+        concurrency: object,
+        on_progress: Callable[[int, int, IngestResult], object] | None,
+    ) -> list[IngestResult]:
+        """Many episodes, each its own transaction, at most ``concurrency`` at a time."""
+        if isinstance(episodes, (str, bytes, Mapping)) or not isinstance(episodes, Sequence):
+            raise InvalidInput("episodes must be a list of mappings with add_episode's arguments")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool):
+            raise InvalidInput(f"concurrency must be an integer, got {concurrency!r}")
+        if not 1 <= concurrency <= 64:
+            raise InvalidInput(f"concurrency must be an integer from 1 to 64, got {concurrency!r}")
+        items = cast(Sequence[object], episodes)
+        specs = [_episode_spec(i, e) for i, e in enumerate(items)]
+        slots = _compat.ASemaphore(concurrency)
+        done: list[int] = [0]
+
+        async def one(spec: dict[str, Any]) -> IngestResult:
+            async with slots:
+                result = await self.add_episode(
+                    group_id, llm, types=types, max_chars=max_chars, **spec
+                )
+            done[0] += 1
+            if on_progress is not None:
+                on_progress(done[0], len(specs), result)
+            return result
+
+        return await _compat.agather(*[one(s) for s in specs])
+
+    async def _document_plans(
+        self,
+        group_id: str,
+        llm: LLM,
+        uri: str,
+        digest: str,
+        title: str,
+        chunks: Sequence[Chunk],
+        ref: datetime,
+    ) -> tuple[Ledger, list[Plan]]:
+        """Extract every chunk in order, then resolve them all with one call per tier."""
+        async with self.db.transaction(group_id, "reading before extraction") as conn:
+            cur = await conn.execute(
+                "SELECT metadata->>'document_sha256' AS sha FROM timestone.episodes"
+                " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL LIMIT 1",
+                (group_id, uri),
+            )
+            row = await cur.fetchone()
+            budget, used = await read_budget(conn, group_id)
+        ledger = Ledger(budget=budget, used=used)
+        if row is not None and row["sha"] == digest:  # unchanged: nothing to extract
+            return ledger, [Plan([], [], {}) for _ in chunks]
+        types = build_types(self.ontology, None, None, None, None, None)
+        try:
+            extracted: list[Extracted] = []
+            known: list[str] = []
+            for i, chunk in enumerate(chunks):
+                context = {
+                    "title": title,
+                    "chunk": f"{i + 1} of {len(chunks)}",
+                    "previous chunk (end)": chunks[i - 1].text[-600:] if i > 0 else "",
+                    "next chunk (start)": chunks[i + 1].text[:600] if i + 1 < len(chunks) else "",
+                }
+                x = await extract(
+                    llm,
+                    ledger,
+                    content=chunk.text,
+                    source="document",
+                    reference_time=ref,
+                    source_description=title,
+                    previous=[],
+                    types=types,
+                    ontology=self.ontology,
+                    document=context,
+                    known_entities=known[-100:],
+                )
+                extracted.append(x)
+                known.extend(e.name for e in x.entities if e.name not in known)
+            vectors = await self.vectors(
+                [
+                    *(e.name for x in extracted for e in x.entities),
+                    *(f.fact or "" for x in extracted for f in x.facts),
+                ]
+            )
+            plans = await plan(self.db, group_id, llm, ledger, extracted, self.ontology, vectors)
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        return ledger, plans
 
 
 def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
@@ -488,3 +749,78 @@ async def _existing_document(conn: Conn, group_id: str, uri: str, version: int) 
         created=False,
         recorded_at=episodes[0].created_at,
     )
+
+
+_EPISODE_KEYS = {
+    "content",
+    "reference_time",
+    "name",
+    "source",
+    "source_description",
+    "saga",
+    "idempotency_key",
+}
+
+
+def _episode_spec(index: int, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"episodes[{index}] must be a mapping, got {type(value).__name__}")
+    item = cast(Mapping[str, Any], value)
+    unknown = set(item) - _EPISODE_KEYS
+    if unknown:
+        raise InvalidInput(f"episodes[{index}] has unknown keys {sorted(unknown)}")
+    for required in ("content", "reference_time"):
+        if required not in item:
+            raise InvalidInput(f"episodes[{index}] has no {required!r}")
+    spec: dict[str, Any] = {
+        "content": item["content"],
+        "reference_time": aware(item["reference_time"], f"episodes[{index}].reference_time"),
+        "name": item.get("name"),
+        "source": item.get("source", "text"),
+        "source_description": item.get("source_description", ""),
+        "saga": item.get("saga"),
+        "idempotency_key_": item.get("idempotency_key"),
+    }
+    check_episode_content(spec["content"], spec["source"], 10**9)
+    return spec
+
+
+def _named(p: Plan, prepared: Sequence[_Prepared]) -> list[EntityInput]:
+    return [*p.entities, *(e for x in prepared for e in (x.source, x.target))]
+
+
+async def _episode_facts(w: Write, episode_ids: Sequence[uuid.UUID]) -> list[Fact]:
+    """The current facts the episodes support."""
+    cur = await w.conn.execute(
+        "SELECT version_id FROM timestone.facts"
+        " WHERE group_id = %s AND expired_at IS NULL AND episodes && %s::uuid[]",
+        (w.group_id, list(episode_ids)),
+    )
+    version_ids = [row["version_id"] for row in await cur.fetchall()]
+    if not version_ids:
+        return []
+    return await read_facts(
+        w.conn,
+        w.group_id,
+        valid_at=None,
+        as_of=None,
+        read_time=w.now,
+        limit=None,
+        version_ids=version_ids,
+    )
+
+
+def _closed_apart(
+    written: _Written, facts: list[Fact], invalidated: list[Fact]
+) -> tuple[list[Fact], list[Fact]]:
+    """An older fact the episode closed (a contradiction) is invalidated, not a new fact."""
+    before = written.changes.expired
+    closed = [
+        f
+        for f in facts
+        if f.episodes[0] != written.episode.id
+        and f.invalid_at is not None
+        and f.id in before
+        and before[f.id]["invalid_at"] is None
+    ]
+    return [f for f in facts if f not in closed], [*invalidated, *closed]

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
+
+import pydantic
 
 from .. import _compat
 from .._embedded import embedded_dsn
@@ -30,14 +32,26 @@ from .._models import (
     check_text,
 )
 from .._names import normalize
+from .._results import CommunityReport, Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, WordLlamaEmbedder
 from ..errors import InvalidInput, LLMError
+from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
 from ._entities import ENTITY_COLUMNS, entity_from_row
+from ._extract import (
+    MAX_EPISODE_CHARS,
+    build_types,
+    check_budget,
+    read_budget,
+    read_usage,
+    saga_episodes,
+    set_budget,
+    summarize_saga,
+)
 from ._facts import held_clause, read_facts
 from ._ingest import Ingest
 from ._transfer import (
@@ -123,7 +137,8 @@ class AsyncMemory:
         else:
             await bind_embedder(target, chosen)
         db = await Database.aopen(target, max_size=pool_size)
-        return cls(db, embedder=chosen, ontology=ontology or Ontology(), llm=llm)
+        model = llm if llm is not None else OpenAICompatibleLLM.from_env()
+        return cls(db, embedder=chosen, ontology=ontology or Ontology(), llm=model)
 
     @property
     def dsn(self) -> str:
@@ -195,6 +210,7 @@ class AsyncMemory:
             reference_time=reference_time,
             metadata=metadata,
             max_chunk_chars=max_chunk_chars,
+            llm=self.llm,
         )
 
     async def add_episode(
@@ -208,15 +224,37 @@ class AsyncMemory:
         source_description: str = "",
         saga: str | None = None,
         idempotency_key: str | None = None,
+        entity_types: Mapping[str, type[pydantic.BaseModel]] | None = None,
+        edge_types: Mapping[str, type[pydantic.BaseModel]] | None = None,
+        edge_type_map: Mapping[tuple[str, str], Sequence[str]] | None = None,
+        excluded_entity_types: Sequence[str] | None = None,
+        instructions: str | None = None,
+        max_chars: int = MAX_EPISODE_CHARS,
     ) -> IngestResult:
-        """An unstructured episode, extracted by the LLM."""
-        if self.llm is None:
-            raise LLMError(
-                "add_episode needs an LLM to extract facts from text, and none is configured: "
-                "pass llm=timestone.OpenAICompatibleLLM(...) to open(), or set OPENAI_API_KEY "
-                "or OPENAI_BASE_URL; add_facts ingests structured facts without any LLM"
-            )
-        raise LLMError("text extraction is not available in this version of Timestone")
+        """An unstructured episode (``source``: text, message or json), extracted by the LLM;
+        every model call happens before the one write transaction (see docs/llm.md)."""
+        llm = self._llm("add_episode")
+        types = build_types(
+            self.ontology,
+            entity_types,
+            edge_types,
+            edge_type_map,
+            excluded_entity_types,
+            instructions,
+        )
+        return await self._ingest.add_episode(
+            group_id,
+            llm,
+            content,
+            reference_time=reference_time,
+            name=name,
+            source=source,
+            source_description=source_description,
+            saga=saga,
+            idempotency_key_=idempotency_key,
+            types=types,
+            max_chars=max_chars,
+        )
 
     # -- reading ---------------------------------------------------------------------
 
@@ -318,51 +356,6 @@ class AsyncMemory:
         async with self._db.transaction(group_id, "purging an episode") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
             return await purge(w, ident)
-
-    # -- transfer and inventory --
-
-    async def export_group(self, group_id: str, out: LineSink) -> dict[str, int]:
-        """Write every row version of the group, both clocks as stored, as JSON lines to
-        ``out`` (anything with ``write(str)``); returns the rows written per table."""
-        async with self._db.transaction(group_id, "exporting a group") as conn:
-            return await export_rows(conn, group_id, out)
-
-    async def import_group(
-        self, lines: Iterable[str], *, group_id: str | None = None
-    ) -> dict[str, int]:
-        """Read an ``export_group`` file into an empty group (default: the exported one's id),
-        in one transaction; returns the rows written per table."""
-        parsed = parse_export(lines)
-        target = group_id if group_id is not None else str(parsed.header.get("group_id", ""))
-        async with self._db.transaction(target, "importing a group") as conn:
-            w = await begin_write(conn, target, self.embedder, exclusive=True)
-            return await import_rows(w, parsed)
-
-    async def stats(self, group_id: str) -> dict[str, dict[str, int]]:
-        """Rows of the group per table: ``current`` (held now) and ``versions`` (all)."""
-        async with self._db.transaction(group_id, "counting rows") as conn:
-            return await count_rows(conn, group_id)
-
-    async def episodes(
-        self,
-        group_id: str,
-        *,
-        ids: Sequence[uuid.UUID | str] | None = None,
-        as_of: datetime | None = None,
-        limit: int = 100,
-    ) -> list[Episode]:
-        """Episodes held at ``as_of`` (default: now), newest ``reference_time`` first."""
-        wanted = None if ids is None else [check_episode_id(i) for i in ids]
-        system, n = _system(as_of), _limit(limit)
-        async with self._db.transaction(group_id, "reading episodes") as conn:
-            return await list_episodes(conn, group_id, as_of=system, ids=wanted, limit=n)
-
-    async def fact_history(self, group_id: str, entity: str | uuid.UUID) -> list[Fact]:
-        """Every version of every fact about ``entity``, superseded beliefs included (their
-        ``expired_at`` set), by ``valid_at``: the material of a timeline picture."""
-        ref = _entity_ref(entity, "entity")
-        async with self._db.transaction(group_id, "reading a fact history") as conn:
-            return await fact_history(conn, group_id, ref, read_time=utcnow())
 
     # -- items (key-value memory) --
 
@@ -499,3 +492,212 @@ class AsyncMemory:
                 offset=skip,
                 as_of=system,
             )
+
+    # -- transfer and inventory --
+
+    async def export_group(self, group_id: str, out: LineSink) -> dict[str, int]:
+        """Write every row version of the group, both clocks as stored, as JSON lines to
+        ``out`` (anything with ``write(str)``); returns the rows written per table."""
+        async with self._db.transaction(group_id, "exporting a group") as conn:
+            return await export_rows(conn, group_id, out)
+
+    async def import_group(
+        self, lines: Iterable[str], *, group_id: str | None = None
+    ) -> dict[str, int]:
+        """Read an ``export_group`` file into an empty group (default: the exported one's id),
+        in one transaction; returns the rows written per table."""
+        parsed = parse_export(lines)
+        target = group_id if group_id is not None else str(parsed.header.get("group_id", ""))
+        async with self._db.transaction(target, "importing a group") as conn:
+            w = await begin_write(conn, target, self.embedder, exclusive=True)
+            return await import_rows(w, parsed)
+
+    async def stats(self, group_id: str) -> dict[str, dict[str, int]]:
+        """Rows of the group per table: ``current`` (held now) and ``versions`` (all)."""
+        async with self._db.transaction(group_id, "counting rows") as conn:
+            return await count_rows(conn, group_id)
+
+    async def episodes(
+        self,
+        group_id: str,
+        *,
+        ids: Sequence[uuid.UUID | str] | None = None,
+        as_of: datetime | None = None,
+        limit: int = 100,
+    ) -> list[Episode]:
+        """Episodes held at ``as_of`` (default: now), newest ``reference_time`` first."""
+        wanted = None if ids is None else [check_episode_id(i) for i in ids]
+        system, n = _system(as_of), _limit(limit)
+        async with self._db.transaction(group_id, "reading episodes") as conn:
+            return await list_episodes(conn, group_id, as_of=system, ids=wanted, limit=n)
+
+    async def fact_history(self, group_id: str, entity: str | uuid.UUID) -> list[Fact]:
+        """Every version of every fact about ``entity``, superseded beliefs included (their
+        ``expired_at`` set), by ``valid_at``: the material of a timeline picture."""
+        ref = _entity_ref(entity, "entity")
+        async with self._db.transaction(group_id, "reading a fact history") as conn:
+            return await fact_history(conn, group_id, ref, read_time=utcnow())
+
+    # -- retrieval --
+
+    async def search(
+        self,
+        group_id: str,
+        query: str,
+        *,
+        limit: int = 10,
+        scopes: Sequence[str] = ("facts",),
+        valid_at: datetime | Now | None = NOW,
+        as_of: datetime | None = None,
+        reranker: Any = "rrf",
+        center: str | uuid.UUID | None = None,
+        edge_types: Sequence[str] | None = None,
+        labels: Sequence[str] | None = None,
+        ids: Sequence[uuid.UUID | str] | None = None,
+    ) -> SearchResults:
+        """Hybrid search (full text, vectors, graph walk) over ``scopes``: facts, entities,
+        episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
+        ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
+        ``as_of`` (system time)."""
+        from ._search import prepare_search, search
+
+        req = prepare_search(
+            query,
+            limit=limit,
+            scopes=scopes,
+            valid_at=valid_at,
+            as_of=as_of,
+            reranker=reranker,
+            center=center,
+            edge_types=edge_types,
+            labels=labels,
+            ids=ids,
+        )
+        return await search(self._db, self.embedder, group_id, req)
+
+    async def context(
+        self,
+        group_id: str,
+        query: str,
+        *,
+        token_budget: int = 2000,
+        valid_at: datetime | Now | None = NOW,
+        as_of: datetime | None = None,
+    ) -> Context:
+        """Evidence for ``query`` under ``token_budget`` tokens, each item with a stable
+        citation id; ``.as_prompt()`` renders it with dates."""
+        from ._context import build_context
+
+        return await build_context(
+            self._db,
+            self.embedder,
+            group_id,
+            query,
+            token_budget=token_budget,
+            valid_at=valid_at,
+            as_of=as_of,
+        )
+
+    async def build_communities(self, group_id: str) -> CommunityReport:
+        """Recompute the group's communities from its current fact graph (label propagation)."""
+        from ._communities import build_communities
+
+        return await build_communities(self._db, self.embedder, self.llm, group_id)
+
+    async def update_communities(
+        self, group_id: str, entities: Sequence[uuid.UUID] | None = None
+    ) -> CommunityReport:
+        """Incremental update after ingestion: re-label only the neighbourhood of ``entities``
+        (default: entities whose facts changed since the last build)."""
+        from ._communities import update_communities
+
+        return await update_communities(self._db, self.embedder, self.llm, group_id, entities)
+
+    # -- LLM ingestion --
+
+    def _llm(self, what: str) -> LLM:
+        if self.llm is None:
+            raise LLMError(
+                f"{what} needs an LLM, and none is configured: pass "
+                "llm=timestone.OpenAICompatibleLLM(...) to open(), or set OPENAI_API_KEY or "
+                "OPENAI_BASE_URL; add_facts ingests structured facts without any LLM",
+                step="configuration",
+            )
+        return self.llm
+
+    async def add_episodes(
+        self,
+        group_id: str,
+        episodes: Sequence[Mapping[str, Any]],
+        *,
+        concurrency: int = 4,
+        on_progress: Callable[[int, int, IngestResult], object] | None = None,
+        entity_types: Mapping[str, type[pydantic.BaseModel]] | None = None,
+        edge_types: Mapping[str, type[pydantic.BaseModel]] | None = None,
+        edge_type_map: Mapping[tuple[str, str], Sequence[str]] | None = None,
+        excluded_entity_types: Sequence[str] | None = None,
+        instructions: str | None = None,
+        max_chars: int = MAX_EPISODE_CHARS,
+    ) -> list[IngestResult]:
+        """Bulk ``add_episode``: each mapping holds its arguments (``content``,
+        ``reference_time``, optional ``name``, ``source``, ``source_description``, ``saga``,
+        ``idempotency_key``); at most ``concurrency`` run at once (the blocking twin runs
+        them in order). ``on_progress(done, total, result)`` follows each one."""
+        llm = self._llm("add_episodes")
+        types = build_types(
+            self.ontology,
+            entity_types,
+            edge_types,
+            edge_type_map,
+            excluded_entity_types,
+            instructions,
+        )
+        return await self._ingest.add_episodes(
+            group_id,
+            llm,
+            episodes,
+            types=types,
+            max_chars=max_chars,
+            concurrency=concurrency,
+            on_progress=on_progress,
+        )
+
+    async def saga_episodes(self, group_id: str, saga: str) -> list[Episode]:
+        """The episodes of a saga (a named thread), in world-time order."""
+        name = check_text(saga, "saga", max_chars=512)
+        async with self._db.transaction(group_id, "reading a saga") as conn:
+            return await saga_episodes(conn, group_id, name)
+
+    async def summarize_saga(self, group_id: str, saga: str) -> str:
+        """A summary of a saga, on request: one call to the small model (counted and budgeted)."""
+        name = check_text(saga, "saga", max_chars=512)
+        text, _ = await summarize_saga(self._db, group_id, self._llm("summarize_saga"), name)
+        return text
+
+    async def set_llm_budget(
+        self,
+        group_id: str,
+        *,
+        max_calls: int | None = None,
+        max_tokens: int | None = None,
+        period: timedelta = timedelta(days=1),
+    ) -> LLMBudget | None:
+        """Limit the group's LLM calls and/or tokens in any window of ``period``; both
+        ``None`` removes the budget. Work the budget cannot cover is refused before a call."""
+        budget = check_budget(max_calls, max_tokens, period)
+        async with self._db.transaction(group_id, "setting an LLM budget") as conn:
+            w = await begin_write(conn, group_id, self.embedder, keys=["llm-budget"])
+            await set_budget(w, budget)
+        return budget
+
+    async def llm_budget(self, group_id: str) -> LLMBudget | None:
+        """The group's LLM budget, or ``None``."""
+        async with self._db.transaction(group_id, "reading the LLM budget") as conn:
+            return (await read_budget(conn, group_id))[0]
+
+    async def llm_usage(self, group_id: str, *, since: datetime | None = None) -> LLMUsage:
+        """The LLM calls and tokens the group spent since ``since`` (default: ever), failed
+        work included."""
+        point = _system(since)
+        async with self._db.transaction(group_id, "reading LLM usage") as conn:
+            return await read_usage(conn, group_id, since=point)

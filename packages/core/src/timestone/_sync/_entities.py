@@ -51,13 +51,17 @@ def lock_keys(entities: Iterable[EntityInput]) -> list[str]:
 
 
 def resolve_entities(
-    w: Write, entities: Sequence[EntityInput], ontology: Ontology
+    w: Write,
+    entities: Sequence[EntityInput],
+    ontology: Ontology,
+    decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
 ) -> dict[tuple[str, str | None], uuid.UUID]:
     """Map each distinct (normalized name, type) to an entity id, cheapest tier first.
 
     1. exact normalized name (the unique index); an untyped name matches any type;
-    2. trigram candidates from the index, kept only when ``near_identical``;
-    3. otherwise a new id (the entity row is written by ``recompute_entities``).
+    2. ``decided``: what the LLM tier chose, before the write, for ambiguous names;
+    3. trigram candidates from the index, kept only when ``near_identical``;
+    4. otherwise a new id (the entity row is written by ``recompute_entities``).
     """
     for e in entities:
         ontology.check_entity(e.entity_type, e.attributes, e.name)
@@ -102,6 +106,8 @@ def resolve_entities(
         fuzzy = _similar(w, [names[k] for k in unmatched])
         for key in unmatched:
             ident = exact(*key)  # an earlier fuzzy or minted key may now match
+            if ident is None and decided:
+                ident = decided.get(key)
             if ident is None:
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
             if ident is None:

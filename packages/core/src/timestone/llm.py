@@ -1,0 +1,539 @@
+"""Language models: the ``LLM`` protocol, ``OpenAICompatibleLLM``, and a replay transport.
+
+Timestone asks a model for JSON that matches a schema and nothing else. The
+mechanism parses, validates and retries malformed answers; the model only
+reads text. ``OpenAICompatibleLLM`` speaks to any OpenAI-compatible server
+(OpenAI, Azure, Ollama, vLLM, llama.cpp) through the ``openai`` SDK:
+
+- structured outputs (``response_format={"type": "json_schema", ...}``), and a
+  fallback to JSON mode with the schema in the prompt for servers that refuse
+  it (``json_mode="auto"`` switches once and remembers);
+- retries with exponential backoff on 408/409/429/5xx and connection errors,
+  honouring ``Retry-After``/``retry-after-ms``;
+- a concurrency limit shared by every call of the instance;
+- per-call token accounting (``LLMReply.prompt_tokens``/``completion_tokens``).
+
+``ReplayTransport`` is the offline test double: an ``httpx`` transport that
+serves recorded chat-completion responses in order and records what it was
+asked, so tests (yours too) run the real client with no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import email.utils
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
+
+import httpx
+
+from .errors import LLMError
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "LLM",
+    "LLMBudget",
+    "LLMReply",
+    "LLMRequest",
+    "LLMUsage",
+    "OpenAICompatibleLLM",
+    "ReplayTransport",
+    "chat_completion",
+    "replay_llm",
+]
+
+JsonMode = Literal["auto", "schema", "json"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One structured call: chat messages and the JSON schema the answer must match.
+
+    ``step`` names the ingestion step (``extraction``, ``entity resolution``, …) for
+    errors and the ledger; ``small`` asks for the cheaper model.
+    """
+
+    step: str
+    messages: Sequence[Mapping[str, str]]
+    schema_name: str
+    schema: Mapping[str, Any]
+    small: bool = False
+    max_tokens: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LLMReply:
+    """The model's raw answer (JSON text) and what it cost."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LLMBudget:
+    """A group's LLM budget: at most ``max_calls`` calls and ``max_tokens`` tokens in any
+    window of ``period`` (``None``: no limit on that measure)."""
+
+    max_calls: int | None
+    max_tokens: int | None
+    period: timedelta
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LLMUsage:
+    """The LLM calls and tokens a group spent since ``since`` (``None``: ever)."""
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    since: datetime | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What Timestone needs of a model: a blocking and an async structured completion.
+
+    Raise ``timestone.errors.LLMError`` for failures; any other exception is wrapped.
+    """
+
+    def complete(self, request: LLMRequest) -> LLMReply: ...
+
+    async def acomplete(self, request: LLMRequest) -> LLMReply: ...
+
+
+_RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_SCHEMA_REFUSED = ("response_format", "json_schema", "structured output", "not supported")
+
+
+class OpenAICompatibleLLM:
+    """A model behind any OpenAI-compatible chat-completions endpoint.
+
+    Pass ``client=openai.OpenAI(...)`` for ``Memory`` and/or
+    ``async_client=openai.AsyncOpenAI(...)`` for ``AsyncMemory``; an
+    ``openai.AsyncOpenAI`` given as ``client`` is taken as the async client.
+    ``small_model`` (default: ``model``) serves the cheap steps (condensing
+    summaries, saga summaries).
+    """
+
+    def __init__(
+        self,
+        client: openai.OpenAI | openai.AsyncOpenAI | None = None,
+        *,
+        model: str,
+        small_model: str | None = None,
+        async_client: openai.AsyncOpenAI | None = None,
+        json_mode: JsonMode = "auto",
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        max_concurrency: int = 8,
+        timeout: float = 120.0,
+        temperature: float | None = 0.0,
+    ) -> None:
+        import openai as _openai
+
+        if isinstance(client, _openai.AsyncOpenAI):
+            if async_client is not None:
+                raise LLMError("pass one async client: client= was already an AsyncOpenAI")
+            client, async_client = None, client
+        if client is None and async_client is None:
+            raise LLMError(
+                "OpenAICompatibleLLM needs client=openai.OpenAI(...) and/or "
+                "async_client=openai.AsyncOpenAI(...)"
+            )
+        if json_mode not in ("auto", "schema", "json"):
+            raise LLMError(f"json_mode must be 'auto', 'schema' or 'json', got {json_mode!r}")
+        if max_concurrency < 1:
+            raise LLMError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        self.model = model
+        self.small_model = small_model or model
+        self.json_mode: JsonMode = json_mode
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.temperature = temperature
+        self.max_concurrency = max_concurrency
+        # the SDK's own retries are off: these retries honour Retry-After and count attempts
+        self._client = (
+            client.with_options(max_retries=0, timeout=timeout) if client is not None else None
+        )
+        self._async_client = (
+            async_client.with_options(max_retries=0, timeout=timeout)
+            if async_client is not None
+            else None
+        )
+        self._sync_slots = threading.BoundedSemaphore(max_concurrency)
+        self._async_slots: asyncio.Semaphore | None = None
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    @classmethod
+    def from_env(cls) -> OpenAICompatibleLLM | None:
+        """The default model: ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` set, else ``None``.
+
+        ``TIMESTONE_LLM_MODEL`` (default ``gpt-4.1-mini``) and ``TIMESTONE_LLM_SMALL_MODEL``
+        (default ``gpt-4.1-nano``) choose the models.
+        """
+        key = os.environ.get("OPENAI_API_KEY")
+        base = os.environ.get("OPENAI_BASE_URL")
+        if not key and not base:
+            return None
+        import openai as _openai
+
+        api_key = key or "unused"  # local servers (Ollama, llama.cpp) ignore the key
+        return cls(
+            client=_openai.OpenAI(api_key=api_key, base_url=base),
+            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base),
+            model=os.environ.get("TIMESTONE_LLM_MODEL", "gpt-4.1-mini"),
+            small_model=os.environ.get("TIMESTONE_LLM_SMALL_MODEL", "gpt-4.1-nano"),
+        )
+
+    # -- requests --------------------------------------------------------------------
+
+    def _params(self, request: LLMRequest, mode: Literal["schema", "json"]) -> dict[str, Any]:
+        messages = [dict(m) for m in request.messages]
+        if mode == "schema":
+            response_format: dict[str, Any] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.schema_name,
+                    "schema": dict(request.schema),
+                    "strict": True,
+                },
+            }
+        else:
+            response_format = {"type": "json_object"}
+            hint = (
+                "Answer with one JSON object, and nothing else, that matches this JSON "
+                "schema:\n" + json.dumps(request.schema, separators=(",", ":"))
+            )
+            if messages and messages[0].get("role") == "system":
+                messages[0]["content"] = messages[0]["content"] + "\n\n" + hint
+            else:
+                messages.insert(0, {"role": "system", "content": hint})
+        params: dict[str, Any] = {
+            "model": self.small_model if request.small else self.model,
+            "messages": messages,
+            "response_format": response_format,
+        }
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if request.max_tokens is not None:
+            params["max_tokens"] = request.max_tokens
+        return params
+
+    def _mode(self) -> Literal["schema", "json"]:
+        return "json" if self.json_mode == "json" else "schema"
+
+    def _reply(self, request: LLMRequest, response: Any) -> LLMReply:
+        try:
+            choice = response.choices[0]
+            text = choice.message.content
+        except (AttributeError, IndexError, TypeError) as exc:
+            raise LLMError(f"{request.step}: the model sent no choices", step=request.step) from exc
+        if text is None:
+            refusal = getattr(choice.message, "refusal", None)
+            why = f"it refused: {refusal}" if refusal else "its message had no content"
+            raise LLMError(f"{request.step}: the model gave no answer ({why})", step=request.step)
+        usage = getattr(response, "usage", None)
+        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        if usage is None:  # some local servers omit usage: estimate, never count zero
+            prompt = sum(len(m.get("content", "")) for m in request.messages) // 4 + 1
+            completion = len(text) // 4 + 1
+        self.calls += 1
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        return LLMReply(
+            text=text,
+            model=str(getattr(response, "model", "") or self.model),
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+        )
+
+    def _decide(self, request: LLMRequest, exc: Exception, attempt: int) -> float | None:
+        """Seconds to wait before retrying ``exc``, or None to give up (raising a clear error)."""
+        import openai as _openai
+
+        step = request.step
+        if isinstance(exc, _openai.AuthenticationError):
+            raise LLMError(
+                f"{step}: the model server refused the API key (401); check OPENAI_API_KEY "
+                "or the api_key of the client passed to OpenAICompatibleLLM",
+                step=step,
+            ) from exc
+        if isinstance(exc, _openai.PermissionDeniedError):
+            raise LLMError(
+                f"{step}: the model server denied access (403): {exc}", step=step
+            ) from exc
+        if isinstance(exc, _openai.NotFoundError):
+            model = self.small_model if request.small else self.model
+            raise LLMError(
+                f"{step}: the model server does not know model {model!r} or the endpoint "
+                f"(404): {exc}",
+                step=step,
+            ) from exc
+        if isinstance(exc, _openai.BadRequestError) and self.json_mode == "auto":
+            message = str(exc).lower()
+            if any(word in message for word in _SCHEMA_REFUSED):
+                self.json_mode = "json"  # this server does JSON mode only: remember it
+                return 0.0
+        retryable = isinstance(exc, (_openai.APIConnectionError, _openai.APITimeoutError)) or (
+            isinstance(exc, _openai.APIStatusError) and exc.status_code in _RETRY_STATUS
+        )
+        if not retryable or attempt >= self.max_retries:
+            raise LLMError(f"{step}: {_describe(exc, attempt + 1)}", step=step) from exc
+        wait = min(self.max_backoff, self.backoff * (2**attempt))
+        if isinstance(exc, _openai.APIStatusError):
+            told = _retry_after(exc.response.headers)
+            if told is not None:
+                wait = min(self.max_backoff, told)
+        return wait
+
+    def complete(self, request: LLMRequest) -> LLMReply:
+        """The blocking call (``Memory``)."""
+        if self._client is None:
+            raise LLMError(
+                f"{request.step}: this OpenAICompatibleLLM has no blocking client "
+                "(pass client=openai.OpenAI(...) to use it from Memory)",
+                step=request.step,
+            )
+        attempt = 0
+        while True:
+            try:
+                with self._sync_slots:
+                    response = cast(
+                        Any,
+                        self._client.chat.completions.create(**self._params(request, self._mode())),
+                    )
+                return self._reply(request, response)
+            except LLMError:
+                raise
+            except Exception as exc:
+                wait = self._decide(request, exc, attempt)
+                attempt += 1
+                if wait:
+                    time.sleep(wait)
+
+    async def acomplete(self, request: LLMRequest) -> LLMReply:
+        """The async call (``AsyncMemory``)."""
+        if self._async_client is None:
+            raise LLMError(
+                f"{request.step}: this OpenAICompatibleLLM has no async client "
+                "(pass async_client=openai.AsyncOpenAI(...) to use it from AsyncMemory)",
+                step=request.step,
+            )
+        if self._async_slots is None:
+            self._async_slots = asyncio.Semaphore(self.max_concurrency)
+        attempt = 0
+        while True:
+            try:
+                async with self._async_slots:
+                    response = cast(
+                        Any,
+                        await self._async_client.chat.completions.create(
+                            **self._params(request, self._mode())
+                        ),
+                    )
+                return self._reply(request, response)
+            except LLMError:
+                raise
+            except Exception as exc:
+                wait = self._decide(request, exc, attempt)
+                attempt += 1
+                if wait:
+                    await asyncio.sleep(wait)
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        when = email.utils.parsedate_to_datetime(value) if value else None
+        return None if when is None else max(0.0, when.timestamp() - time.time())
+
+
+def _describe(exc: Exception, attempts: int) -> str:
+    import openai as _openai
+
+    tries = f" after {attempts} attempt{'s' if attempts != 1 else ''}"
+    if isinstance(exc, _openai.APITimeoutError):
+        return f"the model did not answer in time{tries}"
+    if isinstance(exc, _openai.APIConnectionError):
+        return f"the model server could not be reached{tries}: {exc}"
+    if isinstance(exc, _openai.APIStatusError):
+        return f"the model server answered {exc.status_code}{tries}: {exc.message}"
+    return f"the model call failed: {type(exc).__name__}: {exc}"
+
+
+# -- the offline test double -------------------------------------------------------------
+
+
+def chat_completion(
+    content: str | Mapping[str, Any],
+    *,
+    model: str = "gpt-4.1-mini-2025-04-14",
+    prompt_tokens: int = 100,
+    completion_tokens: int = 50,
+) -> dict[str, Any]:
+    """A chat-completion response body in the exact shape the OpenAI API sends."""
+    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return {
+        "id": "chatcmpl-replay",
+        "object": "chat.completion",
+        "created": 1764000000,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+        "system_fingerprint": "fp_replay",
+    }
+
+
+@dataclasses.dataclass
+class _Recorded:
+    status: int
+    body: Any
+    headers: dict[str, str]
+    step: str | None
+
+
+class ReplayTransport(httpx.MockTransport):
+    """An ``httpx`` transport that serves recorded chat completions, in order.
+
+    Each recording is a response body (a dict in the OpenAI shape), or a dict
+    ``{"status": 429, "headers": {...}, "body": {...}, "step": "extraction"}``;
+    ``step`` (optional) is checked against the request's schema name. Requests
+    beyond the recordings are answered 599 and listed in ``unexpected``;
+    ``check()`` fails when a recording went unplayed or an unrecorded call was made.
+    Use with ``openai.OpenAI(http_client=httpx.Client(transport=t))`` or the async twin.
+    """
+
+    def __init__(self, recordings: Sequence[Mapping[str, Any]] = ()) -> None:
+        self._queue: list[_Recorded] = []
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.unexpected: list[dict[str, Any]] = []
+        self.mismatched: list[str] = []
+        self.extend(recordings)
+        super().__init__(self._handle)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ReplayTransport:
+        """Recordings from a JSON file: a list, or an object with a ``responses`` list."""
+        data: Any = json.loads(Path(path).read_text())
+        recordings = cast(
+            list[dict[str, Any]], data["responses"] if isinstance(data, dict) else data
+        )
+        return cls(recordings)
+
+    def extend(self, recordings: Sequence[Mapping[str, Any]]) -> None:
+        for rec in recordings:
+            if "choices" in rec or "body" not in rec:
+                self._queue.append(_Recorded(200, dict(rec), {}, None))
+            else:
+                self._queue.append(
+                    _Recorded(
+                        int(rec.get("status", 200)),
+                        rec["body"],
+                        {str(k): str(v) for k, v in dict(rec.get("headers", {})).items()},
+                        rec.get("step"),
+                    )
+                )
+
+    @property
+    def remaining(self) -> int:
+        return len(self._queue)
+
+    def _handle(self, request: httpx.Request) -> httpx.Response:
+        body: dict[str, Any] = json.loads(request.content or b"{}")
+        with self._lock:
+            self.requests.append(body)
+            if not self._queue:
+                self.unexpected.append(body)
+                return httpx.Response(
+                    599, json={"error": {"message": "no recorded response left for this call"}}
+                )
+            rec = self._queue.pop(0)
+        fmt: dict[str, Any] = body.get("response_format") or {}
+        schema: dict[str, Any] = fmt.get("json_schema") or {}
+        name = schema.get("name")
+        if rec.step is not None and name is not None and name != rec.step:
+            self.mismatched.append(f"expected a {rec.step!r} call, got {name!r}")
+        return httpx.Response(rec.status, json=rec.body, headers=rec.headers)
+
+    def check(self) -> None:
+        """Raise AssertionError when the replay did not go exactly as recorded."""
+        problems: list[str] = []
+        if self._queue:
+            problems.append(f"{len(self._queue)} recorded response(s) went unplayed")
+        if self.unexpected:
+            problems.append(f"{len(self.unexpected)} unrecorded call(s) were made")
+        problems.extend(self.mismatched)
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+
+def replay_llm(
+    transport: ReplayTransport,
+    *,
+    model: str = "gpt-4.1-mini",
+    small_model: str | None = "gpt-4.1-nano",
+    **options: Any,
+) -> OpenAICompatibleLLM:
+    """An ``OpenAICompatibleLLM`` with both clients on ``transport`` (no network)."""
+    import openai as _openai
+
+    return OpenAICompatibleLLM(
+        client=_openai.OpenAI(api_key="sk-replay", http_client=_http(transport)),
+        async_client=_openai.AsyncOpenAI(api_key="sk-replay", http_client=_http(transport, True)),
+        model=model,
+        small_model=small_model,
+        **options,
+    )
+
+
+def _http(transport: httpx.BaseTransport, use_async: bool = False) -> Any:
+    """An ``httpx`` client on ``transport`` (the SDK accepts one; typed as Any for its stubs)."""
+    if use_async:
+        return httpx.AsyncClient(transport=cast(httpx.AsyncBaseTransport, transport))
+    return httpx.Client(transport=transport)
