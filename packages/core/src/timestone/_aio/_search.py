@@ -1,0 +1,637 @@
+"""Search: full text, vector similarity and a graph walk, fused, over four scopes.
+
+Every scope runs as one SQL statement that gathers its candidates from three
+or four ranked lists:
+
+- full text (``websearch_to_tsquery``) through ``timestone.search_text``, the
+  SECURITY DEFINER function that reaches the GIN indexes under row level
+  security (a plain ``@@`` as the library role would scan every row);
+- vector similarity, ``ORDER BY embedding <=> query LIMIT k`` on the partial
+  HNSW indexes (current rows), with ``hnsw.iterative_scan`` set for the
+  transaction so that time and type filters do not starve the result; an
+  as-of search reads history rows, which the partial indexes do not hold, and
+  is therefore an exact scan of the group;
+- a graph walk: recursive SQL from the entities named in the query (or from
+  ``center``), breadth first, at most ``WALK_DEPTH`` hops, duplicate-free per
+  depth (so cycles end), with the time predicate inside the recursion; facts
+  around the walked entities are ranked by similarity to the query, never by
+  a stored weight;
+- for entities, exact matches of the names in the query.
+
+The statements of all scopes go to the server in one pipeline (one round
+trip), then ``timestone._fusion`` orders the candidates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from psycopg import sql
+
+from .._fusion import RERANKERS, Candidate, rerank
+from .._models import Entity, Episode, Fact, check_relation, check_text
+from .._names import normalize
+from .._results import Community, SearchResults
+from .._time import NOW, Now, aware, utcnow
+from ..embedders import Embedder, check_vectors
+from ..errors import InvalidInput, NotFound
+from ..rerankers import Reranker
+from ._db import Conn, Database
+from ._entities import entity_from_row
+from ._episodes import episode_from_row
+from ._facts import fact_from_row, held_clause, valid_clause
+
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "MAX_SEARCH_LIMIT",
+    "SCOPES",
+    "SearchRequest",
+    "community_from_row",
+    "embed_query",
+    "prepare_search",
+    "run_search",
+    "search",
+]
+
+SCOPES = ("facts", "entities", "episodes", "communities")
+MAX_QUERY_CHARS = 10_000
+MAX_SEARCH_LIMIT = 1000
+WALK_DEPTH = 2
+WALK_CAP = 5000
+_MAX_NAME_NGRAMS = 2000
+_MAX_FILTER_VALUES = 1000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """A validated search: every field checked, nothing looked up yet."""
+
+    query: str
+    limit: int
+    scopes: tuple[str, ...]
+    valid_at: datetime | None
+    as_of: datetime | None
+    reranker: str | Reranker
+    center: str | uuid.UUID | None = None
+    edge_types: tuple[str, ...] | None = None
+    labels: tuple[str, ...] | None = None
+    ids: tuple[uuid.UUID, ...] | None = None
+    candidates: int = 0
+    embeddings: bool = False
+
+    @property
+    def method(self) -> str:
+        return self.reranker if isinstance(self.reranker, str) else "cross_encoder"
+
+
+def _strings(value: object, what: str, check: Callable[[object], str]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable):
+        raise InvalidInput(f"{what} must be a list of strings, got {type(value).__name__}")
+    items = tuple(check(v) for v in cast(Iterable[object], value))
+    if not items:
+        raise InvalidInput(f"{what} is empty: pass None for no filter")
+    if len(items) > _MAX_FILTER_VALUES:
+        raise InvalidInput(f"{what} has {len(items):,} values; at most {_MAX_FILTER_VALUES:,}")
+    return items
+
+
+def _uuid(value: object, what: str) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidInput(f"{what} must be a UUID, got {value!r}")
+
+
+def prepare_search(
+    query: object,
+    *,
+    limit: object = 10,
+    scopes: object = ("facts",),
+    valid_at: datetime | Now | None = NOW,
+    as_of: datetime | None = None,
+    reranker: object = "rrf",
+    center: object = None,
+    edge_types: object = None,
+    labels: object = None,
+    ids: object = None,
+    candidates: int | None = None,
+    embeddings: bool = False,
+) -> SearchRequest:
+    """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
+    text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}")
+    wanted = _strings(scopes, "scopes", lambda s: s if isinstance(s, str) else repr(s)) or ()
+    for scope in wanted:
+        if scope not in SCOPES:
+            raise InvalidInput(
+                f"unknown search scope {scope!r}; the scopes are {', '.join(SCOPES)}"
+            )
+    world = (
+        utcnow() if valid_at is NOW else (None if valid_at is None else aware(valid_at, "valid_at"))
+    )
+    system = None if as_of is None else aware(as_of, "as_of")
+    if isinstance(reranker, str):
+        if reranker not in RERANKERS or reranker == "cross_encoder":
+            raise InvalidInput(
+                f"unknown reranker {reranker!r}; use one of rrf, mmr, node_distance, "
+                "episode_mentions, or pass a timestone.rerankers.Reranker (a cross-encoder)"
+            )
+        chosen: str | Reranker = reranker
+    elif isinstance(reranker, Reranker):
+        chosen = reranker
+    else:
+        raise InvalidInput(
+            "reranker must be a name or a timestone.rerankers.Reranker, "
+            f"got {type(reranker).__name__}"
+        )
+    ref: str | uuid.UUID | None = None
+    if isinstance(center, uuid.UUID):
+        ref = center
+    elif center is not None:
+        ref = check_text(center, "center", max_chars=512)
+    id_list = _strings(ids, "ids", lambda v: str(_uuid(v, "each of ids")))
+    return SearchRequest(
+        query=text,
+        limit=limit,
+        scopes=tuple(dict.fromkeys(wanted)) or ("facts",),
+        valid_at=world,
+        as_of=system,
+        reranker=chosen,
+        center=ref,
+        edge_types=_strings(edge_types, "edge_types", check_relation),
+        labels=_strings(labels, "labels", lambda v: check_text(v, "label", max_chars=128)),
+        ids=None if id_list is None else tuple(uuid.UUID(i) for i in id_list),
+        candidates=candidates if candidates is not None else max(3 * limit, 30),
+        embeddings=embeddings or chosen == "mmr",
+    )
+
+
+# -- the names a query may mention ----------------------------------------------------
+
+_TRIM = " \t\n\"'`.,;:!?()[]{}<>"
+
+
+def name_ngrams(query: str, longest: int = 5) -> list[str]:
+    """Normalized word n-grams of the query: the entity names it may mention, exactly."""
+    out: dict[str, None] = {}
+    for words in (query.split(), re.findall(r"\w+", query)):
+        for n in range(1, longest + 1):
+            for i in range(len(words) - n + 1):
+                gram = normalize(" ".join(words[i : i + n]).strip(_TRIM))
+                if gram:
+                    out[gram] = None
+                if len(out) >= _MAX_NAME_NGRAMS:
+                    return list(out)
+    whole = normalize(query.strip(_TRIM))
+    if whole:
+        out[whole] = None
+    return list(out)
+
+
+# -- SQL ------------------------------------------------------------------------------
+
+_L = sql.Literal
+_CONFIG = {
+    "facts": "english",
+    "entities": "simple",
+    "episodes": "english",
+    "communities": "english",
+}
+
+
+def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[str, Any]:
+    center_id = req.center if isinstance(req.center, uuid.UUID) else None
+    center_name = normalize(req.center) if isinstance(req.center, str) else None
+    return {
+        "g": group_id,
+        "text": req.query,
+        "vec": "[" + ",".join(repr(float(x)) for x in vector) + "]",
+        "as_of": req.as_of,
+        "valid_at": req.valid_at,
+        "relations": list(req.edge_types) if req.edge_types is not None else None,
+        "labels": list(req.labels) if req.labels is not None else None,
+        "k": req.candidates,
+        "names": [] if req.center is not None else name_ngrams(req.query),
+        "center_id": center_id,
+        "center_name": center_name,
+        "depth": WALK_DEPTH,
+        "walk_cap": WALK_CAP,
+    }
+
+
+def _fact_filters(alias: str, req: SearchRequest) -> sql.Composable:
+    a = sql.Identifier(alias)
+    parts: list[sql.Composable] = []
+    if req.edge_types is not None:
+        parts.append(sql.SQL("{}.relation = ANY(%(relations)s::text[])").format(a))
+    if req.ids is not None:
+        parts.append(sql.SQL("{}.id = ANY({})").format(a, _L(list(req.ids))))
+    if req.labels is not None:
+        parts.append(
+            sql.SQL(
+                "EXISTS (SELECT 1 FROM timestone.entities AS le WHERE le.group_id = {a}.group_id"
+                " AND le.id IN ({a}.source_id, {a}.target_id) AND {held}"
+                " AND le.labels && %(labels)s::text[])"
+            ).format(a=a, held=held_clause("le", req.as_of))
+        )
+    return sql.SQL(" AND ").join(parts) if parts else sql.SQL("true")
+
+
+def _walk(req: SearchRequest) -> sql.Composable:
+    """The seeds, the recursive walk, and ``walked(entity_id, depth)``."""
+    if req.center is not None:
+        match = sql.SQL("(e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)")
+    else:
+        match = sql.SQL("e.norm_name = ANY(%(names)s::text[])")
+    relation = (
+        sql.SQL("f.relation = ANY(%(relations)s::text[])")
+        if req.edge_types is not None
+        else sql.SQL("true")
+    )
+    return sql.SQL(
+        "seeds AS (SELECT DISTINCT e.id FROM timestone.entities AS e"
+        " WHERE e.group_id = %(g)s AND {held_e} AND {match}),"
+        " walk(entity_id, depth) AS ("
+        "  SELECT id, 0 FROM seeds"
+        "  UNION"
+        "  SELECT CASE WHEN f.source_id = w.entity_id THEN f.target_id ELSE f.source_id END,"
+        "   w.depth + 1"
+        "  FROM walk AS w JOIN timestone.facts AS f ON f.group_id = %(g)s"
+        "   AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
+        "  WHERE w.depth < %(depth)s AND {held_f} AND {valid_f} AND {relation}),"
+        " walked AS (SELECT s.entity_id, min(s.depth) AS depth"
+        "  FROM (SELECT entity_id, depth FROM walk LIMIT %(walk_cap)s) AS s GROUP BY s.entity_id)"
+    ).format(
+        held_e=held_clause("e", req.as_of),
+        match=match,
+        held_f=held_clause("f", req.as_of),
+        valid_f=valid_clause("f", req.valid_at),
+        relation=relation,
+    )
+
+
+def _fts(kind: str) -> sql.Composable:
+    return sql.SQL(
+        "fts AS (SELECT t.version_id, row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
+        " FROM timestone.search_text({kind}, websearch_to_tsquery({config}::regconfig, %(text)s),"
+        " %(as_of)s::timestamptz, %(valid_at)s::timestamptz, %(relations)s::text[],"
+        " %(labels)s::text[], %(k)s) AS t)"
+    ).format(kind=_L(kind), config=_L(_CONFIG[kind]))
+
+
+def _vec(table: str, alias: str, column: str, where: sql.Composable) -> sql.Composable:
+    a, c = sql.Identifier(alias), sql.Identifier(column)
+    return sql.SQL(
+        "vec AS MATERIALIZED (SELECT v.version_id, row_number() OVER (ORDER BY v.d, v.version_id)"
+        " AS r FROM (SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d"
+        " FROM timestone.{t} AS {a} WHERE {a}.group_id = %(g)s AND {a}.{c} IS NOT NULL AND {where}"
+        " ORDER BY {a}.{c} <=> %(vec)s::vector LIMIT %(k)s) AS v)"
+    ).format(a=a, c=c, t=sql.Identifier(table), where=where)
+
+
+def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composable:
+    when = (
+        sql.SQL("ORDER BY (e.expired_at IS NULL) DESC, e.created_at DESC")
+        if as_of is None
+        else sql.SQL("AND e.created_at <= {} ORDER BY e.created_at DESC").format(_L(as_of))
+    )
+    return sql.SQL(
+        " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
+        " WHERE e.group_id = f.group_id AND e.id = f.{c} {when} LIMIT 1) AS {o}"
+    ).format(c=sql.Identifier(column), when=when, o=sql.Identifier(out))
+
+
+def facts_sql(req: SearchRequest) -> sql.Composed:
+    held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
+    filters = _fact_filters("f", req)
+    embedding = sql.SQL(", f.embedding") if req.embeddings else sql.SQL("")
+    return sql.SQL(
+        "WITH RECURSIVE {fts}, {vec}, {walk},"
+        " graph AS MATERIALIZED (SELECT g.version_id,"
+        "  row_number() OVER (ORDER BY g.d, g.version_id) AS r FROM ("
+        "  SELECT DISTINCT ON (f.version_id) f.version_id, f.embedding <=> %(vec)s::vector AS d"
+        "  FROM walked AS w JOIN timestone.facts AS f ON f.group_id = %(g)s"
+        "   AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
+        "  WHERE w.depth < %(depth)s AND f.embedding IS NOT NULL"
+        "   AND {held} AND {valid} AND {filters}"
+        "  ORDER BY f.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
+        "  UNION SELECT version_id FROM graph)"
+        " SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
+        "  f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
+        "  f.expired_at, f.episodes, f.attributes, fts.r AS fts_rank, vec.r AS vec_rank,"
+        "  graph.r AS graph_rank, least(ws.depth, wt.depth) AS hops,"
+        "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions"
+        "  {embedding}"
+        " FROM cand JOIN timestone.facts AS f ON f.group_id = %(g)s"
+        "  AND f.version_id = cand.version_id"
+        " {source_name} {target_name}"
+        " LEFT JOIN fts ON fts.version_id = f.version_id"
+        " LEFT JOIN vec ON vec.version_id = f.version_id"
+        " LEFT JOIN graph ON graph.version_id = f.version_id"
+        " LEFT JOIN walked AS ws ON ws.entity_id = f.source_id"
+        " LEFT JOIN walked AS wt ON wt.entity_id = f.target_id"
+        " WHERE {filters}"
+    ).format(
+        fts=_fts("facts"),
+        vec=_vec("facts", "f", "embedding", sql.SQL(" AND ").join([held, valid, filters])),
+        walk=_walk(req),
+        held=held,
+        valid=valid,
+        filters=filters,
+        embedding=embedding,
+        source_name=_name_lateral("source_id", req.as_of, "s"),
+        target_name=_name_lateral("target_id", req.as_of, "t"),
+    )
+
+
+def _entity_filters(req: SearchRequest) -> sql.Composable:
+    parts: list[sql.Composable] = [held_clause("e", req.as_of)]
+    if req.labels is not None:
+        parts.append(sql.SQL("e.labels && %(labels)s::text[]"))
+    if req.ids is not None:
+        parts.append(sql.SQL("e.id = ANY({})").format(_L(list(req.ids))))
+    return sql.SQL(" AND ").join(parts)
+
+
+def entities_sql(req: SearchRequest) -> sql.Composed:
+    filters = _entity_filters(req)
+    names = sql.SQL("%(names)s::text[]") if req.center is None else sql.SQL("ARRAY[]::text[]")
+    return sql.SQL(
+        "WITH RECURSIVE {fts}, {vec}, {walk},"
+        " named AS (SELECT e.version_id, 1 AS r FROM timestone.entities AS e"
+        "  WHERE e.group_id = %(g)s AND e.norm_name = ANY({names}) AND {filters}),"
+        " graph AS MATERIALIZED (SELECT e.version_id,"
+        "  row_number() OVER (ORDER BY w.depth, e.name_embedding <=> %(vec)s::vector, e.id) AS r"
+        "  FROM walked AS w JOIN timestone.entities AS e ON e.group_id = %(g)s"
+        "   AND e.id = w.entity_id WHERE w.depth > 0 AND {filters} LIMIT %(k)s),"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
+        "  UNION SELECT version_id FROM named UNION SELECT version_id FROM graph)"
+        " SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at,"
+        "  e.expired_at, fts.r AS fts_rank, vec.r AS vec_rank, named.r AS named_rank,"
+        "  graph.r AS graph_rank, w.depth AS hops,"
+        "  e.name_embedding <=> %(vec)s::vector AS distance,"
+        "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
+        "   AND m.entity_id = e.id AND {held_m}) AS mentions{embedding}"
+        " FROM cand JOIN timestone.entities AS e ON e.group_id = %(g)s"
+        "  AND e.version_id = cand.version_id"
+        " LEFT JOIN fts ON fts.version_id = e.version_id"
+        " LEFT JOIN vec ON vec.version_id = e.version_id"
+        " LEFT JOIN named ON named.version_id = e.version_id"
+        " LEFT JOIN graph ON graph.version_id = e.version_id"
+        " LEFT JOIN walked AS w ON w.entity_id = e.id"
+        " WHERE {filters}"
+    ).format(
+        fts=_fts("entities"),
+        vec=_vec("entities", "e", "name_embedding", filters),
+        walk=_walk(req),
+        names=names,
+        filters=filters,
+        held_m=held_clause("m", req.as_of),
+        embedding=sql.SQL(", e.name_embedding AS embedding") if req.embeddings else sql.SQL(""),
+    )
+
+
+def episodes_sql(req: SearchRequest) -> sql.Composed:
+    parts: list[sql.Composable] = [held_clause("p", req.as_of)]
+    if req.valid_at is not None:
+        parts.append(sql.SQL("p.reference_time <= %(valid_at)s::timestamptz"))
+    if req.ids is not None:
+        parts.append(sql.SQL("p.id = ANY({})").format(_L(list(req.ids))))
+    filters = sql.SQL(" AND ").join(parts)
+    return sql.SQL(
+        "WITH RECURSIVE {fts}, {vec}, {walk},"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec)"
+        " SELECT p.id, p.group_id, p.name, p.content, p.source, p.source_description,"
+        "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
+        "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
+        "  fts.r AS fts_rank, vec.r AS vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
+        "  (SELECT min(w.depth) FROM timestone.mentions AS m JOIN walked AS w"
+        "   ON w.entity_id = m.entity_id WHERE m.group_id = p.group_id AND m.episode_id = p.id"
+        "   AND {held_m}) AS hops,"
+        "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
+        "   AND m.episode_id = p.id AND {held_m}) AS mentions{embedding}"
+        " FROM cand JOIN timestone.episodes AS p ON p.group_id = %(g)s"
+        "  AND p.version_id = cand.version_id"
+        " LEFT JOIN fts ON fts.version_id = p.version_id"
+        " LEFT JOIN vec ON vec.version_id = p.version_id"
+        " WHERE {filters}"
+    ).format(
+        fts=_fts("episodes"),
+        vec=_vec("episodes", "p", "embedding", filters),
+        walk=_walk(req),
+        filters=filters,
+        held_m=held_clause("m", req.as_of),
+        embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
+    )
+
+
+def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
+    parts: list[sql.Composable] = [held_clause("c", req.as_of)]
+    if req.ids is not None:
+        parts.append(sql.SQL("c.id = ANY({})").format(_L(list(req.ids))))
+    filters = sql.SQL(" AND ").join(parts)
+    return sql.SQL(
+        "WITH RECURSIVE {fts},"
+        " vec AS MATERIALIZED (SELECT v.version_id,"
+        "  row_number() OVER (ORDER BY v.d, v.version_id) AS r FROM ("
+        "  SELECT c.version_id, c.name_embedding <=> %(vec)s::vector AS d"
+        "  FROM timestone.communities AS c WHERE c.group_id = %(g)s AND {filters}"
+        "   AND c.name_embedding IS NOT NULL AND vector_dims(c.name_embedding) = {dim}"
+        "  ORDER BY 2 LIMIT %(k)s) AS v), {walk},"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec)"
+        " SELECT c.id, c.version_id, c.group_id, c.name, c.summary, c.members, c.fact_count,"
+        "  c.created_at, c.expired_at, fts.r AS fts_rank, vec.r AS vec_rank,"
+        "  CASE WHEN vector_dims(c.name_embedding) = {dim}"
+        "   THEN c.name_embedding <=> %(vec)s::vector END AS distance,"
+        "  (SELECT min(w.depth) FROM walked AS w WHERE w.entity_id = ANY(c.members)) AS hops,"
+        "  cardinality(c.members) AS mentions{embedding}"
+        " FROM cand JOIN timestone.communities AS c ON c.group_id = %(g)s"
+        "  AND c.version_id = cand.version_id"
+        " LEFT JOIN fts ON fts.version_id = c.version_id"
+        " LEFT JOIN vec ON vec.version_id = c.version_id"
+        " WHERE {filters}"
+    ).format(
+        fts=_fts("communities"),
+        filters=filters,
+        dim=_L(dimension),
+        walk=_walk(req),
+        embedding=sql.SQL(
+            ", CASE WHEN vector_dims(c.name_embedding) = {} THEN c.name_embedding END AS embedding"
+        ).format(_L(dimension))
+        if req.embeddings
+        else sql.SQL(""),
+    )
+
+
+def community_from_row(row: Mapping[str, Any]) -> Community:
+    return Community(
+        id=row["id"],
+        version_id=row["version_id"],
+        group_id=row["group_id"],
+        name=row["name"],
+        summary=row["summary"],
+        members=tuple(row["members"]),
+        fact_count=row["fact_count"],
+        created_at=row["created_at"],
+        expired_at=row["expired_at"],
+        score=row.get("score"),
+    )
+
+
+# -- running ----------------------------------------------------------------------------
+
+_RANK_COLUMNS = ("fts_rank", "vec_rank", "graph_rank", "named_rank")
+
+
+def _candidate(row: Mapping[str, Any], key: Any) -> Candidate:
+    ranks = {c: int(row[c]) for c in _RANK_COLUMNS if row.get(c) is not None}
+    embedding = row.get("embedding")
+    return Candidate(
+        key=key,
+        ranks=ranks,
+        distance=float(row["distance"]) if row.get("distance") is not None else None,
+        hops=int(row["hops"]) if row.get("hops") is not None else None,
+        mentions=int(row.get("mentions") or 0),
+        embedding=_floats(embedding) if embedding is not None else None,
+    )
+
+
+def _floats(value: Any) -> list[float]:
+    """A vector column's value (pgvector ``Vector``, numpy array or list) as floats."""
+    if hasattr(value, "to_list"):
+        value = value.to_list()
+    return [float(x) for x in value]
+
+
+@dataclasses.dataclass(slots=True)
+class ScopeHits:
+    """The fused candidates of one scope, with their rows (for context building)."""
+
+    scope: str
+    rows: dict[Any, dict[str, Any]]
+    ranked: list[Candidate]
+
+
+def _text_of(scope: str, row: Mapping[str, Any]) -> str:
+    if scope == "facts":
+        return str(row["fact"])
+    if scope == "episodes":
+        return str(row["content"])
+    return f"{row['name']}: {row['summary']}".strip(": ")
+
+
+async def run_search(
+    conn: Conn, group_id: str, req: SearchRequest, vector: Sequence[float], dimension: int
+) -> dict[str, ScopeHits]:
+    """Run every scope of ``req`` in one pipeline and fuse each; no cross-encoder yet."""
+    params = _params(req, group_id, vector)
+    builders = {
+        "facts": lambda: facts_sql(req),
+        "entities": lambda: entities_sql(req),
+        "episodes": lambda: episodes_sql(req),
+        "communities": lambda: communities_sql(req, dimension),
+    }
+    ef_search = str(min(1000, max(40, req.candidates)))
+    async with conn.pipeline():
+        await conn.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true),"
+            " set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+            (ef_search,),
+        )
+        center_cur = None
+        if req.center is not None:
+            center_cur = await conn.execute(
+                "SELECT count(*) AS n FROM timestone.entities AS e WHERE e.group_id = %(g)s"
+                " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
+                params,
+            )
+        cursors = {scope: await conn.execute(builders[scope](), params) for scope in req.scopes}
+    if center_cur is not None:
+        found = await center_cur.fetchone()
+        if found is None or found["n"] == 0:
+            raise NotFound(f"center {req.center!r} is not an entity of group {group_id!r}")
+    out: dict[str, ScopeHits] = {}
+    for scope, cur in cursors.items():
+        rows = await cur.fetchall()
+        keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
+        candidates = [_candidate(row, key) for key, row in keyed.items()]
+        method = req.method
+        keep = req.limit if method != "cross_encoder" else max(req.candidates, req.limit)
+        out[scope] = ScopeHits(scope, keyed, rerank(candidates, method, keep))
+    return out
+
+
+async def embed_query(embedder: Embedder, text: str) -> list[float]:
+    return check_vectors(embedder, [text], await embedder.aembed([text]))[0]
+
+
+async def _cross_encode(req: SearchRequest, hits: ScopeHits) -> None:
+    reranker = req.reranker
+    assert not isinstance(reranker, str)
+    top = hits.ranked
+    if not top:
+        return
+    scores = await reranker.arerank(
+        req.query, [_text_of(hits.scope, hits.rows[c.key]) for c in top]
+    )
+    if len(scores) != len(top):
+        from ..errors import RerankerError
+
+        raise RerankerError(
+            f"reranker {reranker.name!r} returned {len(scores)} scores for {len(top)} passages"
+        )
+    for c, s in zip(top, scores, strict=True):
+        c.score = float(s)
+    hits.ranked = sorted(top, key=lambda c: -c.score)[: req.limit]
+
+
+def results_of(req: SearchRequest, hits: Mapping[str, ScopeHits]) -> SearchResults:
+    def scored(scope: str) -> list[dict[str, Any]]:
+        found = hits.get(scope)
+        if found is None:
+            return []
+        return [{**found.rows[c.key], "score": c.score} for c in found.ranked]
+
+    return SearchResults(
+        query=req.query,
+        facts=[fact_from_row(r) for r in scored("facts")],
+        entities=[entity_from_row(r) for r in scored("entities")],
+        episodes=[episode_from_row(r) for r in scored("episodes")],
+        communities=[community_from_row(r) for r in scored("communities")],
+    )
+
+
+async def search_hits(
+    db: Database, embedder: Embedder, group_id: str, req: SearchRequest
+) -> dict[str, ScopeHits]:
+    vector = await embed_query(embedder, req.query)
+    async with db.transaction(group_id, "searching") as conn:
+        hits = await run_search(conn, group_id, req, vector, embedder.dimension)
+    if not isinstance(req.reranker, str):
+        for scope_hits in hits.values():
+            await _cross_encode(req, scope_hits)
+    return hits
+
+
+async def search(
+    db: Database, embedder: Embedder, group_id: str, req: SearchRequest
+) -> SearchResults:
+    return results_of(req, await search_hits(db, embedder, group_id, req))
+
+
+Result = Fact | Entity | Episode | Community

@@ -1,0 +1,133 @@
+"""Cross-encoder rerankers: score (query, passage) pairs after fusion.
+
+A reranker has a ``name`` and two methods, ``rerank`` (blocking, used by
+``Memory``) and ``arerank`` (used by ``AsyncMemory``). Each takes the query
+and a batch of passages and returns one relevance score per passage, higher
+is better. Pass one as ``search(..., reranker=my_reranker)``.
+
+- ``HTTPReranker``: any server with the common ``/rerank`` endpoint (vLLM,
+  llama.cpp's server, Infinity, Text Embeddings Inference, Jina, Cohere):
+  ``POST {base_url}/rerank`` with ``{"model", "query", "documents"}``,
+  answered by ``{"results": [{"index", "relevance_score"}]}``.
+- ``OverlapReranker``: a deterministic local reranker (word overlap), public
+  so that users can test their own pipelines offline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from .errors import RerankerError
+
+__all__ = ["HTTPReranker", "OverlapReranker", "Reranker", "RerankerError"]
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """What Timestone needs of a cross-encoder."""
+
+    @property
+    def name(self) -> str: ...
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+    async def arerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+
+
+def _scores(payload: Any, count: int, name: str) -> list[float]:
+    try:
+        results = payload["results"]
+        scores = [0.0] * count
+        seen: set[int] = set()
+        for item in results:
+            index = int(item["index"])
+            if not 0 <= index < count or index in seen:
+                raise ValueError(f"index {index} out of range or repeated")
+            seen.add(index)
+            scores[index] = float(item["relevance_score"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RerankerError(f"reranker {name!r} answered an unexpected payload: {exc}") from exc
+    if len(seen) != count:
+        raise RerankerError(f"reranker {name!r} scored {len(seen)} of {count} passages")
+    return scores
+
+
+class HTTPReranker:
+    """A cross-encoder behind an HTTP ``/rerank`` endpoint (Jina/Cohere/vLLM shape)."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self._url = base_url.rstrip("/") + "/rerank"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = headers
+        self._timeout = timeout
+        self._transport = transport
+        self._async_transport = async_transport
+
+    @property
+    def name(self) -> str:
+        return self.model
+
+    def _body(self, query: str, passages: Sequence[str]) -> dict[str, Any]:
+        return {"model": self.model, "query": query, "documents": list(passages)}
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        try:
+            with httpx.Client(transport=self._transport, timeout=self._timeout) as client:
+                resp = client.post(
+                    self._url, json=self._body(query, passages), headers=self._headers
+                )
+                resp.raise_for_status()
+                return _scores(resp.json(), len(passages), self.name)
+        except httpx.HTTPError as exc:
+            raise RerankerError(f"reranker {self.name!r} failed: {exc}") from exc
+
+    async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        try:
+            async with httpx.AsyncClient(
+                transport=self._async_transport, timeout=self._timeout
+            ) as client:
+                resp = await client.post(
+                    self._url, json=self._body(query, passages), headers=self._headers
+                )
+                resp.raise_for_status()
+                return _scores(resp.json(), len(passages), self.name)
+        except httpx.HTTPError as exc:
+            raise RerankerError(f"reranker {self.name!r} failed: {exc}") from exc
+
+
+_WORD = re.compile(r"\w+")
+
+
+class OverlapReranker:
+    """Scores a passage by the share of the query's words it contains (a test double)."""
+
+    @property
+    def name(self) -> str:
+        return "overlap"
+
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        words = set(_WORD.findall(query.casefold()))
+        if not words:
+            return [0.0] * len(passages)
+        return [len(words & set(_WORD.findall(p.casefold()))) / len(words) for p in passages]
+
+    async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        return self.rerank(query, passages)

@@ -1,0 +1,268 @@
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector_async
+from psycopg.rows import dict_row
+
+import timestone
+from timestone import FactInput as F
+from timestone._aio._search import prepare_search, run_search
+from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
+
+T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+T2023 = datetime(2023, 1, 1, tzinfo=UTC)
+
+
+def _mira(memory: timestone.Memory, group: str) -> None:
+    memory.add_facts(
+        group,
+        [
+            F(
+                timestone.EntityInput("Mira", labels=("Person",)),
+                "DIRECTS",
+                "Château Nord",
+                invalid_at=T2023,
+            ),
+            F("Mira", "WORKS_WITH_GRAPE", "Gamay"),
+            F(
+                "Château Nord",
+                "LOCATED_IN",
+                timestone.EntityInput("Beaujolais", labels=("Region",)),
+            ),
+        ],
+        reference_time=T2015,
+    )
+    memory.add_facts(
+        group,
+        [F("Mira", "DIRECTS", "Château Sud", fact="Mira directs the winery Château Sud.")],
+        reference_time=T2023,
+    )
+
+
+def test_facts_scope_current_only_by_default(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    found = memory.search(group, "Who directs the château?")
+    texts = [f.fact for f in found.facts]
+    assert "Mira directs the winery Château Sud." in texts
+    assert "Mira directs Château Nord." not in texts  # ended in 2023: not valid now
+    assert all(f.score is not None for f in found.facts)
+    history = memory.search(group, "Who directs the château?", valid_at=None)
+    assert {"Mira directs Château Nord.", "Mira directs the winery Château Sud."} <= {
+        f.fact for f in history.facts
+    }
+    in_2019 = memory.search(group, "Mira directs", valid_at=datetime(2019, 6, 1, tzinfo=UTC))
+    assert [f.target for f in in_2019.facts if f.relation == "DIRECTS"] == ["Château Nord"]
+
+
+def test_as_of_search_sees_what_the_graph_held(memory: timestone.Memory, group: str) -> None:
+    first = memory.add_facts(group, [F("Ada", "LIVES_IN", "Paris")], reference_time=T2015)
+    memory.add_facts(
+        group, [F("Ada", "LIVES_IN", "Lyon", fact="Ada lives in Lyon now.")], reference_time=T2023
+    )
+    before = memory.search(group, "Where does Ada live?", as_of=first.recorded_at, valid_at=None)
+    assert [f.target for f in before.facts] == ["Paris"]
+    now = memory.search(group, "Where does Ada live?", valid_at=None)
+    assert {f.target for f in now.facts} == {"Paris", "Lyon"}
+
+
+def test_entities_episodes_and_filters(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    ents = memory.search(group, "Mira", scopes=("entities",))
+    assert ents.entities[0].name == "Mira"
+    assert ents.facts == []
+    regions = memory.search(group, "Beaujolais Mira Gamay", scopes=["entities"], labels=["Region"])
+    assert [e.name for e in regions.entities] == ["Beaujolais"]
+    memory.add_document(
+        group,
+        "file:///notes/harvest.md",
+        "The 2024 harvest at Château Sud started early because of the heat wave.",
+        reference_time=T2023,
+    )
+    eps = memory.search(group, "harvest heat wave", scopes=("episodes",))
+    assert eps.episodes[0].document_uri == "file:///notes/harvest.md"
+    grapes = memory.search(group, "Mira", edge_types=["WORKS_WITH_GRAPE"])
+    assert [f.relation for f in grapes.facts] == ["WORKS_WITH_GRAPE"]
+    region_facts = memory.search(group, "Château Nord", labels=["Region"], valid_at=None)
+    assert [f.relation for f in region_facts.facts] == ["LOCATED_IN"]
+    some = memory.search(group, "Mira", valid_at=None)
+    chosen = some.facts[-1]
+    only = memory.search(group, "Mira", valid_at=None, ids=[chosen.id])
+    assert [f.id for f in only.facts] == [chosen.id]
+
+
+def test_graph_walk_from_center(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    # the region is two hops from Mira and shares no words with the query
+    found = memory.search(
+        group, "wine country", center="Mira", reranker="node_distance", valid_at=None, limit=5
+    )
+    by_fact = {f.fact: f.score for f in found.facts}
+    assert by_fact["Mira works with grape Gamay."] == 1.0  # touches the center
+    assert by_fact.get("Château Nord located in Beaujolais.") == 0.5  # one hop out
+
+
+@pytest.mark.parametrize("reranker", ["rrf", "mmr", "node_distance", "episode_mentions"])
+def test_each_reranker(memory: timestone.Memory, group: str, reranker: str) -> None:
+    _mira(memory, group)
+    memory.add_facts(group, [F("Mira", "WORKS_WITH_GRAPE", "Gamay")], reference_time=T2023)
+    found = memory.search(group, "Mira grape", reranker=reranker, limit=3, valid_at=None)
+    assert 1 <= len(found.facts) <= 3
+    scores = [f.score for f in found.facts]
+    assert all(s is not None for s in scores)
+    if reranker == "episode_mentions":
+        assert found.facts[0].fact == "Mira works with grape Gamay."  # two episodes say it
+        assert len(found.facts[0].episodes) == 2
+    if reranker != "mmr":
+        assert scores == sorted(scores, reverse=True)  # pyright: ignore[reportArgumentType]
+
+
+def test_cross_encoder_reranker(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    calls: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls.append(body)
+        docs: list[str] = body["documents"]
+        # the recorded shape of a /rerank answer: the Gamay fact is judged best
+        results = [
+            {"index": i, "relevance_score": 0.99 if "Gamay" in d else 0.01 * i}
+            for i, d in enumerate(docs)
+        ]
+        return httpx.Response(200, json={"id": "rr-1", "results": results})
+
+    reranker = timestone.HTTPReranker(
+        "bge-reranker", base_url="http://127.0.0.1:9/v1", transport=httpx.MockTransport(handler)
+    )
+    found = memory.search(group, "Mira", reranker=reranker, limit=2, valid_at=None)
+    assert found.facts[0].fact == "Mira works with grape Gamay."
+    assert found.facts[0].score == 0.99
+    assert len(calls) == 1 and calls[0]["model"] == "bge-reranker"
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"results": [{"index": 0, "relevance_score": 1}]})
+
+    bad = timestone.HTTPReranker(
+        "x", base_url="http://127.0.0.1:9", transport=httpx.MockTransport(broken)
+    )
+    with pytest.raises(RerankerError, match="scored 1 of"):
+        memory.search(group, "Mira", reranker=bad, valid_at=None)
+
+
+def test_overlap_reranker_is_a_reranker(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    found = memory.search(group, "grape Gamay", reranker=timestone.OverlapReranker(), limit=1)
+    assert found.facts[0].fact == "Mira works with grape Gamay."
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"query": ""}, InvalidInput, "empty"),
+        ({"query": "x" * 100_000}, InvalidInput, "100,000 characters"),
+        ({"limit": 0}, InvalidInput, "limit"),
+        ({"limit": 10_000}, InvalidInput, "limit"),
+        ({"reranker": "bm25"}, InvalidInput, "unknown reranker"),
+        ({"scopes": ("facts", "nodes")}, InvalidInput, "unknown search scope 'nodes'"),
+        ({"valid_at": datetime(2020, 1, 1)}, NaiveDatetime, "valid_at"),  # noqa: DTZ001
+        ({"as_of": datetime(2020, 1, 1)}, NaiveDatetime, "as_of"),  # noqa: DTZ001
+        ({"edge_types": ["not a relation"]}, InvalidInput, "relation"),
+        ({"ids": ["nope"]}, InvalidInput, "UUID"),
+    ],
+)
+def test_bad_input_is_refused(
+    memory: timestone.Memory, group: str, kwargs: dict[str, object], error: type, match: str
+) -> None:
+    args: dict[str, object] = {"query": "Mira"} | kwargs
+    query = args.pop("query")
+    with pytest.raises(error, match=match):
+        memory.search(group, query, **args)  # type: ignore[arg-type]
+
+
+def test_tenancy_no_search_path_leaks(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    memory.build_communities(group)
+    other = "t-" + uuid.uuid4().hex[:16]
+    memory.add_facts(other, [F("Zed", "LIKES", "Tea")], reference_time=T2015)
+    everything = ("facts", "entities", "episodes", "communities")
+    leaked = memory.search(other, "Mira Château Gamay Beaujolais", scopes=everything, valid_at=None)
+    names = {e.name for e in leaked.entities} | {f.source for f in leaked.facts}
+    assert "Mira" not in names
+    assert leaked.communities == []
+    assert all(e.group_id == other for e in leaked.episodes)
+    with pytest.raises(NotFound, match="center 'Mira'"):
+        memory.search(other, "anything", center="Mira")
+    mira = memory.get_entity(group, "Mira")
+    assert mira is not None
+    with pytest.raises(NotFound):
+        memory.search(other, "anything", center=mira.id)
+
+
+@pytest.fixture
+async def app_conn(dsn: str) -> AsyncIterator[psycopg.AsyncConnection[dict[str, object]]]:
+    conn = await psycopg.AsyncConnection.connect(dsn, row_factory=dict_row)
+    await register_vector_async(conn)
+    await conn.execute("SET ROLE timestone_app")
+    await conn.commit()
+    yield conn  # pyright: ignore[reportReturnType]
+    await conn.close()
+
+
+async def test_no_search_path_falls_back_to_a_sequential_scan(
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[dict[str, object]]
+) -> None:
+    """Every index path must stay usable under RLS: with sequential scans priced out,
+    a scan that still happens means a predicate could not use its index."""
+    await amemory.add_facts(
+        group,
+        [
+            F(f"person {i}", "WORKS_AT", "Acme", fact=f"Person {i} works at Acme.")
+            for i in range(50)
+        ],
+        reference_time=T2015,
+    )
+    await amemory.add_document(
+        group, "file:///a.md", "Acme was founded in 1990.", reference_time=T2015
+    )
+    await amemory.build_communities(group)
+    req = prepare_search(
+        "Who founded Acme?",
+        scopes=("facts", "entities", "episodes"),
+        reranker="mmr",
+    )
+    vector = (await amemory.embedder.aembed([req.query]))[0]
+    async with app_conn.transaction():
+        await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        await app_conn.execute("SET LOCAL enable_seqscan = off")
+        hits = await run_search(app_conn, group, req, vector, amemory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+        cur = await app_conn.execute(
+            "SELECT relname, seq_scan, idx_scan FROM pg_stat_xact_user_tables"
+            " WHERE schemaname = 'timestone' AND relname IN ('facts', 'entities', 'episodes')"
+        )
+        stats = {r["relname"]: r for r in await cur.fetchall()}
+    assert hits["facts"].ranked
+    assert {name: row["seq_scan"] for name, row in stats.items()} == {
+        "facts": 0,
+        "entities": 0,
+        "episodes": 0,
+    }
+    assert all(int(row["idx_scan"]) > 0 for row in stats.values())  # pyright: ignore[reportArgumentType]
+
+
+async def test_async_search_matches_sync(
+    amemory: timestone.AsyncMemory, memory: timestone.Memory, group: str
+) -> None:
+    await amemory.add_facts(group, [F("Ada", "WROTE", "Notes")], reference_time=T2015)
+    a = await amemory.search(group, "Ada wrote", scopes=("facts", "entities"))
+    s = memory.search(group, "Ada wrote", scopes=("facts", "entities"))
+    assert [f.id for f in a.facts] == [f.id for f in s.facts]
+    assert [e.id for e in a.entities] == [e.id for e in s.entities]
+    assert a.facts[0].valid_at == T2015
+    assert timedelta(0) <= datetime.now(UTC) - a.facts[0].created_at
