@@ -1,0 +1,699 @@
+"""The ``timestone`` command: every verb of the library, for shells and scripts.
+
+Every command opens the store with ``--dsn`` / ``TIMESTONE_DSN`` or the
+embedded server in ``--data-dir`` / ``TIMESTONE_DATA_DIR``, and works in
+``--group`` / ``TIMESTONE_GROUP`` (default ``default``). Reads print a table,
+or JSON with ``--json``. Exit codes are listed in ``timestone.cli._output``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+from collections.abc import Callable, Generator
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from .._aio._memory import AsyncMemory
+from .._sync._memory import Memory
+from ..embedders import Embedder
+from ..errors import InvalidInput, NotFound, TimestoneError
+from ..ontology import Ontology
+from ._output import (
+    ExitCode,
+    console,
+    entity_table,
+    episode_table,
+    err_console,
+    exit_code_for,
+    fact_table,
+    print_json,
+)
+from ._store import (
+    embedder_for,
+    load_ontology_file,
+    ontology_document,
+    ontology_from_document,
+    parse_when,
+    resolve_dsn,
+    resolve_group,
+    save_ontology,
+    stored_meta,
+)
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="timestone",
+    help="Timestone: a knowledge graph that tells time, inside PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+serve_app = typer.Typer(help="Run a server over the store.", no_args_is_help=True)
+app.add_typer(serve_app, name="serve")
+
+T = TypeVar("T")
+
+Dsn = Annotated[
+    str | None,
+    typer.Option("--dsn", envvar="TIMESTONE_DSN", help="Postgres DSN (default: embedded server)."),
+]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir", envvar="TIMESTONE_DATA_DIR", help="Data dir of the embedded server."
+    ),
+]
+Group = Annotated[
+    str | None,
+    typer.Option(
+        "--group", "-g", envvar="TIMESTONE_GROUP", help="Group (tenant) id [default: default]."
+    ),
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder",
+        envvar="TIMESTONE_EMBEDDER",
+        help="wordllama[:DIM] or hash[:DIM] (default: the one the database was built with).",
+    ),
+]
+Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+AsOf = Annotated[
+    str | None,
+    typer.Option("--as-of", help="System time: what the graph held then (default: now)."),
+]
+ValidAt = Annotated[
+    str | None,
+    typer.Option(
+        "--valid-at", help="World time the facts are true at (default: now; 'all': every period)."
+    ),
+]
+
+
+def _fail(exc: BaseException) -> typer.Exit:
+    code = exit_code_for(exc)
+    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    return typer.Exit(int(code))
+
+
+def _guard(fn: Callable[[], T]) -> T:
+    try:
+        return fn()
+    except TimestoneError as exc:
+        raise _fail(exc) from exc
+    except OSError as exc:
+        raise _fail(InvalidInput(str(exc))) from exc
+
+
+def _resolve(
+    dsn: str | None,
+    data_dir: Path | None,
+    embedder: str | None,
+    ontology_file: Path | None = None,
+) -> tuple[str, Embedder, Ontology | None]:
+    """The DSN, embedder and ontology to open with; a new ontology file is stored first."""
+    document = load_ontology_file(ontology_file) if ontology_file is not None else None
+    target = resolve_dsn(dsn, data_dir)
+    stored = stored_meta(target, "ontology")
+    chosen = embedder_for(embedder, stored_meta(target, "embedder"))
+    doc = document if document is not None else stored
+    ontology = ontology_from_document(doc, "stored ontology") if doc is not None else None
+    return target, chosen, ontology
+
+
+@contextlib.contextmanager
+def _store(
+    dsn: str | None,
+    data_dir: Path | None,
+    embedder: str | None,
+    *,
+    ontology_file: Path | None = None,
+) -> Generator[Memory]:
+    """Open the store with the ontology and embedder it keeps; map errors to exit codes."""
+    try:
+        target, chosen, ontology = _resolve(dsn, data_dir, embedder, ontology_file)
+        mem = Memory.open(target, embedder=chosen, ontology=ontology)
+        if ontology_file is not None and ontology is not None:
+            save_ontology(target, ontology_document(ontology))
+    except TimestoneError as exc:
+        raise _fail(exc) from exc
+    try:
+        yield mem
+    except TimestoneError as exc:
+        raise _fail(exc) from exc
+    finally:
+        mem.close()
+
+
+def _when(text: str | None, what: str) -> datetime | None:
+    return None if text is None else _guard(lambda: parse_when(text, what))
+
+
+def _valid(text: str | None) -> Any:
+    from .._time import NOW
+
+    if text is None:
+        return NOW
+    if text.strip().lower() in ("all", "any", "history"):
+        return None
+    return _when(text, "--valid-at")
+
+
+def _require_entity(mem: Memory, group: str, name: str, as_of: datetime | None) -> None:
+    if mem.get_entity(group, name, as_of=as_of) is None:
+        raise NotFound(f"unknown entity {name!r} in group {group!r}")
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    ontology: Annotated[
+        Path | None,
+        typer.Option("--ontology", help="Edge and entity types (JSON or TOML) to store."),
+    ] = None,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Create (or migrate) the store, and store an ontology in it."""
+    with _store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
+        info: dict[str, Any] = {
+            "dsn": mem.dsn,
+            "schema_version": stored_meta(mem.dsn, "schema_version"),
+            "embedder": stored_meta(mem.dsn, "embedder"),
+            "ontology": stored_meta(mem.dsn, "ontology"),
+        }
+        if json_:
+            print_json(info)
+        else:
+            emb: dict[str, Any] = info["embedder"] or {}
+            console.print(
+                f"store ready: schema {info['schema_version']}, embedder "
+                f"{emb.get('name')} ({emb.get('dimension')} dimensions)"
+            )
+            onto: dict[str, Any] | None = info["ontology"]
+            if onto:
+                ones = [e["name"] for e in onto["edge_types"] if e["cardinality"] == "one"]
+                console.print(
+                    f"ontology: {len(onto['edge_types'])} edge type(s); "
+                    f"cardinality one: {', '.join(ones) or 'none'}"
+                )
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="JSONL files, text files or folders.")],
+    ontology: Annotated[
+        Path | None, typer.Option("--ontology", help="Store this ontology first (JSON or TOML).")
+    ] = None,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="Skip malformed lines instead of refusing the file.")
+    ] = False,
+    reference_time: Annotated[
+        str | None,
+        typer.Option("--reference-time", help="Reference time of text files (default: mtime)."),
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
+    ] = True,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Ingest structured episodes (JSONL), text files and folders; safe to run again."""
+    from ._ingest import ingest_paths
+
+    ref = _when(reference_time, "--reference-time")
+    g = resolve_group(group)
+    with _store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
+        summary = ingest_paths(
+            mem,
+            g,
+            paths,
+            skip_bad=skip_bad,
+            reference_time=ref,
+            show_progress=progress and not json_ and err_console.is_terminal,
+        )
+    if json_:
+        print_json(summary)
+        return
+    console.print(
+        f"{summary.episodes_created} episode(s) written, {summary.episodes_skipped} already "
+        f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
+    )
+    for message in summary.bad_lines:
+        err_console.print(f"[yellow]skipped[/] {message}", highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
+    scopes: Annotated[
+        str, typer.Option("--scopes", help="Comma-separated: facts, entities, episodes.")
+    ] = "facts,entities",
+    valid_at: ValidAt = None,
+    as_of: AsOf = None,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Search facts, entities and episodes (hybrid: full text, vectors, graph)."""
+    g = resolve_group(group)
+    system = _when(as_of, "--as-of")
+    world = _valid(valid_at)
+    with _store(dsn, data_dir, embedder) as mem:
+        run: Any = getattr(mem, "search", None)
+        if run is None:
+            raise _fail(TimestoneError("search is not available in this version of Timestone"))
+        wanted = tuple(s.strip() for s in scopes.split(",") if s.strip())
+        results = run(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
+        if json_:
+            print_json(results)
+            return
+        facts = list(getattr(results, "facts", []))
+        entities = list(getattr(results, "entities", []))
+        if facts:
+            console.print(fact_table(facts, title=f"facts matching {query!r}"))
+        if entities:
+            console.print(entity_table(entities, title=f"entities matching {query!r}"))
+        if not facts and not entities:
+            console.print("nothing found")
+
+
+@app.command()
+def facts(
+    source: Annotated[str | None, typer.Option("--source", "-s")] = None,
+    relation: Annotated[str | None, typer.Option("--relation", "-r")] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t")] = None,
+    valid_at: ValidAt = None,
+    as_of: AsOf = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Facts true at --valid-at, as the graph held them at --as-of."""
+    g = resolve_group(group)
+    system = _when(as_of, "--as-of")
+    world = _valid(valid_at)
+    with _store(dsn, data_dir, embedder) as mem:
+        for name in (source, target):
+            if name is not None:
+                _require_entity(mem, g, name, system)
+        found = mem.facts(
+            g,
+            source=source,
+            relation=relation,
+            target=target,
+            valid_at=world,
+            as_of=system,
+            limit=limit,
+        )
+    if json_:
+        print_json(found)
+    else:
+        console.print(fact_table(found, title=f"{len(found)} fact(s) in {g}"))
+
+
+@app.command()
+def timeline(
+    entity: Annotated[str, typer.Argument(help="Entity name or id.")],
+    as_of: AsOf = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the timeline picture to this HTML file.")
+    ] = None,
+    png: Annotated[
+        Path | None, typer.Option("--png", help="Also a PNG screenshot (needs Chromium).")
+    ] = None,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Every period of every fact about ENTITY, by world time; --html draws it."""
+    g = resolve_group(group)
+    system = _when(as_of, "--as-of")
+    with _store(dsn, data_dir, embedder) as mem:
+        _require_entity(mem, g, entity, system)
+        periods = mem.timeline(g, entity, as_of=system)
+        history = mem.fact_history(g, entity) if (html or png) else []
+    if html is not None or png is not None:
+        _picture(entity, history, periods, system, html, png)
+    if json_:
+        print_json(periods)
+    elif html is None and png is None:
+        console.print(fact_table(periods, title=f"timeline of {entity}"))
+
+
+def _picture(
+    entity: str,
+    history: list[Any],
+    periods: list[Any],
+    as_of: datetime | None,
+    html: Path | None,
+    png: Path | None,
+) -> None:
+    from ..viz.browser import screenshot
+    from ..viz.timeline import timeline_html
+
+    if as_of is not None:
+        # as the graph held it then: its periods solid, what it had already dropped faint
+        held = {f.version_id for f in periods}
+        history = [
+            dataclasses.replace(f, expired_at=None) if f.version_id in held else f
+            for f in history
+            if f.created_at <= as_of
+        ]
+    page = timeline_html(entity, history, as_of=as_of)
+    target = html or (png.with_suffix(".html") if png is not None else None)
+    assert target is not None
+    _guard(lambda: target.write_text(page, encoding="utf-8"))
+    err_console.print(f"timeline written to {target}")
+    if png is not None:
+        _guard(lambda: screenshot(target, png, height=_page_height(history)))
+        err_console.print(f"screenshot written to {png}")
+
+
+def _page_height(history: list[Any]) -> int:
+    lanes = {(f.relation) for f in history}
+    return max(400, 220 + 70 * len(lanes) + 14 * sum(1 for f in history if f.expired_at))
+
+
+@app.command("as-of")
+def as_of_cmd(
+    when: Annotated[str, typer.Argument(help="System time: what did the graph hold then?")],
+    entity: Annotated[
+        str | None, typer.Option("--entity", "-e", help="Only facts about this entity.")
+    ] = None,
+    valid_at: ValidAt = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """What the graph held at WHEN (system time), true at --valid-at (default: now)."""
+    g = resolve_group(group)
+    system = _when(when, "as-of time")
+    world = _valid(valid_at)
+    with _store(dsn, data_dir, embedder) as mem:
+        if entity is not None:
+            _require_entity(mem, g, entity, system)
+            found = [
+                f
+                for f in mem.timeline(g, entity, as_of=system)
+                if world is None or f.holds_at(world)
+            ][:limit]
+        else:
+            found = mem.facts(g, valid_at=world, as_of=system, limit=limit)
+    if json_:
+        print_json(found)
+    else:
+        console.print(fact_table(found, title=f"{len(found)} fact(s) held at {when}"))
+
+
+@app.command()
+def episodes(
+    as_of: AsOf = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 100,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """The group's episodes, newest reference time first."""
+    g = resolve_group(group)
+    system = _when(as_of, "--as-of")
+    with _store(dsn, data_dir, embedder) as mem:
+        found = mem.episodes(g, as_of=system, limit=limit)
+    if json_:
+        print_json(found)
+    else:
+        console.print(episode_table(found, title=f"{len(found)} episode(s) in {g}"))
+
+
+@app.command("remove-episode")
+def remove_episode(
+    episode_id: Annotated[str, typer.Argument(help="The episode's id (see `timestone episodes`).")],
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Remove an episode exactly: the graph becomes what it would be without it."""
+    g = resolve_group(group)
+    with _store(dsn, data_dir, embedder) as mem:
+        report = mem.remove_episode(g, episode_id)
+    if json_:
+        print_json(report)
+    else:
+        console.print(
+            f"removed episode {report.episode_id}: {report.facts_expired} fact version(s) "
+            f"expired, {report.facts_created} written"
+        )
+
+
+@app.command()
+def rollback(
+    to: Annotated[str, typer.Option("--to", help="The moment (system time) to return to.")],
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Make the current graph what it held at --to (itself a reversible write)."""
+    g = resolve_group(group)
+    point = _when(to, "--to")
+    assert point is not None
+    with _store(dsn, data_dir, embedder) as mem:
+        report = mem.rollback(g, to=point)
+    if json_:
+        print_json(report)
+    else:
+        console.print(
+            f"rolled back to {report.to.isoformat()}: expired {dict(report.expired)}, "
+            f"restored {dict(report.restored)}"
+        )
+
+
+@app.command()
+def stats(
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Rows of the group per table: held now, and every version."""
+    g = resolve_group(group)
+    with _store(dsn, data_dir, embedder) as mem:
+        counts = mem.stats(g)
+    if json_:
+        print_json({"group_id": g, "tables": counts})
+        return
+    table = Table(title=f"group {g}", title_justify="left")
+    table.add_column("table")
+    table.add_column("held now", justify="right")
+    table.add_column("all versions", justify="right")
+    for name, c in counts.items():
+        table.add_row(name, str(c["current"]), str(c["versions"]))
+    console.print(table)
+
+
+@app.command("export")
+def export_cmd(
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+    ] = None,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Write the group, every row version with both clocks, as JSONL."""
+    g = resolve_group(group)
+    with _store(dsn, data_dir, embedder) as mem:
+        if output is None:
+            mem.export_group(g, sys.stdout)
+            sys.stdout.flush()
+            return
+        tmp = output.with_name(output.name + ".partial")
+        with _guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
+            counts = mem.export_group(g, handle)
+        tmp.replace(output)
+    err_console.print(f"exported {sum(counts.values())} row(s) of group {g} to {output}")
+
+
+@app.command("import")
+def import_cmd(
+    source: Annotated[
+        Path, typer.Argument(help="A file written by `timestone export`; - for stdin.")
+    ],
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group",
+            "-g",
+            envvar="TIMESTONE_GROUP",
+            help="Target group (default: the exported one).",
+        ),
+    ] = None,
+    embedder: EmbedderOpt = None,
+    json_: Json = False,
+) -> None:
+    """Read an export into an empty group, history and all, in one transaction."""
+    if str(source) == "-":
+        lines = sys.stdin.readlines()
+    else:
+        lines = _guard(lambda: source.read_text(encoding="utf-8").splitlines(keepends=True))
+    with _store(dsn, data_dir, embedder) as mem:
+        counts = mem.import_group(lines, group_id=group)
+        header = _header(lines)
+        onto = header.get("ontology")
+        if onto is not None and stored_meta(mem.dsn, "ontology") is None:
+            save_ontology(mem.dsn, onto)
+    target = group or header.get("group_id")
+    if json_:
+        print_json({"group_id": target, "rows": counts})
+    else:
+        console.print(f"imported {sum(counts.values())} row(s) into group {target}")
+
+
+def _header(lines: list[str]) -> dict[str, Any]:
+    import json
+
+    for text in lines:
+        if text.strip():
+            value = json.loads(text)
+            return dict(value) if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownArgumentType]
+    return {}
+
+
+@app.command()
+def reembed(
+    embedder: Annotated[
+        str,
+        typer.Option(
+            "--embedder", envvar="TIMESTONE_EMBEDDER", help="wordllama[:DIM] or hash[:DIM]."
+        ),
+    ],
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    json_: Json = False,
+) -> None:
+    """Move every stored vector (all groups, all versions) to another embedder."""
+    new = _guard(lambda: embedder_for(embedder, None))
+    with _store(dsn, data_dir, None) as mem:
+        done = mem.reembed(new)
+    if json_:
+        print_json({"embedder": {"name": new.name, "dimension": new.dimension}, "rows": done})
+    else:
+        console.print(f"re-embedded {done} row(s) with {new.name} ({new.dimension} dimensions)")
+
+
+@serve_app.command("mcp")
+def serve_mcp(
+    transport: Annotated[
+        str, typer.Option("--transport", help="stdio, or http (streamable HTTP).")
+    ] = "stdio",
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8765,
+    any_group: Annotated[
+        bool,
+        typer.Option(
+            "--any-group",
+            help="Let each tool call name its group (default: every call is in --group).",
+        ),
+    ] = False,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Serve the store to agents over the Model Context Protocol."""
+    from ..mcp_server import build_server, check_port
+
+    if transport not in ("stdio", "http"):
+        raise _fail(InvalidInput(f"--transport must be stdio or http, got {transport!r}"))
+    if transport == "http":
+        _guard(lambda: check_port(host, port))
+    g = resolve_group(group)
+    try:
+        target, chosen, ontology = _resolve(dsn, data_dir, embedder)
+    except TimestoneError as exc:
+        raise _fail(exc) from exc
+
+    async def opener() -> AsyncMemory:
+        return await AsyncMemory.open(target, embedder=chosen, ontology=ontology)
+
+    server = build_server(opener, group_id=None if any_group else g)
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        err_console.print(f"MCP over streamable HTTP on http://{host}:{port}/mcp")
+        server.run("streamable-http", host=host, port=port)
+
+
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port")] = 8766,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    group: Group = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """A small local web view: the graph of current facts, with an as-of slider."""
+    from ..viz.web import serve
+
+    g = resolve_group(group)
+    with _store(dsn, data_dir, embedder) as mem:
+        _guard(lambda: serve(mem, g, host=host, port=port, announce=err_console.print))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script: run the command, return its exit code."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return int(exc.exit_code)
+        if isinstance(exc, click.exceptions.Abort):
+            return 1
+        if isinstance(exc, TimestoneError):
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            return int(exit_code_for(exc))
+        raise
+    return result if isinstance(result, int) else int(ExitCode.OK)

@@ -1,0 +1,270 @@
+"""``timestone ingest``: JSONL of structured episodes, text files, folders; resumable.
+
+A JSONL line is one structured episode in the shape of ``mira.jsonl``::
+
+    {"name": ..., "reference_time": "2015-10-01T00:00:00Z", "content": ...,
+     "facts": [{"source": ..., "relation": ..., "target": ..., "valid_at": ...}, ...]}
+
+(optional: ``saga``, ``source_description``, ``idempotency_key``). A whole
+file is checked before anything from it is written: a bad line stops the file
+with its line number and what is wrong, unless ``--skip-bad``. Each episode
+gets an idempotency key (its own, or a hash of the line), so running the same
+ingest again writes nothing twice and picks up where an interrupted run
+stopped. A text file becomes a document (``add_document``): chunked into
+episodes, its uri the file's absolute path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from .._models import FactInput
+from .._sync._memory import Memory
+from .._time import parse_datetime
+from ..errors import InvalidInput, TimestoneError
+
+__all__ = ["JSONL_SUFFIXES", "TEXT_SUFFIXES", "Episode", "IngestSummary", "ingest_paths"]
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
+_KEYS = {
+    "name",
+    "reference_time",
+    "content",
+    "facts",
+    "saga",
+    "source_description",
+    "idempotency_key",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Episode:
+    """One checked JSONL line, ready for ``add_facts``."""
+
+    line: int
+    name: str | None
+    reference_time: datetime
+    facts: list[FactInput]
+    saga: str | None
+    source_description: str
+    idempotency_key: str
+
+
+@dataclasses.dataclass
+class IngestSummary:
+    files: int = 0
+    episodes_created: int = 0
+    episodes_skipped: int = 0
+    facts_written: int = 0
+    documents: int = 0
+    bad_lines: list[str] = dataclasses.field(default_factory=list[str])
+    skipped_files: list[str] = dataclasses.field(default_factory=list[str])
+
+
+def _line_key(text: str) -> str:
+    return "jsonl:" + hashlib.sha256(text.strip().encode()).hexdigest()
+
+
+def parse_line(number: int, text: str) -> Episode:
+    """One JSONL line as an episode; ``InvalidInput`` naming what is wrong."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"not JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"expected a JSON object, got {type(raw).__name__}")
+    obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+    extra = set(obj) - _KEYS
+    if extra:
+        raise InvalidInput(f"unknown key(s) {', '.join(sorted(extra))}; allowed: {sorted(_KEYS)}")
+    if "reference_time" not in obj:
+        raise InvalidInput("missing reference_time")
+    ref = obj["reference_time"]
+    if not isinstance(ref, str):
+        raise InvalidInput("reference_time must be an ISO 8601 string")
+    reference_time = parse_datetime(ref, "reference_time")
+    facts_raw = obj.get("facts")
+    if not isinstance(facts_raw, list) or not facts_raw:
+        raise InvalidInput("facts must be a non-empty list")
+    facts: list[FactInput] = []
+    for i, item in enumerate(facts_raw):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if not isinstance(item, dict):
+            raise InvalidInput(f"facts[{i}] must be an object")
+        try:
+            facts.append(FactInput.parse(item))  # pyright: ignore[reportUnknownArgumentType]
+        except InvalidInput as exc:
+            raise InvalidInput(f"facts[{i}]: {exc}") from exc
+    for key in ("name", "saga", "source_description", "idempotency_key", "content"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise InvalidInput(f"{key} must be a string")
+    return Episode(
+        line=number,
+        name=obj.get("name"),
+        reference_time=reference_time,
+        facts=facts,
+        saga=obj.get("saga"),
+        source_description=obj.get("source_description") or "",
+        idempotency_key=obj.get("idempotency_key") or _line_key(text),
+    )
+
+
+def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[Episode]:
+    """Every episode of the file; refuse the whole file at its first bad line unless told."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            lines = handle.readlines()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
+    episodes: list[Episode] = []
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            episodes.append(parse_line(number, text))
+        except InvalidInput as exc:
+            message = f"{path}:{number}: {exc}"
+            if not skip_bad:
+                raise InvalidInput(
+                    f"{message}\nnothing from {path} was written; fix the line or pass --skip-bad"
+                ) from exc
+            summary.bad_lines.append(message)
+    return episodes
+
+
+def expand(paths: Sequence[Path]) -> Iterator[Path]:
+    """Files to ingest: the paths given, and the ingestible files of folders, sorted."""
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix.lower() in JSONL_SUFFIXES + TEXT_SUFFIXES:
+                    yield child
+        elif path.exists():
+            yield path
+        else:
+            raise InvalidInput(f"no such file or folder: {path}")
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(),
+        TextColumn("[cyan]{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+def ingest_paths(
+    mem: Memory,
+    group_id: str,
+    paths: Sequence[Path],
+    *,
+    skip_bad: bool,
+    reference_time: datetime | None,
+    show_progress: bool,
+) -> IngestSummary:
+    summary = IngestSummary()
+    files = list(expand(paths))
+    # Check every JSONL file before writing anything.
+    plans: list[tuple[Path, list[Episode] | None]] = []
+    for path in files:
+        if path.suffix.lower() in JSONL_SUFFIXES:
+            plans.append((path, read_jsonl(path, skip_bad=skip_bad, summary=summary)))
+        else:
+            plans.append((path, None))
+    total = sum(len(eps) if eps is not None else 1 for _, eps in plans)
+    with _progress(show_progress) as progress:
+        task = progress.add_task("ingesting", total=total, rate="")
+        started = datetime.now(UTC)
+        for path, episodes in plans:
+            summary.files += 1
+            if episodes is None:
+                _ingest_text(mem, group_id, path, reference_time, summary)
+                progress.advance(task)
+            else:
+                for ep in episodes:
+                    try:
+                        res = mem.add_facts(
+                            group_id,
+                            ep.facts,
+                            reference_time=ep.reference_time,
+                            name=ep.name,
+                            saga=ep.saga,
+                            idempotency_key=ep.idempotency_key,
+                            source_description=ep.source_description,
+                        )
+                    except InvalidInput as exc:
+                        message = f"{path}:{ep.line}: {exc}"
+                        if not skip_bad:
+                            raise InvalidInput(
+                                f"{message}\nthe episodes before line {ep.line} were written; "
+                                "running the same ingest again resumes after them"
+                            ) from exc
+                        summary.bad_lines.append(message)
+                    else:
+                        if res.created:
+                            summary.episodes_created += 1
+                            summary.facts_written += len(res.facts)
+                        else:
+                            summary.episodes_skipped += 1
+                    progress.advance(task)
+                    elapsed = (datetime.now(UTC) - started).total_seconds()
+                    done = progress.tasks[0].completed
+                    if elapsed > 0:
+                        progress.update(task, rate=f"{done / elapsed:.1f} episodes/s")
+    return summary
+
+
+def _ingest_text(
+    mem: Memory,
+    group_id: str,
+    path: Path,
+    reference_time: datetime | None,
+    summary: IngestSummary,
+) -> None:
+    try:
+        content = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
+    if not content.strip():
+        summary.skipped_files.append(f"{path}: empty")
+        return
+    when = reference_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    try:
+        res = mem.add_document(
+            group_id, path.resolve().as_uri(), content, title=path.name, reference_time=when
+        )
+    except TimestoneError as exc:
+        raise type(exc)(f"{path}: {exc}") from exc
+    summary.documents += 1
+    if res.created:
+        summary.episodes_created += len(res.episodes)
+        summary.facts_written += len(res.facts)
+    else:
+        summary.episodes_skipped += len(res.episodes)

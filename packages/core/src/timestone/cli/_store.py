@@ -1,0 +1,242 @@
+"""Opening the store from the command line: DSN, data dir, embedder, the stored ontology, dates.
+
+The ontology a command line user declares (``init --ontology FILE``) lives in
+the database itself, in ``timestone.meta`` under the key ``ontology``, so a
+data dir (or an export) carries everything a later command needs. The
+embedder is read from the database too: the one it was built with, unless
+``--embedder`` names another.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from .. import _embedded
+from ..embedders import Embedder, HashEmbedder, WordLlamaEmbedder
+from ..errors import DatabaseError, InvalidInput, InvalidPeriod
+from ..ontology import EdgeType, EntityType, Ontology
+
+__all__ = [
+    "DEFAULT_GROUP",
+    "load_ontology_file",
+    "ontology_document",
+    "ontology_from_document",
+    "parse_when",
+    "resolve_dsn",
+    "resolve_group",
+    "save_ontology",
+    "stored_meta",
+]
+
+DEFAULT_GROUP = "default"
+ONTOLOGY_KEY = "ontology"
+
+
+def resolve_group(group: str | None) -> str:
+    return group or os.environ.get("TIMESTONE_GROUP") or DEFAULT_GROUP
+
+
+def resolve_dsn(dsn: str | None, data_dir: Path | None) -> str:
+    """The DSN to use: ``--dsn``, ``TIMESTONE_DSN``, or the embedded server in the data dir."""
+    target = dsn or os.environ.get("TIMESTONE_DSN")
+    if target:
+        return target
+    return _embedded.embedded_dsn(data_dir)
+
+
+def stored_meta(dsn: str, key: str) -> Any:
+    """A value of ``timestone.meta``; ``None`` when absent or the schema is not there yet."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            found = conn.execute("SELECT to_regclass('timestone.meta') IS NOT NULL").fetchone()
+            if not found or not found[0]:
+                return None
+            row = conn.execute("SELECT value FROM timestone.meta WHERE key = %s", (key,)).fetchone()
+            return row[0] if row is not None else None
+    except psycopg.Error as exc:
+        raise DatabaseError(f"reading the stored {key}: {str(exc).strip()}") from exc
+
+
+def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
+    """Store the ontology document in ``timestone.meta`` (as the schema owner)."""
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "INSERT INTO timestone.meta (key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                (ONTOLOGY_KEY, json.dumps(document)),
+            )
+    except psycopg.Error as exc:
+        raise DatabaseError(f"storing the ontology: {str(exc).strip()}") from exc
+
+
+def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder:
+    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``), else the stored one, else WordLlama."""
+    if spec:
+        name, _, dim = spec.partition(":")
+        try:
+            dimension = int(dim) if dim else None
+        except ValueError:
+            raise InvalidInput(f"--embedder {spec!r}: the dimension must be a number") from None
+        if name == "wordllama":
+            return WordLlamaEmbedder(dimension or 256)
+        if name == "hash":
+            return HashEmbedder(dimension or 64)
+        raise InvalidInput(
+            f"--embedder {spec!r}: use wordllama[:64|128|256] or hash[:DIM] "
+            "(other embedders are chosen in Python with Memory.open(embedder=...))"
+        )
+    if stored is not None:
+        name, dimension = str(stored.get("name")), int(stored.get("dimension", 0))
+        if name == "hash":
+            return HashEmbedder(dimension)
+        if name.startswith("wordllama"):
+            return WordLlamaEmbedder(dimension)
+        raise InvalidInput(
+            f"this database was built with the embedder {name} ({dimension} dimensions), "
+            "which the command line cannot construct; use the Python API"
+        )
+    return WordLlamaEmbedder()
+
+
+# -- the ontology file -------------------------------------------------------------------
+
+
+def _strings(value: object, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items: list[Any] = value if isinstance(value, list) else []  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in items):
+        raise InvalidInput(f"{what} must be a list of strings")
+    return tuple(str(v) for v in items)
+
+
+def ontology_from_document(document: Mapping[str, Any], where: str = "ontology") -> Ontology:
+    """An ``Ontology`` from its JSON/TOML shape; refuse anything unknown, naming it."""
+    known = {"closed", "entity_types", "edge_types"}
+    extra = set(document) - known
+    if extra:
+        raise InvalidInput(
+            f"{where}: unknown key(s) {', '.join(sorted(extra))}; use {sorted(known)}"
+        )
+    closed = document.get("closed", False)
+    if not isinstance(closed, bool):
+        raise InvalidInput(f"{where}: closed must be true or false")
+    edges: list[EdgeType] = []
+    for i, item in enumerate(_items(document.get("edge_types"), f"{where}: edge_types")):
+        what = f"{where}: edge_types[{i}]"
+        _only(item, {"name", "cardinality", "description", "source_types", "target_types"}, what)
+        edges.append(
+            EdgeType(
+                name=_name(item, what),
+                cardinality=item.get("cardinality", "many"),
+                description=str(item.get("description", "")),
+                source_types=_strings(item.get("source_types"), f"{what}.source_types"),
+                target_types=_strings(item.get("target_types"), f"{what}.target_types"),
+            )
+        )
+    entities: list[EntityType] = []
+    for i, item in enumerate(_items(document.get("entity_types"), f"{where}: entity_types")):
+        what = f"{where}: entity_types[{i}]"
+        _only(item, {"name", "description"}, what)
+        entities.append(
+            EntityType(name=_name(item, what), description=str(item.get("description", "")))
+        )
+    return Ontology(entity_types=entities, edge_types=edges, closed=closed)
+
+
+def _items(value: object, what: str) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):  # pyright: ignore[reportUnknownVariableType]
+        raise InvalidInput(f"{what} must be a list of tables/objects")
+    return list(value)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _only(item: Mapping[str, Any], allowed: set[str], what: str) -> None:
+    extra = set(item) - allowed
+    if extra:
+        raise InvalidInput(f"{what}: unknown key(s) {', '.join(sorted(extra))}")
+
+
+def _name(item: Mapping[str, Any], what: str) -> str:
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput(f"{what}: needs a name")
+    return name
+
+
+def ontology_document(ontology: Ontology) -> dict[str, Any]:
+    """The JSON shape of an ontology (names, cardinalities, descriptions, endpoint types)."""
+    return {
+        "closed": ontology.closed,
+        "entity_types": [
+            {"name": t.name, "description": t.description} for t in ontology.entity_types
+        ],
+        "edge_types": [
+            {
+                "name": t.name,
+                "cardinality": t.cardinality,
+                "description": t.description,
+                "source_types": list(t.source_types),
+                "target_types": list(t.target_types),
+            }
+            for t in ontology.edge_types
+        ],
+    }
+
+
+def load_ontology_file(path: Path) -> dict[str, Any]:
+    """Read and check an ontology file (``.toml`` or JSON); return its normalized document."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the ontology file {path}: {exc.strerror}") from exc
+    try:
+        if path.suffix.lower() == ".toml":
+            raw: Any = tomllib.loads(text)
+        else:
+            raw = json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"the ontology file {path} is malformed: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise InvalidInput(f"the ontology file {path} must hold an object/table at the top")
+    ontology = ontology_from_document(raw, where=str(path))  # pyright: ignore[reportUnknownArgumentType]
+    return ontology_document(ontology)
+
+
+# -- dates --------------------------------------------------------------------------------
+
+_YEAR = re.compile(r"\d{4}")
+_MONTH = re.compile(r"\d{4}-\d{2}")
+
+
+def parse_when(text: str, what: str) -> datetime:
+    """A point in time from the command line: ``now``, ``2019``, ``2019-05``, ``2019-05-01``,
+    or an ISO 8601 datetime. Without an offset, the time is read as UTC."""
+    value = text.strip()
+    if value.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        if _YEAR.fullmatch(value):
+            return datetime(int(value), 1, 1, tzinfo=UTC)
+        if _MONTH.fullmatch(value):
+            return datetime(int(value[:4]), int(value[5:]), 1, tzinfo=UTC)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidPeriod(
+            f"{what}: cannot read {text!r} as a date; use ISO 8601 such as 2019-05-01, "
+            "2019-05-01T12:00:00Z, 2019-05, 2019, or 'now'"
+        ) from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)

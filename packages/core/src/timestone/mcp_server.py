@@ -1,0 +1,416 @@
+"""Timestone over the Model Context Protocol: the tools an agent needs to remember and recall.
+
+Run it with ``timestone serve mcp`` (stdio) or ``timestone serve mcp
+--transport http`` (streamable HTTP at ``/mcp``). Group scoping is the
+server's: by default every call works in the one group the server was started
+with, and the tools do not even take a group; with ``--any-group`` each tool
+takes a required ``group_id``. In Python::
+
+    from timestone.mcp_server import build_server
+    server = build_server(lambda: timestone.AsyncMemory.open(...), group_id="alice")
+    server.run("stdio")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import functools
+import inspect
+import re
+import socket
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ._aio._memory import AsyncMemory
+from ._models import Fact
+from ._time import NOW
+from .errors import InvalidInput, NotFound, TimestoneError
+
+__all__ = ["INSTRUCTIONS", "build_server", "check_port"]
+
+INSTRUCTIONS = """\
+Timestone is a long-term memory that tells time. It stores facts as
+source -RELATION-> target, each with the world period it was true in
+(valid_at .. invalid_at) and the system period the memory held it
+(created_at .. expired_at). Newer world dates supersede older ones for
+single-valued relations; nothing is ever lost: ask facts_as_of to see what the
+memory believed at an earlier moment. Record what you learn with add_memory
+(structured facts when you can: they need no extraction), look things up with
+search_facts / search_entities, and use entity_timeline to see how something
+changed over time. All times are ISO 8601 (2024-05-01 or 2024-05-01T12:00:00Z).
+"""
+
+Opener = Callable[[], Awaitable[AsyncMemory]]
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port that is already in use, before the server starts, with a clear error."""
+    from .cli._output import AddressInUse
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise AddressInUse(
+                    f"port {port} on {host} is already in use; pass another --port"
+                ) from exc
+            raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+
+
+def _when(value: str | None, what: str) -> datetime | None:
+    from .cli._store import parse_when
+
+    if value is None or not value.strip():
+        return None
+    return parse_when(value, what)
+
+
+def _fact(f: Fact) -> dict[str, Any]:
+    return {
+        "id": str(f.id),
+        "source": f.source,
+        "relation": f.relation,
+        "target": f.target,
+        "fact": f.fact,
+        "valid_at": f.valid_at.isoformat(),
+        "invalid_at": f.invalid_at.isoformat() if f.invalid_at else None,
+        "recorded_at": f.created_at.isoformat(),
+        "superseded_at": f.expired_at.isoformat() if f.expired_at else None,
+        "episodes": [str(e) for e in f.episodes],
+        **({"score": round(f.score, 4)} if f.score is not None else {}),
+    }
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 1}
+
+
+class _Tools:
+    """The tool bodies; each takes the group first."""
+
+    def __init__(self, opener: Opener) -> None:
+        self._opener = opener
+        self._memory: AsyncMemory | None = None
+        self._lock = asyncio.Lock()
+
+    async def memory(self) -> AsyncMemory:
+        async with self._lock:
+            if self._memory is None:
+                self._memory = await self._opener()
+            return self._memory
+
+    async def close(self) -> None:
+        if self._memory is not None:
+            await self._memory.close()
+            self._memory = None
+
+    async def add_memory(
+        self,
+        group_id: str,
+        content: Annotated[
+            str | None,
+            Field(description="Free text to remember (extracted into facts when an LLM is set)."),
+        ] = None,
+        facts: Annotated[
+            list[dict[str, Any]] | None,
+            Field(
+                description=(
+                    "Structured facts, preferred: each {source, relation, target, fact?, "
+                    "valid_at?, invalid_at?}; relation in UPPER_SNAKE_CASE, e.g. WORKS_AT; "
+                    "valid_at is when it became true (default: reference_time)."
+                )
+            ),
+        ] = None,
+        reference_time: Annotated[
+            str | None,
+            Field(description="When the information was observed (ISO 8601; default: now)."),
+        ] = None,
+        name: Annotated[str | None, Field(description="A short title for this memory.")] = None,
+    ) -> dict[str, Any]:
+        """Remember something: structured facts, or free text. Returns what was recorded."""
+        mem = await self.memory()
+        when = _when(reference_time, "reference_time") or datetime.now(UTC)
+        if facts:
+            res = await mem.add_facts(group_id, facts, reference_time=when, name=name)
+            return {
+                "episode_id": str(res.episode.id),
+                "created": res.created,
+                "facts": [_fact(f) for f in res.facts],
+                "closed": [_fact(f) for f in res.invalidated],
+            }
+        if not content or not content.strip():
+            raise InvalidInput("add_memory needs content or facts")
+        if mem.llm is not None:
+            res = await mem.add_episode(group_id, content, reference_time=when, name=name)
+            return {
+                "episode_id": str(res.episode.id),
+                "created": res.created,
+                "facts": [_fact(f) for f in res.facts],
+                "closed": [_fact(f) for f in res.invalidated],
+            }
+        uri = "memory:" + uuid.uuid5(uuid.NAMESPACE_URL, content).hex
+        doc = await mem.add_document(
+            group_id, uri, content, title=name or content[:60], reference_time=when
+        )
+        return {
+            "episode_ids": [str(e.id) for e in doc.episodes],
+            "created": doc.created,
+            "facts": [],
+            "note": "stored as text (no LLM configured to extract facts); pass facts to "
+            "record structured facts",
+        }
+
+    async def search_facts(
+        self,
+        group_id: str,
+        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        valid_at: Annotated[
+            str | None,
+            Field(description="World time the facts must be true at (default: now; 'all')."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Find facts relevant to a question, true now (or at valid_at), best first."""
+        mem = await self.memory()
+        world: Any = NOW
+        if valid_at is not None and valid_at.strip().lower() == "all":
+            world = None
+        elif valid_at:
+            world = _when(valid_at, "valid_at")
+        search: Any = getattr(mem, "search", None)
+        if search is not None:
+            results = await search(group_id, query, limit=limit, scopes=("facts",), valid_at=world)
+            return {"facts": [_fact(f) for f in results.facts]}
+        # Until hybrid search is available: word overlap over the facts in effect.
+        wanted = _words(query)
+        found = await mem.facts(group_id, valid_at=world, limit=1000)
+        ranked = sorted(
+            (f for f in found if wanted & _words(f"{f.source} {f.relation} {f.target} {f.fact}")),
+            key=lambda f: -len(wanted & _words(f"{f.source} {f.relation} {f.target} {f.fact}")),
+        )
+        return {"facts": [_fact(f) for f in ranked[:limit]]}
+
+    async def search_entities(
+        self,
+        group_id: str,
+        query: Annotated[str, Field(description="A name or description of the entity.")],
+        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+    ) -> dict[str, Any]:
+        """Find entities (people, places, things) by name or description."""
+        mem = await self.memory()
+        search: Any = getattr(mem, "search", None)
+        if search is not None:
+            results = await search(group_id, query, limit=limit, scopes=("entities",))
+            entities = list(results.entities)
+        else:
+            entity = await mem.get_entity(group_id, query)
+            entities = [entity] if entity is not None else []
+        return {
+            "entities": [
+                {
+                    "id": str(e.id),
+                    "name": e.name,
+                    "type": e.entity_type,
+                    "labels": list(e.labels),
+                    "summary": e.summary,
+                }
+                for e in entities
+            ]
+        }
+
+    async def entity_timeline(
+        self,
+        group_id: str,
+        entity: Annotated[str, Field(description="The entity's name or id.")],
+        as_of: Annotated[
+            str | None,
+            Field(description="Show the timeline as the memory held it then (default: now)."),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Every period of every fact about an entity, oldest first: how it changed over time."""
+        mem = await self.memory()
+        system = _when(as_of, "as_of")
+        ref = _ref(entity)
+        if await mem.get_entity(group_id, ref, as_of=system) is None:
+            raise NotFound(f"unknown entity {entity!r}")
+        return {"facts": [_fact(f) for f in await mem.timeline(group_id, ref, as_of=system)]}
+
+    async def facts_as_of(
+        self,
+        group_id: str,
+        as_of: Annotated[
+            str, Field(description="System time: what did the memory believe at this moment?")
+        ],
+        valid_at: Annotated[
+            str | None,
+            Field(description="World time the facts are true at (default: now; 'all')."),
+        ] = None,
+        entity: Annotated[str | None, Field(description="Only facts with this source.")] = None,
+        limit: Annotated[int, Field(ge=1, le=1000)] = 100,
+    ) -> dict[str, Any]:
+        """What the memory held at an earlier moment (before later corrections or news)."""
+        mem = await self.memory()
+        system = _when(as_of, "as_of")
+        world: Any = NOW
+        if valid_at is not None and valid_at.strip().lower() == "all":
+            world = None
+        elif valid_at:
+            world = _when(valid_at, "valid_at")
+        found = await mem.facts(group_id, source=entity, valid_at=world, as_of=system, limit=limit)
+        return {"facts": [_fact(f) for f in found]}
+
+    async def get_episodes(
+        self,
+        group_id: str,
+        episode_ids: Annotated[
+            list[str] | None, Field(description="Ids to fetch (default: the latest episodes).")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+    ) -> dict[str, Any]:
+        """The recorded episodes (raw memories), newest first, with their content."""
+        mem = await self.memory()
+        found = await mem.episodes(group_id, ids=episode_ids, limit=limit)
+        return {
+            "episodes": [
+                {
+                    "id": str(e.id),
+                    "name": e.name,
+                    "content": e.content,
+                    "source": e.source,
+                    "reference_time": e.reference_time.isoformat(),
+                    "recorded_at": e.created_at.isoformat(),
+                }
+                for e in found
+            ]
+        }
+
+    async def remove_episode(
+        self,
+        group_id: str,
+        episode_id: Annotated[str, Field(description="The id of the episode to forget.")],
+    ) -> dict[str, Any]:
+        """Forget an episode exactly, as if it had never been recorded (history stays)."""
+        mem = await self.memory()
+        report = await mem.remove_episode(group_id, episode_id)
+        return {
+            "episode_id": str(report.episode_id),
+            "facts_expired": report.facts_expired,
+            "facts_created": report.facts_created,
+        }
+
+    async def status(self, group_id: str) -> dict[str, Any]:
+        """How much this memory holds: rows per table, now and over all versions."""
+        mem = await self.memory()
+        return {"group_id": group_id, "tables": await mem.stats(group_id)}
+
+
+def _ref(entity: str) -> str | uuid.UUID:
+    try:
+        return uuid.UUID(entity)
+    except ValueError:
+        return entity
+
+
+_TOOLS = (
+    "add_memory",
+    "search_facts",
+    "search_entities",
+    "entity_timeline",
+    "facts_as_of",
+    "get_episodes",
+    "remove_episode",
+    "status",
+)
+_READ_ONLY = {
+    "search_facts",
+    "search_entities",
+    "entity_timeline",
+    "facts_as_of",
+    "get_episodes",
+    "status",
+}
+
+
+def _bind(method: Callable[..., Awaitable[dict[str, Any]]], group_id: str | None) -> Any:
+    """The tool function: the method with the group fixed, or with a required group_id."""
+    sig = inspect.signature(method, eval_str=True)
+    params = list(sig.parameters.values())
+
+    @functools.wraps(method)
+    async def tool(**kwargs: Any) -> dict[str, Any]:
+        group = group_id if group_id is not None else kwargs.pop("group_id")
+        try:
+            return await method(group, **kwargs)
+        except TimestoneError as exc:
+            from mcp.server.mcpserver.exceptions import ToolError
+
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+
+    if group_id is not None:
+        params = params[1:]
+    else:
+        params[0] = params[0].replace(
+            annotation=Annotated[
+                str, Field(description="The memory group (tenant) to work in.", min_length=1)
+            ],
+            kind=inspect.Parameter.KEYWORD_ONLY,
+        )
+    tool.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+    )
+    del tool.__wrapped__  # type: ignore[attr-defined]
+    return tool
+
+
+def build_server(memory: Opener | AsyncMemory, *, group_id: str | None) -> Any:
+    """An ``MCPServer`` with Timestone's tools. ``group_id=None``: each call names its group."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    async def given() -> AsyncMemory:
+        assert isinstance(memory, AsyncMemory)
+        return memory
+
+    opener: Opener = given if isinstance(memory, AsyncMemory) else memory
+    tools = _Tools(opener)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncGenerator[Mapping[str, Any]]:
+        try:
+            yield {}
+        finally:
+            if not isinstance(memory, AsyncMemory):
+                await tools.close()
+
+    scope = (
+        f" Every call works in the memory group {group_id!r}."
+        if group_id is not None
+        else " Every call names its memory group in group_id."
+    )
+    server = MCPServer(
+        name="timestone",
+        instructions=INSTRUCTIONS + scope,
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    for name in _TOOLS:
+        method = getattr(tools, name)
+        server.add_tool(
+            _bind(method, group_id),
+            name=name,
+            description=inspect.getdoc(method),
+            annotations=ToolAnnotations(
+                read_only_hint=name in _READ_ONLY,
+                destructive_hint=name == "remove_episode",
+                idempotent_hint=name != "add_memory",
+            ),
+        )
+    return server

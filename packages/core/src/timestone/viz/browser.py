@@ -1,0 +1,83 @@
+"""A headless Chromium, where one is installed: screenshots and the rendered DOM of a page.
+
+Chromium runs with a fresh profile, no sandbox (it is often root in
+containers), and every background network feature off: it loads the local
+file and nothing else.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..errors import TimestoneError
+
+__all__ = ["BrowserError", "dump_dom", "find_chromium", "screenshot"]
+
+_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+)
+
+
+class BrowserError(TimestoneError):
+    """No headless browser is installed, or it failed to render the page."""
+
+
+def find_chromium() -> str | None:
+    """The path of a Chromium-family browser, or ``None``."""
+    for name in _NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    browser = find_chromium()
+    if browser is None:
+        raise BrowserError(
+            "no headless browser found for the PNG: install Chromium "
+            "(Debian: apt-get install chromium), or use the HTML page"
+        )
+    with tempfile.TemporaryDirectory(prefix="timestone-chromium-") as profile:
+        cmd = [browser, *_FLAGS, f"--user-data-dir={profile}", *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise BrowserError(f"Chromium did not finish within {timeout:.0f} s") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()[-3:]
+        raise BrowserError(f"Chromium failed (exit {proc.returncode}): {' / '.join(tail)}")
+    return proc
+
+
+def screenshot(
+    page: Path, out: Path, *, width: int = 1160, height: int = 600, timeout: float = 60.0
+) -> Path:
+    """Render the local ``page`` and write a PNG of the window to ``out``."""
+    _run(
+        [
+            f"--screenshot={out.resolve()}",
+            f"--window-size={width},{height}",
+            page.resolve().as_uri(),
+        ],
+        timeout,
+    )
+    if not out.exists() or out.stat().st_size == 0:
+        raise BrowserError(f"Chromium wrote no screenshot to {out}")
+    return out
+
+
+def dump_dom(page: Path, *, timeout: float = 60.0) -> str:
+    """The page's DOM after its scripts ran, as HTML."""
+    return _run(["--dump-dom", page.resolve().as_uri()], timeout).stdout
