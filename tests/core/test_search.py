@@ -8,10 +8,9 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import psycopg
 import pytest
-from pgvector.psycopg import register_vector_async
-from psycopg.rows import dict_row
-
 import timestone
+from pgvector.psycopg import register_vector_async
+from psycopg.rows import DictRow, dict_row
 from timestone import FactInput as F
 from timestone._aio._search import prepare_search, run_search
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
@@ -144,7 +143,8 @@ def test_cross_encoder_reranker(memory: timestone.Memory, group: str) -> None:
     found = memory.search(group, "Mira", reranker=reranker, limit=2, valid_at=None)
     assert found.facts[0].fact == "Mira works with grape Gamay."
     assert found.facts[0].score == 0.99
-    assert len(calls) == 1 and calls[0]["model"] == "bge-reranker"
+    assert len(calls) == 1
+    assert calls[0]["model"] == "bge-reranker"
 
     def broken(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, json={"results": [{"index": 0, "relevance_score": 1}]})
@@ -171,8 +171,8 @@ def test_overlap_reranker_is_a_reranker(memory: timestone.Memory, group: str) ->
         ({"limit": 10_000}, InvalidInput, "limit"),
         ({"reranker": "bm25"}, InvalidInput, "unknown reranker"),
         ({"scopes": ("facts", "nodes")}, InvalidInput, "unknown search scope 'nodes'"),
-        ({"valid_at": datetime(2020, 1, 1)}, NaiveDatetime, "valid_at"),  # noqa: DTZ001
-        ({"as_of": datetime(2020, 1, 1)}, NaiveDatetime, "as_of"),  # noqa: DTZ001
+        ({"valid_at": datetime(2020, 1, 1)}, NaiveDatetime, "valid_at"),
+        ({"as_of": datetime(2020, 1, 1)}, NaiveDatetime, "as_of"),
         ({"edge_types": ["not a relation"]}, InvalidInput, "relation"),
         ({"ids": ["nope"]}, InvalidInput, "UUID"),
     ],
@@ -206,8 +206,8 @@ def test_tenancy_no_search_path_leaks(memory: timestone.Memory, group: str) -> N
 
 
 @pytest.fixture
-async def app_conn(dsn: str) -> AsyncIterator[psycopg.AsyncConnection[dict[str, object]]]:
-    conn = await psycopg.AsyncConnection.connect(dsn, row_factory=dict_row)
+async def app_conn(dsn: str) -> AsyncIterator[psycopg.AsyncConnection[DictRow]]:
+    conn = await psycopg.AsyncConnection[DictRow].connect(dsn, row_factory=dict_row)
     await register_vector_async(conn)
     await conn.execute("SET ROLE timestone_app")
     await conn.commit()
@@ -216,7 +216,7 @@ async def app_conn(dsn: str) -> AsyncIterator[psycopg.AsyncConnection[dict[str, 
 
 
 async def test_no_search_path_falls_back_to_a_sequential_scan(
-    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[dict[str, object]]
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
 ) -> None:
     """Every index path must stay usable under RLS: with sequential scans priced out,
     a scan that still happens means a predicate could not use its index."""

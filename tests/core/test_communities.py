@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import timestone
+from timestone import FactInput as F
+from timestone._aio._communities import propagate_labels
+
+T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+
+WINE = [
+    F("Mira", "DIRECTS", "Château Nord"),
+    F("Mira", "WORKS_WITH", "Gamay"),
+    F("Château Nord", "GROWS", "Gamay"),
+    F("Château Nord", "LOCATED_IN", "Beaujolais"),
+    F("Mira", "LIVES_IN", "Beaujolais"),
+]
+ENGINE = [
+    F("Ada", "WROTE", "Notes"),
+    F("Ada", "WORKS_WITH", "Babbage"),
+    F("Babbage", "BUILT", "Engine"),
+    F("Ada", "DESCRIBED", "Engine"),
+    F("Babbage", "WROTE", "Notes"),
+]
+
+
+def test_propagation_needs_two_supporting_facts() -> None:
+    triangle = [("a", "b"), ("b", "c"), ("a", "c")]
+    labels = propagate_labels([*triangle, ("c", "stray")])
+    assert labels["a"] == labels["b"] == labels["c"]
+    assert labels["stray"] == "stray"  # one fact is not enough to join
+    assert propagate_labels([("x", "y")]) == {"x": "x", "y": "y"}
+
+
+def test_build_name_summary_and_search(memory: timestone.Memory, group: str) -> None:
+    memory.add_facts(group, WINE + ENGINE, reference_time=T2015)
+    report = memory.build_communities(group)
+    assert (report.communities, report.created, report.entities) == (2, 2, 8)
+    found = memory.search(group, "Babbage engine", scopes=("communities",))
+    top = found.communities[0]
+    assert "Babbage" in top.name
+    assert "Babbage built Engine." in top.summary
+    assert top.score is not None
+    assert len(top.members) == 4
+    again = memory.build_communities(group)
+    assert (again.created, again.expired) == (0, 0)  # nothing changed: nothing written
+
+
+def test_incremental_update_equals_rebuild(memory: timestone.Memory, group: str) -> None:
+    memory.add_facts(group, WINE + ENGINE, reference_time=T2015)
+    memory.build_communities(group)
+    before = memory.search(group, "Ada Babbage", scopes=("communities",), limit=10)
+    memory.add_facts(
+        group,
+        [F("Ada", "VISITED", "Beaujolais"), F("Ada", "TASTED", "Gamay"), F("Ada", "MET", "Mira")],
+        reference_time=datetime(2016, 1, 1, tzinfo=UTC),
+    )
+    updated = memory.update_communities(group)
+    assert updated.created >= 1
+    after_update = memory.search(group, "Ada Babbage Mira", scopes=("communities",), limit=10)
+    memory.build_communities(group)
+    rebuilt = memory.search(group, "Ada Babbage Mira", scopes=("communities",), limit=10)
+    assert sorted(sorted(map(str, c.members)) for c in after_update.communities) == sorted(
+        sorted(map(str, c.members)) for c in rebuilt.communities
+    )
+    as_before = memory.search(
+        group,
+        "Ada Babbage",
+        scopes=("communities",),
+        limit=10,
+        as_of=before.communities[0].created_at,
+    )
+    assert {c.version_id for c in as_before.communities} == {
+        c.version_id for c in before.communities
+    }

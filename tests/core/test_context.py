@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+import timestone
+from timestone import FactInput as F
+from timestone._aio._context import edge_order
+from timestone._tokens import default_counter
+from timestone.errors import InvalidInput
+
+T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+
+
+def test_edge_order_puts_the_strongest_at_both_ends() -> None:
+    assert edge_order([1, 2, 3, 4, 5]) == [1, 3, 5, 4, 2]
+    assert edge_order([]) == []
+
+
+def test_the_tokenizer_is_real_and_offline() -> None:
+    counter = default_counter()
+    assert counter.count("") == 0
+    assert counter.count("hello") == 1
+    assert counter.count("Mira directs Château Sud since 2023.") > 6
+    assert counter.count_many(["a b", "hello world"]) == [2, 2]
+
+
+def test_fan_out_relevant_low_degree_fact_reaches_the_context(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A busy entity with 500 neighbours: the one fact that answers the question is
+    ranked by relevance, not drowned by degree or a stored weight."""
+    for start in range(0, 500, 250):
+        memory.add_facts(
+            group,
+            [
+                F(f"Employee {i}", "WORKS_AT", "Acme", fact=f"Employee {i} works at Acme.")
+                for i in range(start, start + 250)
+            ],
+            reference_time=T2015,
+        )
+    memory.add_facts(
+        group,
+        [F("Acme", "FOUNDED_BY", "Grace Hopper", fact="Acme was founded by Grace Hopper.")],
+        reference_time=T2015,
+    )
+    ctx = memory.context(group, "Who founded Acme?", token_budget=300)
+    texts = [item.text for item in ctx.items]
+    assert "Acme was founded by Grace Hopper." in texts
+    assert ctx.items[0].text == "Acme was founded by Grace Hopper."  # strongest first
+    assert default_counter().count(ctx.as_prompt()) <= 300
+    assert ctx.tokens == default_counter().count(ctx.as_prompt())
+
+
+def test_context_items_cite_facts_and_documents_with_dates(
+    memory: timestone.Memory, group: str
+) -> None:
+    memory.add_facts(
+        group,
+        [
+            F("Mira", "DIRECTS", "Château Nord", invalid_at=datetime(2023, 1, 1, tzinfo=UTC)),
+            F("Mira", "DIRECTS", "Château Sud", valid_at=datetime(2023, 1, 1, tzinfo=UTC)),
+        ],
+        reference_time=T2015,
+    )
+    doc = memory.add_document(
+        group,
+        "file:///cellar.md",
+        "Intro.\n\nChâteau Sud keeps its Cabernet Franc in oak for two winters.",
+        reference_time=T2015,
+        max_chunk_chars=200,
+    )
+    ctx = memory.context(group, "What does Mira direct and how is Château Sud's wine aged?")
+    by_kind = {item.kind for item in ctx.items}
+    assert by_kind == {"fact", "episode"}
+    fact = next(i for i in ctx.items if i.text == "Mira directs Château Sud.")
+    assert fact.citation == "F-" + str(fact.fact_id).replace("-", "")[:10]
+    assert fact.valid_at == datetime(2023, 1, 1, tzinfo=UTC)
+    assert all(i.text != "Mira directs Château Nord." for i in ctx.items)  # not valid now
+    chunk = next(i for i in ctx.items if i.kind == "episode")
+    assert chunk.document_uri == "file:///cellar.md"
+    assert chunk.episode_ids[0] in {e.id for e in doc.episodes}
+    assert chunk.char_start is not None
+    assert chunk.char_end is not None
+    prompt = ctx.as_prompt()
+    assert f"[{fact.citation}] (2023-01-01 to present) Mira directs Château Sud." in prompt
+    assert "(source: file:///cellar.md, chars" in prompt
+    assert ctx.cite(fact.citation) == fact
+    again = memory.context(group, "Who does Mira work for?")
+    assert fact.citation in {i.citation for i in again.items}  # stable across calls
+    history = memory.context(group, "What did Mira direct?", valid_at=None)
+    assert "(2015-01-01 to 2023-01-01) Mira directs Château Nord." in history.as_prompt()
+
+
+def test_near_duplicates_are_dropped(memory: timestone.Memory, group: str) -> None:
+    memory.add_facts(
+        group,
+        [
+            F("Ada", "LIKES", "Tea", fact="Ada likes tea."),
+            F("Ada", "ENJOYS", "Tea", fact="Ada likes tea."),
+            F("Ada", "DRINKS", "Coffee", fact="Ada drinks coffee in the morning."),
+        ],
+        reference_time=T2015,
+    )
+    ctx = memory.context(group, "What does Ada like to drink?")
+    texts = [i.text for i in ctx.items]
+    assert texts.count("Ada likes tea.") == 1
+    assert "Ada drinks coffee in the morning." in texts
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"query": ""}, "empty"),
+        ({"query": "x" * 100_000}, "characters"),
+        ({"token_budget": 0}, "token_budget"),
+        ({"token_budget": 10_000_000}, "token_budget"),
+        ({"valid_at": datetime(2020, 1, 1)}, "naive"),
+    ],
+)
+def test_context_bad_input(
+    memory: timestone.Memory, group: str, kwargs: dict[str, object], match: str
+) -> None:
+    args: dict[str, object] = {"query": "Ada"} | kwargs
+    query = args.pop("query")
+    with pytest.raises(InvalidInput, match=match):
+        memory.context(group, query, **args)  # type: ignore[arg-type]
+
+
+async def test_async_context(amemory: timestone.AsyncMemory, group: str) -> None:
+    await amemory.add_facts(group, [F("Ada", "WROTE", "Notes")], reference_time=T2015)
+    ctx = await amemory.context(group, "What did Ada write?", token_budget=100)
+    assert [i.text for i in ctx.items] == ["Ada wrote Notes."]
+    assert ctx.as_prompt().startswith("Evidence true at ")
