@@ -1,0 +1,196 @@
+"""``TimestoneMemoryMiddleware``: recall before the model, record after the agent.
+
+Before each model call the middleware asks Timestone for evidence about the
+latest user message (``Memory.context``: facts and passages with citation ids,
+under a token budget) and appends it to the system message of that call only;
+the agent's state is not changed. After the agent finishes, the exchange (the
+last user message and what followed it) is recorded as an episode: extracted
+into facts by the memory's LLM when one is configured, else kept verbatim as a
+searchable conversation passage (``add_document``), so recall works offline too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import timestone
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+from timestone._groups import check_group
+
+__all__ = ["TimestoneMemoryMiddleware"]
+
+Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
+AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
+
+
+def _text(message: AnyMessage) -> str:
+    content: Any = message.content
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            typed = cast(dict[str, Any], block)
+            if typed.get("type") == "text":
+                parts.append(str(typed.get("text", "")))
+    return "".join(parts)
+
+
+def _last_user_text(messages: Sequence[AnyMessage]) -> str | None:
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            text = _text(message).strip()
+            return text or None
+    return None
+
+
+def _exchange(messages: Sequence[AnyMessage]) -> str | None:
+    """The last user turn and the answers after it, as ``User:``/``Assistant:`` lines."""
+    start = None
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            start = i
+            break
+    if start is None:
+        return None
+    lines: list[str] = []
+    for message in messages[start:]:
+        text = _text(message).strip()
+        if not text:
+            continue
+        if isinstance(message, HumanMessage):
+            lines.append(f"User: {text}")
+        elif isinstance(message, AIMessage):
+            lines.append(f"Assistant: {text}")
+    return "\n".join(lines) if len(lines) > 1 else None
+
+
+class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Long-term memory for ``create_agent``: recall before the model, record after the agent.
+
+    ``memory``: a ``timestone.Memory`` or ``AsyncMemory``; ``group_id``: the tenant whose
+    memory this agent reads and writes. ``token_budget``: how much evidence to add to the
+    system message. ``record=False`` makes it read-only.
+    """
+
+    def __init__(
+        self,
+        memory: timestone.Memory | timestone.AsyncMemory,
+        group_id: str,
+        *,
+        token_budget: int = 800,
+        record: bool = True,
+        conversation: str = "conversation",
+    ) -> None:
+        super().__init__()
+        given = cast(object, memory)
+        if not isinstance(given, (timestone.Memory, timestone.AsyncMemory)):
+            raise TypeError(
+                "TimestoneMemoryMiddleware needs a timestone.Memory or AsyncMemory, "
+                f"got {type(given)!r}"
+            )
+        self.memory = memory
+        self.group_id = check_group(group_id)
+        self.token_budget = token_budget
+        self.record = record
+        self.conversation = conversation
+
+    # -- recall ----------------------------------------------------------------------
+
+    def _with_evidence(self, request: ModelRequest[Any], evidence: str) -> ModelRequest[Any]:
+        base = request.system_message
+        prefix = _text(base) + "\n\n" if base is not None else ""
+        return request.override(
+            system_message=SystemMessage(
+                content=prefix + "Long-term memory (Timestone):\n" + evidence
+            )
+        )
+
+    def _recall(self, request: ModelRequest[Any]) -> str | None:
+        mem = self.memory
+        query = _last_user_text(request.messages)
+        if query is None:
+            return None
+        if not isinstance(mem, timestone.Memory):
+            raise TypeError(
+                "this middleware wraps an AsyncMemory: run the agent with ainvoke/astream, or "
+                "pass a timestone.Memory"
+            )
+        ctx = mem.context(self.group_id, query, token_budget=self.token_budget)
+        return ctx.as_prompt() if len(ctx) else None
+
+    async def _arecall(self, request: ModelRequest[Any]) -> str | None:
+        mem = self.memory
+        query = _last_user_text(request.messages)
+        if query is None:
+            return None
+        if isinstance(mem, timestone.Memory):
+            return await asyncio.to_thread(self._recall, request)
+        ctx = await mem.context(self.group_id, query, token_budget=self.token_budget)
+        return ctx.as_prompt() if len(ctx) else None
+
+    def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
+        evidence = self._recall(request)
+        return handler(self._with_evidence(request, evidence) if evidence else request)
+
+    async def awrap_model_call(
+        self, request: ModelRequest[Any], handler: AsyncHandler
+    ) -> ModelResponse[Any]:
+        evidence = await self._arecall(request)
+        return await handler(self._with_evidence(request, evidence) if evidence else request)
+
+    # -- record ----------------------------------------------------------------------
+
+    def _episode(self, state: AgentState[Any]) -> tuple[str, str] | None:
+        if not self.record:
+            return None
+        text = _exchange(state["messages"])
+        if text is None:
+            return None
+        digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+        return f"{self.conversation}:{digest}", text
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        mem = self.memory
+        episode = self._episode(state)
+        if episode is None:
+            return None
+        if not isinstance(mem, timestone.Memory):
+            raise TypeError(
+                "this middleware wraps an AsyncMemory: run the agent with ainvoke/astream, or "
+                "pass a timestone.Memory"
+            )
+        uri, text = episode
+        now = datetime.now(UTC)
+        if mem.llm is not None:
+            mem.add_episode(self.group_id, text, reference_time=now, name=uri, source="message")
+        else:
+            mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
+        return None
+
+    async def aafter_agent(
+        self, state: AgentState[Any], runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        mem = self.memory
+        episode = self._episode(state)
+        if episode is None:
+            return None
+        if isinstance(mem, timestone.Memory):
+            return await asyncio.to_thread(self.after_agent, state, runtime)
+        uri, text = episode
+        now = datetime.now(UTC)
+        if mem.llm is not None:
+            await mem.add_episode(
+                self.group_id, text, reference_time=now, name=uri, source="message"
+            )
+        else:
+            await mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
+        return None

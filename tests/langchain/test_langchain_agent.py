@@ -1,0 +1,112 @@
+"""create_agent with Timestone: the memory middleware and the LangGraph store, offline."""
+
+# create_agent's compiled graph and ToolRuntime are generic in types these tests leave open.
+# pyright: reportUnknownMemberType=false, reportUnknownVariableType=false
+# pyright: reportUnknownParameterType=false
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import timestone
+from langchain.agents import create_agent
+from langchain.tools import ToolRuntime, tool
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatResult
+from langchain_core.runnables import Runnable
+from langchain_timestone import TimestoneMemoryMiddleware, TimestoneStore
+from pydantic import Field
+
+
+class RecordingModel(GenericFakeChatModel):
+    """A scripted chat model that keeps the prompts it was given and accepts tools."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list[list[BaseMessage]])
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Runnable[Any, Any]:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def _model(replies: list[AIMessage]) -> RecordingModel:
+    it: Iterator[AIMessage] = iter(replies)
+    return RecordingModel(messages=it)
+
+
+def test_middleware_recalls_before_the_model_and_records_after(
+    memory: timestone.Memory, mira: str
+) -> None:
+    model = _model([AIMessage("She works at Château Sud.")])
+    agent = create_agent(
+        model,
+        system_prompt="You are a wine assistant.",
+        middleware=[TimestoneMemoryMiddleware(memory, mira)],
+    )
+    out = agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+    assert out["messages"][-1].content == "She works at Château Sud."
+    system = model.seen[0][0]
+    assert isinstance(system, SystemMessage)
+    assert str(system.content).startswith("You are a wine assistant.")
+    assert "Mira works at Château Sud." in str(system.content)
+    assert "[F-" in str(system.content)  # citation ids
+    assert len(out["messages"]) == 2  # recall changed the prompt, not the state
+    recorded = memory.search(mira, "Where does Mira work now", scopes=("episodes",), limit=5)
+    assert any(
+        e.content == "User: Where does Mira work now?\nAssistant: She works at Château Sud."
+        for e in recorded.episodes
+    )
+
+
+async def test_middleware_on_async_memory(amemory: timestone.AsyncMemory, mira: str) -> None:
+    model = _model([AIMessage("Gamay, then Cabernet Franc.")])
+    agent = create_agent(model, middleware=[TimestoneMemoryMiddleware(amemory, mira)])
+    await agent.ainvoke({"messages": [HumanMessage("Which grapes has Mira worked with?")]})
+    assert "Cabernet Franc" in str(model.seen[0][0].content)
+    recorded = await amemory.search(mira, "grapes Mira worked with", scopes=("episodes",))
+    assert any(
+        e.content.endswith("Assistant: Gamay, then Cabernet Franc.") for e in recorded.episodes
+    )
+
+
+@tool
+def remember(fact: str, runtime: ToolRuntime) -> str:
+    """Save a fact about the user."""
+    assert runtime.store is not None
+    user = runtime.config.get("configurable", {}).get("user", "anon")
+    runtime.store.put(("acme-corp", "users", user), "fact-1", {"text": fact})
+    return "saved"
+
+
+def test_create_agent_with_timestone_store(memory: timestone.Memory, group: str) -> None:
+    store = TimestoneStore(memory)
+    model = _model(
+        [
+            AIMessage(
+                "",
+                tool_calls=[{"name": "remember", "args": {"fact": "likes Gamay"}, "id": "c1"}],
+            ),
+            AIMessage("Noted."),
+        ]
+    )
+    agent = create_agent(model, tools=[remember], store=store)
+    agent.invoke(
+        {"messages": [HumanMessage("Remember that I like Gamay")]},
+        {"configurable": {"user": group}},
+    )
+    saved = store.get(("acme-corp", "users", group), "fact-1")
+    assert saved is not None
+    assert saved.value == {"text": "likes Gamay"}
+    hits = store.search(("acme-corp", "users"), query="which grape does the user like")
+    assert [h.key for h in hits if h.namespace[-1] == group] == ["fact-1"]
