@@ -435,15 +435,18 @@ class _Recorded:
     body: Any
     headers: dict[str, str]
     step: str | None
+    match: str | None = None
 
 
 class ReplayTransport(httpx.MockTransport):
     """An ``httpx`` transport that serves recorded chat completions, in order.
 
     Each recording is a response body (a dict in the OpenAI shape), or a dict
-    ``{"status": 429, "headers": {...}, "body": {...}, "step": "extraction"}``;
-    ``step`` (optional) is checked against the request's schema name. Requests
-    beyond the recordings are answered 599 and listed in ``unexpected``;
+    ``{"status": 429, "headers": {...}, "body": {...}, "step": "extraction",
+    "match": "text"}``; a request is served the first recording whose ``step`` (if
+    given) is its schema name and whose ``match`` (if given) occurs in its messages,
+    so concurrent callers get their own answers. Requests
+    that no recording fits are answered 599 and listed in ``unexpected``;
     ``check()`` fails when a recording went unplayed or an unrecorded call was made.
     Use with ``openai.OpenAI(http_client=httpx.Client(transport=t))`` or the async twin.
     """
@@ -453,7 +456,6 @@ class ReplayTransport(httpx.MockTransport):
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
-        self.mismatched: list[str] = []
         self.extend(recordings)
         super().__init__(self._handle)
 
@@ -477,6 +479,7 @@ class ReplayTransport(httpx.MockTransport):
                         rec["body"],
                         {str(k): str(v) for k, v in dict(rec.get("headers", {})).items()},
                         rec.get("step"),
+                        rec.get("match"),
                     )
                 )
 
@@ -488,17 +491,25 @@ class ReplayTransport(httpx.MockTransport):
         body: dict[str, Any] = json.loads(request.content or b"{}")
         with self._lock:
             self.requests.append(body)
-            if not self._queue:
+            text = json.dumps(body.get("messages", []), ensure_ascii=False)
+            fmt: dict[str, Any] = body.get("response_format") or {}
+            schema: dict[str, Any] = fmt.get("json_schema") or {}
+            name = schema.get("name")
+            chosen = next(
+                (
+                    i
+                    for i, r in enumerate(self._queue)
+                    if (r.match is None or json.dumps(r.match, ensure_ascii=False)[1:-1] in text)
+                    and (r.step is None or name is None or r.step == name)
+                ),
+                None,
+            )
+            if chosen is None:
                 self.unexpected.append(body)
                 return httpx.Response(
-                    599, json={"error": {"message": "no recorded response left for this call"}}
+                    599, json={"error": {"message": "no recorded response fits this call"}}
                 )
-            rec = self._queue.pop(0)
-        fmt: dict[str, Any] = body.get("response_format") or {}
-        schema: dict[str, Any] = fmt.get("json_schema") or {}
-        name = schema.get("name")
-        if rec.step is not None and name is not None and name != rec.step:
-            self.mismatched.append(f"expected a {rec.step!r} call, got {name!r}")
+            rec = self._queue.pop(chosen)
         return httpx.Response(rec.status, json=rec.body, headers=rec.headers)
 
     def check(self) -> None:
@@ -508,7 +519,6 @@ class ReplayTransport(httpx.MockTransport):
             problems.append(f"{len(self._queue)} recorded response(s) went unplayed")
         if self.unexpected:
             problems.append(f"{len(self.unexpected)} unrecorded call(s) were made")
-        problems.extend(self.mismatched)
         if problems:
             raise AssertionError("; ".join(problems))
 

@@ -35,7 +35,7 @@ from psycopg import sql
 
 from .. import _prompts as P
 from .._models import EntityInput, Episode, FactInput, check_relation
-from .._names import near_identical, normalize
+from .._names import fold, near_identical, normalize
 from .._time import utcnow
 from ..errors import BudgetExceeded, ExtractionWarning, InvalidInput, LLMError, OntologyViolation
 from ..llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage
@@ -561,6 +561,29 @@ def _compatible(etype: str | None, candidate_type: str) -> bool:
     return etype is None or candidate_type in (etype, "Entity")
 
 
+def _tokens_close(t: str, u: str) -> bool:
+    if t == u or t.startswith(u) or u.startswith(t):
+        return True
+    if len(t) >= 4 and len(u) >= 4 and t[:4] == u[:4]:
+        return True
+    if min(len(t), len(u)) >= 5 and abs(len(t) - len(u)) <= 1:
+        return sum(a != b for a, b in zip(t, u, strict=False)) <= 1
+    return False
+
+
+def maybe_same(a: str, b: str) -> bool:
+    """Whether two names could name one thing: every word of the shorter one matches a word
+    of the other (equal, a prefix or initial, a shared stem, a one-letter typo). "Kathy
+    Johansson"/"Katherine Johansson" may; "Château Sud"/"Château Nord" cannot, and never
+    reach the model."""
+    ta = [w for w in (fold(x) for x in normalize(a).split()) if w]
+    tb = [w for w in (fold(x) for x in normalize(b).split()) if w]
+    if not ta or not tb:
+        return False
+    short, long = (ta, tb) if len(ta) <= len(tb) else (tb, ta)
+    return all(any(_tokens_close(t, u) for u in long) for t in short)
+
+
 async def _fact_candidates(
     conn: Conn,
     group_id: str,
@@ -639,7 +662,11 @@ async def plan(
                 ids[key] = found[0]["id"]
                 types_of[found[0]["id"]] = found[0]["entity_type"]
                 continue
-            cands = [c for c in similar.get(key[0], []) if _compatible(key[1], c["entity_type"])]
+            cands = [
+                c
+                for c in similar.get(key[0], [])
+                if _compatible(key[1], c["entity_type"]) and maybe_same(e.name, c["name"])
+            ]
             close = [c for c in cands if near_identical(e.name, c["name"])]
             if close:
                 ids[key] = close[0]["id"]

@@ -1,0 +1,609 @@
+"""LLM ingestion end to end: the real OpenAICompatibleLLM on recorded responses, real Postgres.
+
+Every test replays recorded chat completions (tests/fixtures/llm/*.json) through an
+``httpx`` transport; a test fails when a recording goes unplayed or an unrecorded
+call is made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+import timestone
+from timestone.errors import (
+    BudgetExceeded,
+    ExtractionWarning,
+    InvalidInput,
+    LLMError,
+)
+from timestone.llm import ReplayTransport, chat_completion, replay_llm
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "llm"
+MIRA = Path(__file__).parents[3] / "shared" / "data" / "mira.jsonl"
+
+
+def at(year: int, month: int = 1, day: int = 1) -> datetime:
+    return datetime(year, month, day, tzinfo=UTC)
+
+
+ONTOLOGY = timestone.Ontology(
+    entity_types=[
+        timestone.EntityType("Person"),
+        timestone.EntityType("Winery"),
+        timestone.EntityType("Grape"),
+        timestone.EntityType("Organization"),
+        timestone.EntityType("Place"),
+    ],
+    edge_types=[
+        timestone.EdgeType("DIRECTS", cardinality="one"),
+        timestone.EdgeType("WORKS_AT", cardinality="one"),
+        timestone.EdgeType("WORKS_WITH_GRAPE", cardinality="one"),
+    ],
+)
+
+
+@pytest.fixture(scope="module")
+def mem(dsn: str) -> Iterator[timestone.Memory]:
+    """A blocking memory with the test ontology; each test sets ``mem.llm`` to its replay."""
+    m = timestone.Memory.open(dsn, ontology=ONTOLOGY)
+    yield m
+    m.close()
+
+
+class Replay:
+    def __init__(self) -> None:
+        self.transport = ReplayTransport()
+
+    def load(self, name: str) -> ReplayTransport:
+        data = json.loads((FIXTURES / f"{name}.json").read_text())
+        self.transport.extend(data["responses"])
+        return self.transport
+
+    def llm(self, **options: Any) -> timestone.OpenAICompatibleLLM:
+        options.setdefault("backoff", 0.0)
+        return replay_llm(self.transport, **options)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.transport.requests
+
+
+@pytest.fixture
+def replay(mem: timestone.Memory) -> Iterator[Replay]:
+    r = Replay()
+    mem.llm = r.llm()
+    yield r
+    mem.llm = None
+    r.transport.check()
+
+
+def prompt_of(request: dict[str, Any]) -> str:
+    return "\n".join(m["content"] for m in request["messages"])
+
+
+# -- the running example, as text ----------------------------------------------------------
+
+
+def test_mira_as_text_one_call_each_and_the_date_fight(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("mira")
+    lines = [json.loads(line) for line in MIRA.read_text().splitlines() if line.strip()]
+    results: list[timestone.IngestResult] = []
+    for line in lines:
+        ref = datetime.fromisoformat(line["reference_time"].replace("Z", "+00:00"))
+        results.append(
+            mem.add_episode(group, line["content"], reference_time=ref, name=line["name"])
+        )
+    assert [r.llm_calls for r in results] == [1, 1, 1]
+    assert all(r.llm_tokens > 0 and r.episode.llm_calls == 1 for r in results)
+    [now] = mem.facts(group, source="Mira", relation="DIRECTS")
+    assert now.target == "Château Sud"
+    [then] = mem.facts(group, source="Mira", relation="DIRECTS", valid_at=at(2019, 6))
+    assert then.target == "Château Nord"
+    [believed] = mem.facts(
+        group,
+        source="Mira",
+        relation="DIRECTS",
+        as_of=results[1].recorded_at - timedelta(microseconds=1),
+    )
+    assert believed.target == "Château Nord"
+    # the schema sent constrains entity types to the ontology, and dates were in the prompt
+    first = replay.requests[0]
+    schema = first["response_format"]["json_schema"]["schema"]
+    etype = schema["properties"]["entities"]["items"]["properties"]["type"]
+    assert set(etype["enum"]) == {"Person", "Winery", "Grape", "Organization", "Place", "Entity"}
+    assert "<REFERENCE_TIME>2015-10-01T00:00:00+00:00" in prompt_of(first)
+    assert first["response_format"]["json_schema"]["strict"] is True
+
+
+# -- fact resolution: contradictions and duplicates ------------------------------------------
+
+
+def test_contradiction_closes_the_old_fact_and_removal_reopens_it(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("contradiction")
+    first = mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    assert first.llm_calls == 1
+    second = mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    assert second.llm_calls == 2
+    assert [f.target for f in second.facts] == ["Coffee"]
+    [closed] = second.invalidated
+    assert (closed.target, closed.invalid_at) == ("Tea", at(2024, 3))
+    assert closed.id == first.facts[0].id  # the same fact, closed, not a new one
+    current = {f.target for f in mem.facts(group, source="Ada")}
+    assert current == {"Coffee"}
+    judged = replay.requests[-1]
+    assert judged["response_format"]["json_schema"]["name"] == "fact_resolution"
+    assert "Ada likes tea." in prompt_of(judged)
+
+    mem.remove_episode(group, second.episode.id)
+    [tea] = mem.facts(group, source="Ada")
+    assert (tea.target, tea.invalid_at, tea.id) == ("Tea", None, first.facts[0].id)
+
+
+def test_duplicate_merges_provenance_on_the_existing_triple(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("duplicate")
+    first = mem.add_episode(group, "Ada lives in Lisbon.", reference_time=at(2021, 6))
+    second = mem.add_episode(group, "Ada has her home in Lisbon.", reference_time=at(2023, 1))
+    assert second.llm_calls == 2
+    [fact] = mem.facts(group, source="Ada")
+    assert fact.relation == "LIVES_IN"
+    assert fact.episodes == (first.episode.id, second.episode.id)
+    assert fact.fact == "Ada lives in Lisbon."
+    mem.remove_episode(group, second.episode.id)
+    [fact] = mem.facts(group, source="Ada")
+    assert fact.episodes == (first.episode.id,)
+
+
+# -- entity resolution tier -----------------------------------------------------------------
+
+
+def test_ambiguous_entity_goes_to_one_batched_call_three_calls_in_all(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("ambiguous")
+    first = mem.add_episode(
+        group,
+        "Katherine Johansson works for Volvo Cars and lives in Gothenburg.",
+        reference_time=at(2018, 3),
+    )
+    second = mem.add_episode(
+        group, "Kathy Johansson moved to Stockholm in September.", reference_time=at(2022, 10)
+    )
+    assert second.llm_calls == 3
+    kathy = next(e for e in second.entities if e.name.startswith("Kat"))
+    katherine = next(e for e in first.entities if e.name == "Katherine Johansson")
+    assert kathy.id == katherine.id
+    asked = replay.requests[2]
+    assert asked["response_format"]["json_schema"]["name"] == "entity_resolution"
+    assert "Kathy Johansson" in prompt_of(asked) and "Katherine Johansson" in prompt_of(asked)
+    lives = {f.target for f in mem.facts(group, source=katherine.id, relation="LIVES_IN")}
+    assert lives == {"Stockholm"}
+    [gothenburg] = [f for f in second.invalidated if f.target == "Gothenburg"]
+    assert gothenburg.invalid_at == at(2022, 9)
+
+
+# -- the ontology -----------------------------------------------------------------------------
+
+
+class Person(pydantic.BaseModel):
+    """A human being."""
+
+    age: int | None = None
+
+
+class Organization(pydantic.BaseModel):
+    """A company, institution or armed service."""
+
+
+class ServedIn(pydantic.BaseModel):
+    """Military service."""
+
+    rank: str | None = None
+
+
+def test_output_outside_the_ontology_is_dropped_with_warnings(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("ontology")
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(
+            group,
+            "Grace Hopper (1906-1992) served in the US Navy from 1943 to 1986.",
+            reference_time=at(1992, 1),
+            entity_types={"Person": Person, "Organization": Organization},
+            edge_types={"SERVED_IN": ServedIn},
+            edge_type_map={("Person", "Organization"): ["SERVED_IN"]},
+            excluded_entity_types=["Place"],
+            instructions="Only military careers.",
+        )
+    messages = [str(w.message) for w in caught]
+    assert any("USS Hopper" in m and "outside the ontology" in m for m in messages)
+    assert any("COBOL" in m and "not an extracted entity" in m for m in messages)
+    assert any("EMPLOYS" not in m and "not an extracted entity" in m for m in messages)
+    names = {e.name for e in res.entities}
+    assert names == {"Grace Hopper", "Navy"}
+    assert {(f.relation, f.target) for f in res.facts} == {
+        ("SERVED_IN", "Navy"),
+        ("EMPLOYS", "Grace Hopper"),
+    }
+    served = next(f for f in res.facts if f.relation == "SERVED_IN")
+    assert served.attributes == {"rank": "Rear Admiral"}
+    assert served.invalid_at == at(1986, 8, 14)
+    grace = mem.get_entity(group, "Grace Hopper")
+    assert grace is not None and grace.attributes == {"age": 85}
+    sent = replay.requests[0]
+    system = sent["messages"][0]["content"]
+    assert "Only military careers." in system and "A human being." in system
+    etype = sent["response_format"]["json_schema"]["schema"]["properties"]["entities"]
+    assert "Place" not in etype["items"]["properties"]["type"]["enum"]
+
+
+def test_edge_type_map_refuses_a_relation_between_the_wrong_types(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.transport.extend(
+        [
+            chat_completion(
+                {
+                    "entities": [
+                        {"name": "Navy", "type": "Organization", "attributes": []},
+                        {"name": "Grace Hopper", "type": "Person", "attributes": []},
+                    ],
+                    "facts": [
+                        {
+                            "source": "Navy",
+                            "relation": "SERVED_IN",
+                            "target": "Grace Hopper",
+                            "fact": "The Navy served in Grace Hopper.",
+                            "valid_at": None,
+                            "invalid_at": None,
+                            "attributes": [],
+                        }
+                    ],
+                }
+            )
+        ]
+    )
+    with pytest.warns(ExtractionWarning, match="SERVED_IN is not allowed from Organization"):
+        res = mem.add_episode(
+            group,
+            "Grace Hopper served in the Navy.",
+            reference_time=at(1990),
+            entity_types={"Person": Person, "Organization": Organization},
+            edge_types={"SERVED_IN": ServedIn},
+            edge_type_map={("Person", "Organization"): ["SERVED_IN"]},
+        )
+    assert res.facts == []
+    assert {e.name for e in res.entities} == {"Navy", "Grace Hopper"}
+
+
+# -- sources ------------------------------------------------------------------------------------
+
+
+def test_message_episode_explains_speakers(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("message")
+    res = mem.add_episode(
+        group,
+        "Alice: I moved to Berlin last spring.\nBob: Good for you, Alice!",
+        reference_time=at(2025, 1, 15),
+        source="message",
+    )
+    assert res.episode.source == "message"
+    assert {e.name for e in res.entities} == {"Alice", "Bob", "Berlin"}
+    assert "speaker" in replay.requests[0]["messages"][0]["content"]
+    knows = next(f for f in res.facts if f.relation == "KNOWS")
+    assert knows.valid_at == at(2025, 1, 15)  # no date given: the reference time
+
+
+def test_json_episode(mem: timestone.Memory, replay: Replay, group: str) -> None:
+    replay.load("json")
+    res = mem.add_episode(
+        group,
+        json.dumps({"order": 1042, "customer": "Acme Corp", "date": "2025-02-03"}),
+        reference_time=at(2025, 2, 4),
+        source="json",
+    )
+    assert [f.fact for f in res.facts] == ["Order 1042 was placed by Acme Corp."]
+    assert "JSON document" in replay.requests[0]["messages"][0]["content"]
+
+
+# -- malformed output and failures at each step ------------------------------------------------
+
+
+def test_malformed_output_is_asked_again(mem: timestone.Memory, replay: Replay, group: str) -> None:
+    replay.load("malformed_then_good")
+    res = mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    assert res.llm_calls == 3
+    assert [f.fact for f in res.facts] == ["Ada likes tea."]
+    assert mem.llm_usage(group).calls == 3
+
+
+def _nothing_written(mem: timestone.Memory, group: str) -> None:
+    assert mem.facts(group, valid_at=None) == []
+    assert mem.episodes(group) == []
+
+
+def test_malformed_three_times_fails_the_step_and_writes_nothing(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("malformed")
+    with pytest.raises(LLMError, match="extraction: the model returned malformed output") as err:
+        mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    assert err.value.step == "extraction"
+    _nothing_written(mem, group)
+    assert mem.llm_usage(group).calls == 3  # spent calls still count
+
+
+@pytest.mark.parametrize(
+    ("step", "status"),
+    [("extraction", 500), ("fact_resolution", 503), ("fact_resolution", 400)],
+)
+def test_a_failing_step_names_itself_and_writes_nothing(
+    mem: timestone.Memory, dsn: str, group: str, step: str, status: int
+) -> None:
+    replay = Replay()
+    data = json.loads((FIXTURES / "contradiction.json").read_text())["responses"]
+    replay.transport.extend([data[0]])
+    m = timestone.Memory.open(dsn, ontology=ONTOLOGY, llm=replay.llm(max_retries=1))
+    try:
+        first = m.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+        error = {"error": {"message": "upstream failed", "type": "server_error"}}
+        failing = [{"status": status, "body": error}] * (2 if status >= 500 else 1)
+        replay.transport.extend([data[1], *failing] if step == "fact_resolution" else failing)
+        with pytest.raises(LLMError) as err:
+            m.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+        expected = step.replace("_", " ")
+        assert err.value.step == expected
+        assert str(err.value).startswith(f"{expected}: the model server answered {status}")
+        [tea] = m.facts(group, valid_at=None)
+        assert tea.id == first.facts[0].id and tea.invalid_at is None
+        assert [e.id for e in m.episodes(group)] == [first.episode.id]
+        replay.transport.check()
+    finally:
+        m.close()
+
+
+def test_wrong_api_key_is_one_clear_error_before_any_work(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.transport.extend(
+        [
+            {
+                "status": 401,
+                "body": {
+                    "error": {
+                        "message": "Incorrect API key provided: sk-wrong.",
+                        "type": "invalid_request_error",
+                        "code": "invalid_api_key",
+                    }
+                },
+            }
+        ]
+    )
+    with pytest.raises(LLMError, match="refused the API key") as err:
+        mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    assert err.value.step == "extraction"
+    assert len(replay.requests) == 1  # not retried
+    _nothing_written(mem, group)
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "message"),
+    [
+        ("   ", {}, "episode content is empty"),
+        (b"Ada likes tea.", {}, "binary"),
+        ("Ada\x00likes tea.", {}, "looks binary"),
+        ("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f", {}, "looks binary"),
+        ("x" * 101, {"max_chars": 100}, "the limit is 100"),
+        ("Ada likes tea.", {"source": "email"}, "source must be one of"),
+        ("{not json", {"source": "json"}, "not valid JSON"),
+        ("Ada", {"reference_time": datetime(2020, 1, 1)}, "timezone"),  # noqa: DTZ001
+    ],
+)
+def test_bad_input_is_refused_before_any_call(
+    mem: timestone.Memory,
+    replay: Replay,
+    group: str,
+    content: Any,
+    options: dict[str, Any],
+    message: str,
+) -> None:
+    options.setdefault("reference_time", at(2020))
+    with pytest.raises(InvalidInput, match=message):
+        mem.add_episode(group, content, **options)
+    assert replay.requests == []
+    _nothing_written(mem, group)
+
+
+def test_no_llm_configured_is_a_clear_error(mem: timestone.Memory, group: str) -> None:
+    assert mem.llm is None
+    with pytest.raises(LLMError, match="needs an LLM"):
+        mem.add_episode(group, "Ada likes tea.", reference_time=at(2020))
+
+
+def test_same_episode_twice_costs_nothing(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("json")
+    content = json.dumps({"order": 1042, "customer": "Acme Corp"})
+    first = mem.add_episode(group, content, reference_time=at(2025, 2, 4), source="json")
+    again = mem.add_episode(group, content, reference_time=at(2025, 2, 4), source="json")
+    assert (first.created, again.created) == (True, False)
+    assert again.episode.id == first.episode.id
+    assert len(replay.requests) == 1
+
+
+# -- budgets ------------------------------------------------------------------------------------
+
+
+def test_call_budget_refuses_work_before_spending_it(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("contradiction")
+    budget = mem.set_llm_budget(group, max_calls=2, period=timedelta(hours=1))
+    assert mem.llm_budget(group) == budget
+    mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    with pytest.raises(BudgetExceeded, match="fact resolution: the group's LLM budget of 2 calls"):
+        mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    assert len(replay.requests) == 2  # the third call was never made
+    [tea] = mem.facts(group, valid_at=None)
+    assert tea.invalid_at is None
+    usage = mem.llm_usage(group)
+    assert usage.calls == 2 and usage.tokens > 0
+    assert mem.set_llm_budget(group) is None  # lifted
+    assert mem.llm_budget(group) is None
+    coffee = json.loads((FIXTURES / "contradiction.json").read_text())["responses"][1]
+    replay.transport.extend([coffee])  # the unplayed judgement answers the second call
+    mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    assert {f.target for f in mem.facts(group, source="Ada")} == {"Coffee"}
+    assert mem.llm_usage(group).calls == 4
+
+
+def test_token_budget_refuses_the_first_call(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    mem.set_llm_budget(group, max_tokens=50)
+    with pytest.raises(BudgetExceeded, match="50 tokens"):
+        mem.add_episode(group, "Ada likes tea. " * 20, reference_time=at(2020))
+    assert replay.requests == []
+    with pytest.raises(InvalidInput, match="period"):
+        mem.set_llm_budget(group, max_calls=1, period=timedelta(0))
+
+
+# -- summaries -----------------------------------------------------------------------------------
+
+
+def test_long_summary_is_condensed_by_the_small_model_and_removal_is_exact(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("condense")
+    projects = [
+        timestone.FactInput(
+            "Orla",
+            "WORKED_ON",
+            f"Project {i}",
+            fact=f"Orla worked on project {i}, a long field campaign with many partners "
+            f"across the northern coast, documented in report number {i}.",
+            valid_at=at(2000 + i),
+        )
+        for i in range(20)
+    ]
+    mem.add_facts(group, projects, reference_time=at(2023))
+    before = mem.get_entity(group, "Orla")
+    assert before is not None
+    res = mem.add_episode(
+        group, "Orla founded Harbour Lab in February.", reference_time=at(2024, 3)
+    )
+    assert res.llm_calls == 3
+    condensed = replay.requests[-1]
+    assert condensed["model"] == "gpt-4.1-nano"
+    assert condensed["response_format"]["json_schema"]["name"] == "summary_condensation"
+    orla = mem.get_entity(group, "Orla")
+    assert orla is not None and orla.summary.startswith("Orla: marine roboticist")
+    assert len(orla.summary) <= 2000
+    mem.remove_episode(group, res.episode.id)
+    after = mem.get_entity(group, "Orla")
+    assert after is not None and after.summary == before.summary
+
+
+# -- sagas -----------------------------------------------------------------------------------------
+
+
+def test_saga_context_order_and_summary(mem: timestone.Memory, replay: Replay, group: str) -> None:
+    replay.load("saga")
+    mem.add_episode(
+        group, "Ben starts renovating the kitchen.", reference_time=at(2025, 1, 10), saga="kitchen"
+    )
+    mem.add_episode(
+        group, "Ben finished the kitchen.", reference_time=at(2025, 3, 2), saga="kitchen"
+    )
+    assert "Ben starts renovating the kitchen." in prompt_of(replay.requests[1])
+    episodes = mem.saga_episodes(group, "kitchen")
+    assert [e.reference_time for e in episodes] == [at(2025, 1, 10), at(2025, 3, 2)]
+    summary = mem.summarize_saga(group, "kitchen")
+    assert summary == "Ben renovated his kitchen from January to March 2025."
+    assert replay.requests[-1]["model"] == "gpt-4.1-nano"
+    assert mem.llm_usage(group).calls == 4
+    [renovating] = mem.facts(group, relation="RENOVATES", valid_at=None)
+    assert renovating.invalid_at == at(2025, 3, 2)
+
+
+# -- bulk, async ------------------------------------------------------------------------------------
+
+
+async def test_add_episodes_with_bounded_concurrency_and_progress(dsn: str, group: str) -> None:
+    replay = Replay()
+    replay.load("bulk")
+    amem = await timestone.AsyncMemory.open(dsn, ontology=ONTOLOGY, llm=replay.llm())
+    seen: list[tuple[int, int]] = []
+    try:
+        results = await amem.add_episodes(
+            group,
+            [
+                {"content": "Noor joined the chess club.", "reference_time": at(2025, 4)},
+                {"content": "Tariq visited Oslo in May.", "reference_time": at(2025, 6)},
+                {"content": "Lena plays the violin.", "reference_time": at(2025, 7), "saga": "s"},
+            ],
+            concurrency=2,
+            on_progress=lambda done, total, _: seen.append((done, total)),
+        )
+        assert [r.facts[0].source for r in results] == ["Noor", "Tariq", "Lena"]
+        assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
+        assert all(r.llm_calls == 1 for r in results)
+        with pytest.raises(InvalidInput, match="has no 'reference_time'"):
+            await amem.add_episodes(group, [{"content": "x"}])
+        replay.transport.check()
+    finally:
+        await amem.close()
+
+
+# -- documents --------------------------------------------------------------------------------------
+
+
+def test_document_chunks_share_entities_and_context(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    replay.load("document")
+    text = (
+        "Shipping policy. Acme Corp never ships on Sundays; this rule has no general "
+        "exception and applies to every warehouse and carrier.\n\n"
+        + "Operations. Acme Corp runs its European distribution from a warehouse in Rotterdam, "
+        "which handles most of the volume.\n\n"
+        + "Seasonal terms. In December, Acme Corp allows Sunday deliveries, as an exception "
+        "to the rule above, until the end of the year."
+    )
+    res = mem.add_document(
+        group,
+        "doc://policy",
+        text,
+        title="Acme shipping policy",
+        reference_time=at(2025, 1),
+        max_chunk_chars=150,
+    )
+    assert len(res.episodes) == 3
+    assert res.llm_calls == 3
+    acme = [e for e in res.entities if e.name == "Acme Corp"]
+    assert len(acme) == 1
+    on_acme = {f.relation for f in res.facts if f.source_id == acme[0].id}
+    assert on_acme == {"PROHIBITS", "HAS_WAREHOUSE_IN", "ALLOWS"}
+    last = prompt_of(replay.requests[2])
+    assert "<KNOWN_ENTITIES>" in last and "Acme Corp" in last
+    assert "title: Acme shipping policy" in last and "chunk: 3 of 3" in last
+    assert "warehouse in Rotterdam" in last  # the neighbouring chunk
