@@ -15,7 +15,6 @@ from typing import Any
 
 import pydantic
 import pytest
-
 import timestone
 from timestone.errors import (
     BudgetExceeded,
@@ -88,7 +87,7 @@ def prompt_of(request: dict[str, Any]) -> str:
     return "\n".join(m["content"] for m in request["messages"])
 
 
-# -- the running example, as text ----------------------------------------------------------
+# -- the running example, as text ------------------------------------------------
 
 
 def test_mira_as_text_one_call_each_and_the_date_fight(
@@ -124,7 +123,7 @@ def test_mira_as_text_one_call_each_and_the_date_fight(
     assert first["response_format"]["json_schema"]["strict"] is True
 
 
-# -- fact resolution: contradictions and duplicates ------------------------------------------
+# -- fact resolution: contradictions and duplicates --------------------------------
 
 
 def test_contradiction_closes_the_old_fact_and_removal_reopens_it(
@@ -166,7 +165,7 @@ def test_duplicate_merges_provenance_on_the_existing_triple(
     assert fact.episodes == (first.episode.id,)
 
 
-# -- entity resolution tier -----------------------------------------------------------------
+# -- entity resolution tier -------------------------------------------------------
 
 
 def test_ambiguous_entity_goes_to_one_batched_call_three_calls_in_all(
@@ -187,14 +186,15 @@ def test_ambiguous_entity_goes_to_one_batched_call_three_calls_in_all(
     assert kathy.id == katherine.id
     asked = replay.requests[2]
     assert asked["response_format"]["json_schema"]["name"] == "entity_resolution"
-    assert "Kathy Johansson" in prompt_of(asked) and "Katherine Johansson" in prompt_of(asked)
+    assert "Kathy Johansson" in prompt_of(asked)
+    assert "Katherine Johansson" in prompt_of(asked)
     lives = {f.target for f in mem.facts(group, source=katherine.id, relation="LIVES_IN")}
     assert lives == {"Stockholm"}
     [gothenburg] = [f for f in second.invalidated if f.target == "Gothenburg"]
     assert gothenburg.invalid_at == at(2022, 9)
 
 
-# -- the ontology -----------------------------------------------------------------------------
+# -- the ontology -------------------------------------------------------------------
 
 
 class Person(pydantic.BaseModel):
@@ -242,10 +242,12 @@ def test_output_outside_the_ontology_is_dropped_with_warnings(
     assert served.attributes == {"rank": "Rear Admiral"}
     assert served.invalid_at == at(1986, 8, 14)
     grace = mem.get_entity(group, "Grace Hopper")
-    assert grace is not None and grace.attributes == {"age": 85}
+    assert grace is not None
+    assert grace.attributes == {"age": 85}
     sent = replay.requests[0]
     system = sent["messages"][0]["content"]
-    assert "Only military careers." in system and "A human being." in system
+    assert "Only military careers." in system
+    assert "A human being." in system
     etype = sent["response_format"]["json_schema"]["schema"]["properties"]["entities"]
     assert "Place" not in etype["items"]["properties"]["type"]["enum"]
 
@@ -289,7 +291,7 @@ def test_edge_type_map_refuses_a_relation_between_the_wrong_types(
     assert {e.name for e in res.entities} == {"Navy", "Grace Hopper"}
 
 
-# -- sources ------------------------------------------------------------------------------------
+# -- sources --------------------------------------------------------------------------
 
 
 def test_message_episode_explains_speakers(
@@ -321,7 +323,7 @@ def test_json_episode(mem: timestone.Memory, replay: Replay, group: str) -> None
     assert "JSON document" in replay.requests[0]["messages"][0]["content"]
 
 
-# -- malformed output and failures at each step ------------------------------------------------
+# -- malformed output and failures at each step --------------------------------------
 
 
 def test_malformed_output_is_asked_again(mem: timestone.Memory, replay: Replay, group: str) -> None:
@@ -370,7 +372,8 @@ def test_a_failing_step_names_itself_and_writes_nothing(
         assert err.value.step == expected
         assert str(err.value).startswith(f"{expected}: the model server answered {status}")
         [tea] = m.facts(group, valid_at=None)
-        assert tea.id == first.facts[0].id and tea.invalid_at is None
+        assert tea.id == first.facts[0].id
+        assert tea.invalid_at is None
         assert [e.id for e in m.episodes(group)] == [first.episode.id]
         replay.transport.check()
     finally:
@@ -401,7 +404,7 @@ def test_wrong_api_key_is_one_clear_error_before_any_work(
     _nothing_written(mem, group)
 
 
-# -- bad input -------------------------------------------------------------------------------
+# -- bad input ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -414,7 +417,7 @@ def test_wrong_api_key_is_one_clear_error_before_any_work(
         ("x" * 101, {"max_chars": 100}, "the limit is 100"),
         ("Ada likes tea.", {"source": "email"}, "source must be one of"),
         ("{not json", {"source": "json"}, "not valid JSON"),
-        ("Ada", {"reference_time": datetime(2020, 1, 1)}, "timezone"),  # noqa: DTZ001
+        ("Ada", {"reference_time": datetime(2020, 1, 1)}, "timezone"),
     ],
 )
 def test_bad_input_is_refused_before_any_call(
@@ -450,7 +453,7 @@ def test_same_episode_twice_costs_nothing(
     assert len(replay.requests) == 1
 
 
-# -- budgets ------------------------------------------------------------------------------------
+# -- budgets --------------------------------------------------------------------------
 
 
 def test_call_budget_refuses_work_before_spending_it(
@@ -466,7 +469,8 @@ def test_call_budget_refuses_work_before_spending_it(
     [tea] = mem.facts(group, valid_at=None)
     assert tea.invalid_at is None
     usage = mem.llm_usage(group)
-    assert usage.calls == 2 and usage.tokens > 0
+    assert usage.calls == 2
+    assert usage.tokens > 0
     assert mem.set_llm_budget(group) is None  # lifted
     assert mem.llm_budget(group) is None
     coffee = json.loads((FIXTURES / "contradiction.json").read_text())["responses"][1]
@@ -487,7 +491,7 @@ def test_token_budget_refuses_the_first_call(
         mem.set_llm_budget(group, max_calls=1, period=timedelta(0))
 
 
-# -- summaries -----------------------------------------------------------------------------------
+# -- summaries -------------------------------------------------------------------------
 
 
 def test_long_summary_is_condensed_by_the_small_model_and_removal_is_exact(
@@ -516,14 +520,16 @@ def test_long_summary_is_condensed_by_the_small_model_and_removal_is_exact(
     assert condensed["model"] == "gpt-4.1-nano"
     assert condensed["response_format"]["json_schema"]["name"] == "summary_condensation"
     orla = mem.get_entity(group, "Orla")
-    assert orla is not None and orla.summary.startswith("Orla: marine roboticist")
+    assert orla is not None
+    assert orla.summary.startswith("Orla: marine roboticist")
     assert len(orla.summary) <= 2000
     mem.remove_episode(group, res.episode.id)
     after = mem.get_entity(group, "Orla")
-    assert after is not None and after.summary == before.summary
+    assert after is not None
+    assert after.summary == before.summary
 
 
-# -- sagas -----------------------------------------------------------------------------------------
+# -- sagas -------------------------------------------------------------------------------
 
 
 def test_saga_context_order_and_summary(mem: timestone.Memory, replay: Replay, group: str) -> None:
@@ -545,7 +551,7 @@ def test_saga_context_order_and_summary(mem: timestone.Memory, replay: Replay, g
     assert renovating.invalid_at == at(2025, 3, 2)
 
 
-# -- bulk, async ------------------------------------------------------------------------------------
+# -- bulk, async -------------------------------------------------------------------
 
 
 async def test_add_episodes_with_bounded_concurrency_and_progress(dsn: str, group: str) -> None:
@@ -574,7 +580,7 @@ async def test_add_episodes_with_bounded_concurrency_and_progress(dsn: str, grou
         await amem.close()
 
 
-# -- documents --------------------------------------------------------------------------------------
+# -- documents -----------------------------------------------------------------------
 
 
 def test_document_chunks_share_entities_and_context(
@@ -604,6 +610,8 @@ def test_document_chunks_share_entities_and_context(
     on_acme = {f.relation for f in res.facts if f.source_id == acme[0].id}
     assert on_acme == {"PROHIBITS", "HAS_WAREHOUSE_IN", "ALLOWS"}
     last = prompt_of(replay.requests[2])
-    assert "<KNOWN_ENTITIES>" in last and "Acme Corp" in last
-    assert "title: Acme shipping policy" in last and "chunk: 3 of 3" in last
+    assert "<KNOWN_ENTITIES>" in last
+    assert "Acme Corp" in last
+    assert "title: Acme shipping policy" in last
+    assert "chunk: 3 of 3" in last
     assert "warehouse in Rotterdam" in last  # the neighbouring chunk

@@ -1,7 +1,8 @@
 """The primitives that differ between the async code and its blocking twin.
 
 ``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``ASemaphore`` to ``Semaphore``,
-``asleep`` to ``sleep`` and ``agather`` to ``gather`` and ``ato_thread`` to ``to_thread``; everything else is the same code.
+``asleep`` to ``sleep``, ``agather`` to ``gather`` and ``ato_thread`` to ``to_thread``;
+everything else is the same code.
 """
 
 from __future__ import annotations
