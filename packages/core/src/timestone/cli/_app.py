@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import sys
 from collections.abc import Callable, Generator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -21,6 +21,7 @@ from rich.table import Table
 
 from .._aio._memory import AsyncMemory
 from .._sync._memory import Memory
+from .._time import NOW
 from ..embedders import Embedder
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ..ontology import Ontology
@@ -158,8 +159,6 @@ def _when(text: str | None, what: str) -> datetime | None:
 
 
 def _valid(text: str | None) -> Any:
-    from .._time import NOW
-
     if text is None:
         return NOW
     if text.strip().lower() in ("all", "any", "history"):
@@ -419,10 +418,9 @@ def as_of_cmd(
     with _store(dsn, data_dir, embedder) as mem:
         if entity is not None:
             _require_entity(mem, g, entity, system)
+            at = datetime.now(UTC) if world is NOW else world
             found = [
-                f
-                for f in mem.timeline(g, entity, as_of=system)
-                if world is None or f.holds_at(world)
+                f for f in mem.timeline(g, entity, as_of=system) if at is None or f.holds_at(at)
             ][:limit]
         else:
             found = mem.facts(g, valid_at=world, as_of=system, limit=limit)
@@ -677,23 +675,15 @@ def ui(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The console script: run the command, return its exit code."""
+    """Run the command; return its exit code (see ``timestone.cli._output``)."""
     try:
-        result = app(args=argv, standalone_mode=False)
-    except typer.Exit as exc:
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        return 130
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return int(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
-            return 1
-        if isinstance(exc, TimestoneError):
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-            return int(exit_code_for(exc))
-        raise
-    return result if isinstance(result, int) else int(ExitCode.OK)
+        app(args=argv, prog_name="timestone")
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return int(ExitCode.OK)
+        return code if isinstance(code, int) else int(ExitCode.FAILURE)
+    except TimestoneError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        return int(exit_code_for(exc))
+    return int(ExitCode.OK)

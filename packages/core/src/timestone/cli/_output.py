@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 class ExitCode(IntEnum):

@@ -1,0 +1,144 @@
+"""The command line end to end: ingest, read, as-of, rollback, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+Here = Callable[..., Any]
+
+
+def as_json(proc: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(proc.stdout)
+
+
+def _targets(facts: list[dict[str, object]], relation: str) -> list[object]:
+    return [f["target"] for f in facts if f["relation"] == relation]
+
+
+def test_ingest_is_resumable_and_reads_tell_time(
+    cli: Run, mira_file: Path, ontology_file: Path
+) -> None:
+    first = as_json(cli("ingest", str(mira_file), "--ontology", str(ontology_file), "--json"))
+    assert (first["episodes_created"], first["episodes_skipped"], first["facts_written"]) == (
+        3,
+        0,
+        7,
+    )
+    again = as_json(cli("ingest", str(mira_file), "--json"))
+    assert (again["episodes_created"], again["episodes_skipped"]) == (0, 3)
+
+    # today Mira directs Château Sud; in 2019 she directed Château Nord
+    now = as_json(cli("facts", "--source", "Mira", "--json"))
+    assert _targets(now, "DIRECTS") == ["Château Sud"]
+    then = as_json(cli("facts", "--relation", "DIRECTS", "--valid-at", "2019-06-01", "--json"))
+    assert _targets(then, "DIRECTS") == ["Château Nord"]
+
+    # as of before the 2023 episode was ingested, the graph believed she still directed Nord
+    episodes = as_json(cli("episodes", "--json"))
+    assert [e["name"] for e in episodes] == [
+        "2023 trade press",
+        "2019 interview (ingested late)",
+        "2015 harvest report",
+    ]
+    recorded_2023 = datetime.fromisoformat(episodes[0]["created_at"])
+    before = (recorded_2023 - timedelta(microseconds=1)).isoformat()
+    believed = as_json(cli("as-of", before, "--entity", "Mira", "--json"))
+    assert _targets(believed, "DIRECTS") == ["Château Nord"]
+
+    periods = as_json(cli("timeline", "Mira", "--json"))
+    directs = [
+        (p["target"], p["valid_at"][:10], (p["invalid_at"] or "")[:10])
+        for p in periods
+        if p["relation"] == "DIRECTS"
+    ]
+    assert directs == [
+        ("Château Nord", "2015-01-01", "2023-06-01"),
+        ("Château Sud", "2023-06-01", ""),
+    ]
+
+    # rollback to before the 2023 episode: the present is Nord again, and reversible
+    report = as_json(cli("rollback", "--to", before, "--json"))
+    assert report["expired"]["facts"] > 0
+    assert _targets(as_json(cli("facts", "--source", "Mira", "--json")), "DIRECTS") == [
+        "Château Nord"
+    ]
+
+
+def test_remove_episode_and_not_found(run_here: Here, mira_file: Path, ontology_file: Path) -> None:
+    cli = run_here
+    init = as_json(cli("init", "--ontology", str(ontology_file), "--json"))
+    cardinalities = {e["name"]: e["cardinality"] for e in init["ontology"]["edge_types"]}
+    assert cardinalities == {"DIRECTS": "one", "WORKS_AT": "one", "WORKS_WITH_GRAPE": "one"}
+    cli("ingest", str(mira_file), "--json")
+    assert as_json(cli("stats", "--json"))["tables"]["episodes"] == {"current": 3, "versions": 3}
+    latest = as_json(cli("episodes", "--json", "--limit", "1"))[0]
+    removed = as_json(cli("remove-episode", latest["id"], "--json"))
+    assert removed["episode_id"] == latest["id"]
+    assert _targets(as_json(cli("facts", "--source", "Mira", "--json")), "DIRECTS") == [
+        "Château Nord"
+    ]
+    again = cli("remove-episode", latest["id"], check=4)
+    assert "removed" in again.stderr
+    unknown = cli("timeline", "Nobody", check=4)
+    assert "unknown entity 'Nobody'" in unknown.stderr
+
+
+def test_malformed_jsonl_names_the_line_and_writes_nothing(
+    run_here: Here, mira_file: Path, tmp_path: Path
+) -> None:
+    cli = run_here
+    lines = mira_file.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], '{"name": "broken", "facts": [', lines[1]]) + "\n")
+    refused = cli("ingest", str(bad), check=3)
+    assert f"{bad}:2: not JSON" in refused.stderr
+    assert "nothing from" in refused.stderr
+    assert as_json(cli("stats", "--json"))["tables"]["episodes"]["versions"] == 0
+
+    skipped = as_json(cli("ingest", str(bad), "--skip-bad", "--json"))
+    assert skipped["episodes_created"] == 2
+    assert len(skipped["bad_lines"]) == 1
+
+    wrong = tmp_path / "wrong.jsonl"
+    wrong.write_text(json.dumps({"reference_time": "2020-01-01", "facts": []}) + "\n")
+    naive = cli("ingest", str(wrong), check=3)
+    assert ":1: " in naive.stderr
+
+    missing = cli("ingest", str(tmp_path / "nope.jsonl"), check=3)
+    assert "no such file" in missing.stderr
+
+
+def test_bad_dates_usage_errors_and_busy_ports(run_here: Here) -> None:
+    cli = run_here
+    bad_date = cli("facts", "--as-of", "last tuesday", check=3)
+    assert "cannot read 'last tuesday' as a date" in bad_date.stderr
+    cli("facts", "--no-such-option", check=2)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        taken = cli("ui", "--port", str(port), check=9)
+    assert f"port {port} on 127.0.0.1 is already in use" in taken.stderr
+
+
+def test_text_files_and_folders_become_documents(run_here: Here, tmp_path: Path) -> None:
+    cli = run_here
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Vineyard notes\n\nThe Gamay vines are forty years old.\n")
+    (folder / "b.txt").write_text("Harvest began early this year.\n")
+    (folder / "ignored.bin").write_bytes(b"\x00\x01")
+    done = as_json(cli("ingest", str(folder), "--reference-time", "2024-09-01", "--json"))
+    assert (done["documents"], done["episodes_created"]) == (2, 2)
+    episodes = as_json(cli("episodes", "--json"))
+    assert {e["reference_time"][:10] for e in episodes} == {"2024-09-01"}
+    assert all(e["source"] == "document" for e in episodes)
+    again = as_json(cli("ingest", str(folder), "--reference-time", "2024-09-01", "--json"))
+    assert again["episodes_created"] == 0
