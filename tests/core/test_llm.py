@@ -1,0 +1,198 @@
+"""OpenAICompatibleLLM on the real openai SDK, against recorded HTTP responses (no network)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+
+import httpx
+import openai
+import pytest
+import timestone
+from timestone.errors import LLMError
+from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+def request(step: str = "extraction", *, small: bool = False) -> LLMRequest:
+    return LLMRequest(
+        step=step,
+        messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        schema_name=step,
+        schema=SCHEMA,
+        small=small,
+    )
+
+
+def error(status: int, message: str, **headers: str) -> dict[str, Any]:
+    return {
+        "status": status,
+        "headers": headers,
+        "body": {"error": {"message": message, "type": "server_error", "code": None}},
+    }
+
+
+def test_structured_output_request_and_token_accounting() -> None:
+    t = ReplayTransport(
+        [chat_completion({"answer": "hello"}, prompt_tokens=12, completion_tokens=3)]
+    )
+    llm = replay_llm(t, model="big", small_model="small")
+    reply = llm.complete(request())
+    assert json.loads(reply.text) == {"answer": "hello"}
+    assert (reply.prompt_tokens, reply.completion_tokens, reply.tokens) == (12, 3, 15)
+    [sent] = t.requests
+    assert sent["model"] == "big"
+    assert sent["temperature"] == 0.0
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "extraction", "schema": SCHEMA, "strict": True},
+    }
+    t.extend([chat_completion({"answer": "x"}, prompt_tokens=5, completion_tokens=1)])
+    llm.complete(request(small=True))
+    assert t.requests[-1]["model"] == "small"
+    assert (llm.calls, llm.prompt_tokens, llm.completion_tokens) == (2, 17, 4)
+    t.check()
+
+
+def test_falls_back_to_json_mode_when_the_server_refuses_schemas() -> None:
+    refused = error(
+        400, "'response_format.type' must be 'json_object' or 'text'; json_schema is not supported"
+    )
+    t = ReplayTransport(
+        [refused, chat_completion({"answer": "a"}), chat_completion({"answer": "b"})]
+    )
+    llm = replay_llm(t)
+    assert json.loads(llm.complete(request()).text) == {"answer": "a"}
+    assert llm.json_mode == "json"  # remembered: the next call goes straight to JSON mode
+    assert json.loads(llm.complete(request()).text) == {"answer": "b"}
+    kinds = [r["response_format"]["type"] for r in t.requests]
+    assert kinds == ["json_schema", "json_object", "json_object"]
+    system = t.requests[1]["messages"][0]["content"]
+    assert system.startswith("Be brief.")
+    assert '"required":["answer"]' in system  # the schema travels in the prompt
+    t.check()
+
+
+def test_json_mode_forced_for_local_servers() -> None:
+    t = ReplayTransport([chat_completion({"answer": "a"})])
+    llm = replay_llm(t, json_mode="json")
+    llm.complete(request())
+    assert t.requests[0]["response_format"] == {"type": "json_object"}
+    t.check()
+
+
+def test_retries_429_and_5xx_honouring_retry_after() -> None:
+    t = ReplayTransport(
+        [
+            error(429, "Rate limit reached", **{"retry-after": "0"}),
+            error(503, "overloaded", **{"retry-after-ms": "1"}),
+            error(500, "boom"),
+            chat_completion({"answer": "finally"}),
+        ]
+    )
+    llm = replay_llm(t, backoff=0.0, max_retries=3)
+    assert json.loads(llm.complete(request()).text) == {"answer": "finally"}
+    assert len(t.requests) == 4
+    assert llm.calls == 1  # failed attempts are not model answers
+    t.check()
+
+
+def test_gives_up_after_max_retries_with_the_step_and_status() -> None:
+    t = ReplayTransport([error(503, "overloaded")] * 6)
+    llm = replay_llm(t, backoff=0.0, max_retries=2)
+    judging = LLMRequest(
+        step="fact resolution",
+        messages=request().messages,
+        schema_name="fact_resolution",
+        schema=SCHEMA,
+    )
+    with pytest.raises(LLMError, match=r"^fact resolution: the model server answered 503 after 3"):
+        llm.complete(judging)
+    with pytest.raises(LLMError) as e:
+        llm.complete(judging)
+    assert e.value.step == "fact resolution"
+    t.check()
+
+
+def test_client_errors_are_not_retried() -> None:
+    t = ReplayTransport([error(422, "unprocessable")])
+    llm = replay_llm(t, backoff=0.0)
+    with pytest.raises(LLMError, match="answered 422 after 1 attempt"):
+        llm.complete(request())
+    t.check()
+
+
+def test_wrong_key_and_unknown_model_are_clear() -> None:
+    t = ReplayTransport([error(401, "Incorrect API key provided"), error(404, "model not found")])
+    llm = replay_llm(t, model="gpt-nope")
+    with pytest.raises(LLMError, match="refused the API key"):
+        llm.complete(request())
+    with pytest.raises(LLMError, match="does not know model 'gpt-nope'"):
+        llm.complete(request())
+    t.check()
+
+
+def test_a_refusal_or_empty_answer_is_an_error() -> None:
+    body = chat_completion("x")
+    body["choices"][0]["message"] = {"role": "assistant", "content": None, "refusal": "I can't."}
+    t = ReplayTransport([body])
+    with pytest.raises(LLMError, match="refused: I can't"):
+        replay_llm(t).complete(request())
+    t.check()
+
+
+async def test_async_client_given_as_client_and_concurrency_limit() -> None:
+    in_flight = 0
+    peak = 0
+
+    async def handler(req: httpx.Request) -> httpx.Response:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return httpx.Response(200, json=chat_completion({"answer": "ok"}))
+
+    client = openai.AsyncOpenAI(
+        api_key="sk-test",
+        http_client=cast(Any, httpx.AsyncClient(transport=httpx.MockTransport(handler))),
+    )
+    llm = timestone.OpenAICompatibleLLM(client=client, model="m", max_concurrency=2)
+    replies = await asyncio.gather(*(llm.acomplete(request()) for _ in range(6)))
+    assert len(replies) == 6
+    assert peak == 2
+    with pytest.raises(LLMError, match="no blocking client"):
+        llm.complete(request())
+
+
+def test_needs_a_client_and_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(LLMError, match="needs client="):
+        timestone.OpenAICompatibleLLM(model="m")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert timestone.OpenAICompatibleLLM.from_env() is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("TIMESTONE_LLM_MODEL", "llama3.2")
+    llm = timestone.OpenAICompatibleLLM.from_env()
+    assert llm is not None
+    assert (llm.model, llm.small_model) == ("llama3.2", "gpt-4.1-nano")
+
+
+def test_replay_transport_fails_on_unplayed_and_unrecorded_calls() -> None:
+    t = ReplayTransport([chat_completion({"answer": "a"}), chat_completion({"answer": "b"})])
+    llm = replay_llm(t)
+    llm.complete(request())
+    with pytest.raises(AssertionError, match="1 recorded response"):
+        t.check()
+    llm.complete(request())
+    with pytest.raises(LLMError, match="599"):
+        llm.complete(request())
+    with pytest.raises(AssertionError, match="1 unrecorded call"):
+        t.check()
