@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import timestone
 from timestone import FactInput as F
 from timestone._aio._communities import propagate_labels
+from timestone.llm import ReplayTransport, replay_llm
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 
@@ -73,3 +76,24 @@ def test_incremental_update_equals_rebuild(memory: timestone.Memory, group: str)
     assert {c.version_id for c in as_before.communities} == {
         c.version_id for c in before.communities
     }
+
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "llm" / "community_names.json"
+
+
+def test_llm_names_communities_in_one_batched_call(dsn: str, group: str) -> None:
+    transport = ReplayTransport.from_file(FIXTURE)
+    with timestone.Memory.open(dsn, llm=replay_llm(transport, backoff=0.0)) as mem:
+        mem.add_facts(group, WINE + ENGINE, reference_time=T2015)
+        report = mem.build_communities(group)
+        assert report.created == 2
+        transport.check()  # exactly one call, as recorded
+        assert len(transport.requests) == 1
+        prompt = json.dumps(transport.requests[0]["messages"], ensure_ascii=False)
+        assert "Babbage built Engine." in prompt
+        found = mem.search(group, "winery", scopes=("communities",), limit=1)
+        assert found.communities[0].name == "Mira's Beaujolais winery"
+        assert found.communities[0].summary.startswith("Mira directs Château Nord")
+        again = mem.build_communities(group)  # nothing changed: no call, nothing written
+        assert (again.created, again.expired) == (0, 0)
+        assert len(transport.requests) == 1

@@ -8,7 +8,9 @@ facts into its community to stay, so one stray fact never drags an entity
 into a community. Groups of two or more entities are communities.
 
 Each community gets a name (its most connected members) and an extractive
-summary (the sentences of its most central facts), and its name is embedded,
+summary (the sentences of its most central facts); with an LLM configured, one
+batched call per build names and summarizes the new or changed communities
+instead (counted against the group's LLM budget). Its name is embedded,
 so ``search(..., scopes=("communities",))`` finds it. Communities are versioned
 in system time like facts: a rebuild keeps what did not change, expires what
 did, and reuses the id of the old community that shares most members.
@@ -21,16 +23,19 @@ component, so the result equals a full rebuild.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pydantic
 from psycopg import sql
 
 from .._results import CommunityReport
 from ..embedders import Embedder
 from ..errors import InvalidInput
+from ..llm import LLM, LLMRequest
 from ._db import Conn, Database
 from ._write import Write, begin_write
 
@@ -47,6 +52,8 @@ MIN_SUPPORT = 2
 NAME_MEMBERS = 3
 SUMMARY_CHARS = 600
 _MAX_UPDATE_ENTITIES = 10_000
+MAX_LLM_MEMBERS = 12
+MAX_LLM_FACTS = 10
 
 Edge = tuple[uuid.UUID, uuid.UUID, str]
 
@@ -143,8 +150,78 @@ def _describe(
     return name, summary, len(internal)
 
 
+@dataclasses.dataclass(slots=True)
+class _New:
+    id: uuid.UUID
+    members: list[uuid.UUID]
+    name: str
+    summary: str
+    basis: str
+    fact_count: int
+
+
+class _Named(pydantic.BaseModel):
+    index: int
+    name: str
+    summary: str
+
+
+class _Names(pydantic.BaseModel):
+    communities: list[_Named]
+
+
+_NAMING_PROMPT = (
+    "You name communities of a knowledge graph. For each numbered community you get its "
+    "most connected members and facts. Answer with a short name (at most 8 words) that says "
+    "what holds the group together, and a summary of one or two sentences that uses only "
+    "the facts given. Keep every index."
+)
+
+
+async def _llm_names(
+    w: Write,
+    llm: LLM,
+    inserts: list[_New],
+    names: Mapping[uuid.UUID, str],
+    edges: Sequence[Edge],
+) -> list[_New]:
+    """One batched call names and summarizes every new or changed community; the call is
+    checked against the group's LLM budget and recorded in its ledger."""
+    from ._extract import Ledger, call, read_budget, write_ledger
+
+    blocks: list[str] = []
+    for i, n in enumerate(inserts):
+        inside = set(n.members)
+        sentences = [e[2] for e in edges if e[0] in inside and e[1] in inside][:MAX_LLM_FACTS]
+        members = ", ".join(names.get(m, str(m)) for m in n.members[:MAX_LLM_MEMBERS])
+        facts = "\n".join(f"- {s}" for s in sentences)
+        blocks.append(f"Community {i}\nmembers: {members}\nfacts:\n{facts}")
+    request = LLMRequest(
+        step="community naming",
+        messages=[
+            {"role": "system", "content": _NAMING_PROMPT},
+            {"role": "user", "content": "\n\n".join(blocks)},
+        ],
+        schema_name="community_names",
+        schema=_Names.model_json_schema(),
+        small=True,
+    )
+    budget, used = await read_budget(w.conn, w.group_id)
+    ledger = Ledger(budget=budget, used=used)
+    answer = await call(llm, ledger, request, _Names)
+    await write_ledger(w.conn, w.group_id, ledger, None, w.now)
+    out = list(inserts)
+    for named in answer.communities:
+        name, summary = named.name.strip(), named.summary.strip()
+        if 0 <= named.index < len(out) and name and "\x00" not in name + summary:
+            out[named.index] = dataclasses.replace(
+                out[named.index], name=name[:200], summary=summary[: SUMMARY_CHARS * 2]
+            )
+    return out
+
+
 async def _rebuild(
-    w: Write, embedder: Embedder, seeds: Sequence[uuid.UUID] | None
+    w: Write, embedder: Embedder, llm: LLM | None, seeds: Sequence[uuid.UUID] | None
 ) -> CommunityReport:
     conn, group_id = w.conn, w.group_id
     edges = await _edges(conn, group_id, seeds)
@@ -155,7 +232,7 @@ async def _rebuild(
     found = [sorted(m, key=str) for m in groups.values() if len(m) >= 2]
     scope = set(labels) | set(seeds or ())
     cur = await conn.execute(
-        "SELECT version_id, id, name, summary, members FROM timestone.communities"
+        "SELECT version_id, id, name, summary, basis, members FROM timestone.communities"
         " WHERE group_id = %s AND expired_at IS NULL",
         (group_id,),
     )
@@ -167,11 +244,12 @@ async def _rebuild(
         (group_id, ids),
     )
     names = {r["id"]: r["name"] for r in await cur.fetchall()}
-    wanted: list[tuple[list[uuid.UUID], str, str, int]] = [
-        (members, *_describe(members, edges, names)) for members in found
-    ]
+    wanted: list[tuple[list[uuid.UUID], str, str, int]] = sorted(
+        ((members, *_describe(members, edges, names)) for members in found),
+        key=lambda c: (c[1], c[2]),
+    )
     unchanged: set[uuid.UUID] = set()
-    inserts: list[tuple[uuid.UUID, list[uuid.UUID], str, str, int]] = []
+    inserts: list[_New] = []
     taken: set[uuid.UUID] = set()
     for members, name, summary, fact_count in wanted:
         same = next(
@@ -179,8 +257,7 @@ async def _rebuild(
                 r
                 for r in current
                 if sorted(r["members"], key=str) == members
-                and r["name"] == name
-                and r["summary"] == summary
+                and r["basis"] == summary
                 and r["version_id"] not in unchanged
             ),
             None,
@@ -189,7 +266,11 @@ async def _rebuild(
             unchanged.add(same["version_id"])
             taken.add(same["id"])
             continue
-        inserts.append((_reuse(members, current, taken), members, name, summary, fact_count))
+        inserts.append(
+            _New(_reuse(members, current, taken), members, name, summary, summary, fact_count)
+        )
+    if llm is not None and inserts:
+        inserts = await _llm_names(w, llm, inserts, names, edges)
     expired = [r["version_id"] for r in current if r["version_id"] not in unchanged]
     if expired:
         await conn.execute(
@@ -198,15 +279,25 @@ async def _rebuild(
             (w.now, group_id, expired),
         )
     if inserts:
-        vectors = await w.embed(name for _, _, name, _, _ in inserts)
+        vectors = await w.embed(n.name for n in inserts)
         async with conn.cursor() as cur2:
             await cur2.executemany(
-                "INSERT INTO timestone.communities (group_id, id, name, summary, members,"
+                "INSERT INTO timestone.communities (group_id, id, name, summary, basis, members,"
                 " fact_count, name_embedding, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s::vector, %s)",
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s::vector, %s)",
                 [
-                    (group_id, ident, name, summary, members, fact_count, str(vectors[name]), w.now)
-                    for ident, members, name, summary, fact_count in inserts
+                    (
+                        group_id,
+                        n.id,
+                        n.name,
+                        n.summary,
+                        n.basis,
+                        n.members,
+                        n.fact_count,
+                        str(vectors[n.name]),
+                        w.now,
+                    )
+                    for n in inserts
                 ],
             )
     cur = await conn.execute(
@@ -244,12 +335,11 @@ def _reuse(
 
 
 async def build_communities(
-    db: Database, embedder: Embedder, llm: Any, group_id: str
+    db: Database, embedder: Embedder, llm: LLM | None, group_id: str
 ) -> CommunityReport:
-    del llm  # naming is extractive in this version
     async with db.transaction(group_id, "building communities") as conn:
         w = await begin_write(conn, group_id, embedder, keys=["communities"])
-        return await _rebuild(w, embedder, None)
+        return await _rebuild(w, embedder, llm, None)
 
 
 def _check_ids(entities: object) -> list[uuid.UUID]:
@@ -268,19 +358,18 @@ def _check_ids(entities: object) -> list[uuid.UUID]:
 async def update_communities(
     db: Database,
     embedder: Embedder,
-    llm: Any,
+    llm: LLM | None,
     group_id: str,
     entities: Sequence[uuid.UUID] | None,
 ) -> CommunityReport:
-    del llm
     wanted = None if entities is None else _check_ids(entities)
     async with db.transaction(group_id, "updating communities") as conn:
         w = await begin_write(conn, group_id, embedder, keys=["communities"])
         if wanted is None:
             wanted = await _changed_since_build(conn, group_id)
         if not wanted:
-            return await _rebuild(w, embedder, [])
-        return await _rebuild(w, embedder, wanted)
+            return await _rebuild(w, embedder, llm, [])
+        return await _rebuild(w, embedder, llm, wanted)
 
 
 async def _changed_since_build(conn: Conn, group_id: str) -> list[uuid.UUID]:

@@ -107,13 +107,16 @@ GRANT EXECUTE ON FUNCTION
 
 -- Communities: groups of entities found by label propagation over the current
 -- fact graph, versioned in system time like every other table. The name
--- embedding is exact-scanned (a group holds few communities).
+-- embedding is exact-scanned (a group holds few communities). `basis` is the
+-- extractive digest of the community's facts: a rebuild rewrites (and renames)
+-- a community only when its members or its basis changed.
 CREATE TABLE timestone.communities (
     group_id       text        NOT NULL,
     version_id     uuid        NOT NULL DEFAULT gen_random_uuid(),
     id             uuid        NOT NULL,
     name           text        NOT NULL CHECK (name <> ''),
     summary        text        NOT NULL DEFAULT '',
+    basis          text        NOT NULL DEFAULT '',
     members        uuid[]      NOT NULL CHECK (cardinality(members) > 0),
     fact_count     integer     NOT NULL DEFAULT 0,
     name_embedding vector,

@@ -1,0 +1,468 @@
+"""Search benchmark: latency, answer recall and ANN recall at 10k, 100k and 1M facts,
+and the Graph-RAG question (evidence that needs two facts linked through an entity).
+
+    .venv/bin/python -m bench.search --quick            # 10k facts, a few minutes
+    .venv/bin/python -m bench.search --sizes 10000 100000
+    .venv/bin/python -m bench.search --sizes 1000000    # long: ingestion dominates
+
+The corpus: people with dated, changing jobs and homes (``WORKS_AT`` and
+``LIVES_IN`` are cardinality one, so each change closes the previous period),
+plus friendships and skills, ingested with ``add_facts`` in batches of 1,000
+facts. Each question asks where someone works or lives now; its answer is one
+specific current fact, while the person's older jobs and homes are still in
+the graph as history.
+
+Measured per size, on the embedded server, with the default embedder:
+- p50/p95 of ``search(group, question, limit=10)`` end to end (query embedding included);
+- recall@10 of the current answer, overall and where exact search finds it (exact:
+  the same query with the vector index disabled, so the vector list is a full scan);
+- ANN recall@10: the HNSW vector list against the exact nearest neighbours, same filters.
+
+Graph-RAG: documents in which a project depends on a supplier early on, and the
+supplier's restriction is stated chunks later without naming the project. The
+question names the project; the needed evidence is both statements. Compared:
+``context()`` against plain top-k chunk retrieval by the same embedder, under the
+same token budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import timestone
+from psycopg.rows import DictRow, dict_row
+from timestone import EdgeType, FactInput, Ontology
+from timestone._aio._search import prepare_search
+from timestone._sync._search import run_search
+from timestone._tokens import default_counter
+
+from ._common import percentiles, scratch_data_dir, write_result
+
+FIRST = [
+    "Alma",
+    "Aron",
+    "Beda",
+    "Cato",
+    "Dara",
+    "Edda",
+    "Elio",
+    "Fenna",
+    "Gala",
+    "Hugo",
+    "Ines",
+    "Ivo",
+    "Jana",
+    "Kai",
+    "Lena",
+    "Lio",
+    "Maja",
+    "Milo",
+    "Nora",
+    "Odin",
+    "Pia",
+    "Rune",
+    "Sara",
+    "Timo",
+    "Ulla",
+    "Vera",
+    "Wim",
+    "Xena",
+    "Yara",
+    "Zeno",
+    "Ada",
+    "Bo",
+    "Cleo",
+    "Dag",
+    "Eva",
+    "Finn",
+    "Greta",
+    "Hans",
+    "Ida",
+    "Jonas",
+    "Karin",
+    "Lars",
+    "Mats",
+    "Nils",
+    "Olga",
+    "Per",
+    "Rita",
+    "Sven",
+    "Tove",
+    "Uwe",
+]
+LAST = [
+    "Berg",
+    "Dahl",
+    "Ek",
+    "Falk",
+    "Grau",
+    "Holm",
+    "Iser",
+    "Jung",
+    "Kohl",
+    "Lind",
+    "Moor",
+    "Nord",
+    "Ost",
+    "Pohl",
+    "Quist",
+    "Rask",
+    "Sand",
+    "Tal",
+    "Ulm",
+    "Vik",
+    "Wald",
+    "Xer",
+    "Yng",
+    "Zorn",
+    "Abel",
+    "Bauer",
+    "Cramer",
+    "Diehl",
+    "Engel",
+    "Fuchs",
+    "Gram",
+    "Hahn",
+    "Imhof",
+    "Jahn",
+    "Kraus",
+    "Lorenz",
+    "Mohr",
+    "Nagel",
+    "Otto",
+    "Pape",
+    "Quandt",
+    "Rau",
+    "Seidel",
+    "Thiel",
+    "Uhl",
+    "Voss",
+    "Wirth",
+    "Zeller",
+]
+SKILLS = [
+    "welding",
+    "pottery",
+    "accounting",
+    "surgery",
+    "sailing",
+    "baking",
+    "carpentry",
+    "translation",
+    "chemistry",
+    "cartography",
+    "beekeeping",
+    "typesetting",
+]
+START = datetime(2005, 1, 1, tzinfo=UTC)
+
+
+def person_name(i: int) -> str:
+    suffix = "" if i < len(FIRST) * len(LAST) else f" {i // (len(FIRST) * len(LAST)) + 1}"
+    return f"{FIRST[i % len(FIRST)]} {LAST[(i // len(FIRST)) % len(LAST)]}{suffix}"
+
+
+def person_facts(
+    i: int, n_people: int, rng: random.Random
+) -> tuple[list[FactInput], dict[str, str]]:
+    """About ten facts for person ``i``: two to four jobs and one to three homes over time,
+    friends and skills. Returns the facts and the current answer sentences."""
+    name = person_name(i)
+    facts: list[FactInput] = []
+    answers: dict[str, str] = {}
+    n_companies = max(20, n_people // 20)
+    for relation, count, place in (
+        ("WORKS_AT", rng.randint(2, 4), lambda: f"Company {rng.randrange(n_companies)}"),
+        ("LIVES_IN", rng.randint(1, 3), lambda: f"City {rng.randrange(400)}"),
+    ):
+        when = START + timedelta(days=rng.randrange(0, 2000))
+        for _ in range(count):
+            target = place()
+            verb = "works at" if relation == "WORKS_AT" else "lives in"
+            sentence = f"{name} {verb} {target} since {when.date().isoformat()}."
+            facts.append(FactInput(name, relation, target, fact=sentence, valid_at=when))
+            answers[relation] = sentence
+            when += timedelta(days=rng.randrange(200, 1500))
+    for _ in range(rng.randint(2, 4)):
+        friend = person_name(rng.randrange(n_people))
+        if friend != name:
+            facts.append(FactInput(name, "KNOWS", friend, fact=f"{name} knows {friend}."))
+    for skill in rng.sample(SKILLS, rng.randint(1, 2)):
+        facts.append(FactInput(name, "HAS_SKILL", skill, fact=f"{name} is skilled in {skill}."))
+    return facts, answers
+
+
+ONTOLOGY = Ontology(
+    edge_types=[EdgeType("WORKS_AT", cardinality="one"), EdgeType("LIVES_IN", cardinality="one")]
+)
+
+
+def build(
+    mem: timestone.Memory, group: str, n_facts: int, seed: int = 7
+) -> tuple[list[tuple[str, str]], float]:
+    """Ingest about ``n_facts`` facts in batches of 1,000; returns (question, answer) pairs and
+    the ingestion rate in facts per second."""
+    rng = random.Random(seed)
+    n_people = max(10, n_facts // 10)
+    questions: list[tuple[str, str]] = []
+    batch: list[FactInput] = []
+    written = 0
+    started = time.perf_counter()
+    reference = datetime(2025, 1, 1, tzinfo=UTC)
+    for i in range(n_people):
+        facts, answers = person_facts(i, n_people, rng)
+        if len(batch) + len(facts) > 1000:
+            mem.add_facts(group, batch, reference_time=reference, name=f"batch {written}")
+            written += len(batch)
+            batch = []
+            if written and written % 50_000 < 1000:
+                rate = written / (time.perf_counter() - started)
+                print(f"  {written:,} facts ({rate:,.0f}/s)", flush=True)
+        batch.extend(facts)
+        name = person_name(i)
+        questions.append((f"Where does {name} work now?", answers["WORKS_AT"]))
+        questions.append((f"Where does {name} live?", answers["LIVES_IN"]))
+        if written + len(batch) >= n_facts:
+            break
+    if batch:
+        mem.add_facts(group, batch, reference_time=reference, name=f"batch {written}")
+        written += len(batch)
+    return questions, written / (time.perf_counter() - started)
+
+
+def _exact_and_ann(
+    dsn: str, group: str, mem: timestone.Memory, questions: Sequence[str]
+) -> tuple[list[list[str]], list[float]]:
+    """Per question: the fact sentences exact search returns (vector list by full scan),
+    and the ANN recall@10 of the HNSW vector list against the exact one."""
+    exact_top: list[list[str]] = []
+    ann: list[float] = []
+    vec_sql = (
+        "SELECT f.fact FROM timestone.facts AS f WHERE f.group_id = %s AND f.expired_at IS NULL"
+        " AND f.valid_at <= now() AND (f.invalid_at IS NULL OR f.invalid_at > now())"
+        " ORDER BY f.embedding <=> %s::vector LIMIT 10"
+    )
+    with psycopg.Connection[DictRow].connect(dsn, row_factory=dict_row) as conn:
+        conn.execute("SET ROLE timestone_app")
+        for q in questions:
+            vector = mem.embedder.embed([q])[0]
+            literal = "[" + ",".join(map(repr, vector)) + "]"
+            with conn.transaction():
+                conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                conn.execute("SET LOCAL hnsw.ef_search = 40")
+                approx = {r["fact"] for r in conn.execute(vec_sql, (group, literal)).fetchall()}
+                conn.execute("SET LOCAL enable_indexscan = off")
+                conn.execute("SET LOCAL enable_bitmapscan = off")
+                exact = [r["fact"] for r in conn.execute(vec_sql, (group, literal)).fetchall()]
+                ann.append(len(approx & set(exact)) / max(1, len(exact)))
+                req = prepare_search(q, limit=10)
+                hits = run_search(conn, group, req, vector, mem.embedder.dimension)  # pyright: ignore[reportArgumentType]
+                exact_top.append([hits["facts"].rows[c.key]["fact"] for c in hits["facts"].ranked])
+    return exact_top, ann
+
+
+def run_size(n_facts: int, n_questions: int) -> dict[str, Any]:
+    with scratch_data_dir() as data_dir:
+        mem = timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY)
+        try:
+            group = "bench-" + uuid.uuid4().hex[:8]
+            print(f"building {n_facts:,} facts ...", flush=True)
+            questions, rate = build(mem, group, n_facts)
+            stats = mem.stats(group)
+            with psycopg.connect(mem.dsn, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE timestone.facts")
+                conn.execute("VACUUM ANALYZE timestone.entities")
+                conn.execute("VACUUM ANALYZE timestone.episodes")
+            rng = random.Random(11)
+            sample = rng.sample(questions, min(n_questions, len(questions)))
+            for q, _ in sample[:20]:  # warm caches
+                mem.search(group, q)
+            latencies: list[float] = []
+            found: list[bool] = []
+            for q, answer in sample:
+                t0 = time.perf_counter()
+                result = mem.search(group, q, limit=10)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                found.append(any(f.fact == answer for f in result.facts))
+            exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
+            exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
+            hits = sum(found)
+            both = sum(f and e for f, e in zip(found, exact_hits, strict=True))
+            current = stats.get("facts", {}).get("current")
+            return {
+                "facts_ingested": n_facts,
+                "facts_current": current,
+                "ingest_facts_per_s": round(rate),
+                "questions": len(sample),
+                **percentiles(latencies),
+                "recall_at_10": round(hits / len(sample), 4),
+                "recall_at_10_where_exact_finds": round(both / max(1, sum(exact_hits)), 4),
+                "exact_recall_at_10": round(sum(exact_hits) / len(sample), 4),
+                "ann_recall_at_10": round(statistics.mean(ann), 4),
+            }
+        finally:
+            mem.close()
+
+
+# -- Graph-RAG ---------------------------------------------------------------------------
+
+PROJECTS = [
+    "Falcon",
+    "Heron",
+    "Osprey",
+    "Kestrel",
+    "Merlin",
+    "Harrier",
+    "Condor",
+    "Puffin",
+    "Plover",
+    "Curlew",
+]
+GOODS = ("cold-chain vaccines", "lithium batteries", "live animals", "explosives", "fresh fish")
+FILLER = (
+    "The quarterly review covered staffing, office moves and the new badge system.",
+    "Meeting rooms on the third floor are booked through the facilities portal.",
+    "Travel expenses above the usual limit need a second signature from finance.",
+    "The style guide asks for plain language and short paragraphs in every memo.",
+    "Laptop refreshes happen every four years unless a device fails earlier.",
+    "The cafeteria menu rotates weekly and lists allergens for every dish.",
+    "Security training is due each spring and takes about forty minutes.",
+    "Parking permits are renewed in January at the front desk.",
+)
+
+
+def graphrag_docs(n_docs: int, rng: random.Random) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for d in range(n_docs):
+        project = f"Project {PROJECTS[d % len(PROJECTS)]} {d}"
+        supplier = f"{rng.choice(LAST)} Logistics {d}"
+        goods = rng.choice(GOODS)
+        constraint = f"{project} ships all of its freight through {supplier}."
+        exception = f"{supplier} may no longer carry {goods} after the 2024 audit."
+        paragraphs = [constraint]
+        for _ in range(8):
+            paragraphs.append(" ".join(rng.sample(FILLER, 4)))
+        paragraphs.append(exception)
+        paragraphs.append(" ".join(rng.sample(FILLER, 3)))
+        docs.append(
+            {
+                "uri": f"file:///policies/{d}.md",
+                "content": "\n\n".join(paragraphs),
+                "project": project,
+                "supplier": supplier,
+                "constraint": constraint,
+                "exception": exception,
+                "question": f"Can {project} send {goods}?",
+            }
+        )
+    return docs
+
+
+def run_graphrag(n_docs: int, budget: int) -> dict[str, Any]:
+    rng = random.Random(5)
+    docs = graphrag_docs(n_docs, rng)
+    counter = default_counter()
+    with scratch_data_dir() as data_dir:
+        mem = timestone.Memory.open(data_dir=data_dir)
+        try:
+            group = "graphrag"
+            when = datetime(2025, 1, 1, tzinfo=UTC)
+            for doc in docs:
+                mem.add_document(
+                    group, doc["uri"], doc["content"], reference_time=when, max_chunk_chars=400
+                )
+                # what extraction yields for the two statements (structured: no LLM here)
+                mem.add_facts(
+                    group,
+                    [
+                        FactInput(
+                            doc["project"], "SHIPS_THROUGH", doc["supplier"], fact=doc["constraint"]
+                        ),
+                        FactInput(
+                            doc["supplier"],
+                            "RESTRICTED_FROM",
+                            "freight class",
+                            fact=doc["exception"],
+                        ),
+                    ],
+                    reference_time=when,
+                    source_description=doc["uri"],
+                )
+            ctx_found, topk_found = 0, 0
+            for doc in docs:
+                needed = (doc["constraint"], doc["exception"])
+                ctx = mem.context(group, doc["question"], token_budget=budget)
+                text = "\n".join(i.text for i in ctx.items)
+                ctx_found += sum(n in text for n in needed)
+                chunks = mem.search(group, doc["question"], scopes=("episodes",), limit=50)
+                used, chosen = 0, list[str]()
+                for ep in sorted(chunks.episodes, key=lambda e: -(e.score or 0)):
+                    if ep.source != "document":
+                        continue
+                    cost = counter.count(ep.content) + 1
+                    if used + cost <= budget:
+                        used += cost
+                        chosen.append(" ".join(ep.content.split()))
+                joined = "\n".join(chosen)
+                topk_found += sum(n in joined for n in needed)
+            total = 2 * len(docs)
+            return {
+                "documents": n_docs,
+                "token_budget": budget,
+                "context_evidence_share": round(ctx_found / total, 4),
+                "topk_chunks_evidence_share": round(topk_found / total, 4),
+            }
+        finally:
+            mem.close()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="10k facts, 200 questions")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--questions", type=int, default=500)
+    parser.add_argument("--docs", type=int, default=100)
+    parser.add_argument("--budget", type=int, default=400)
+    args = parser.parse_args(argv)
+    sizes: list[int] = [10_000] if args.quick else args.sizes
+    n_questions = 200 if args.quick else args.questions
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        row = run_size(size, n_questions)
+        print(row, flush=True)
+        rows.append(row)
+    graphrag = run_graphrag(30 if args.quick else args.docs, args.budget)
+    path = write_result("search", {"sizes": rows, "graphrag": graphrag})
+    print()
+    print(
+        "| facts | ingest facts/s | p50 ms | p95 ms | recall@10 | recall@10 where exact finds "
+        "| exact recall@10 | ANN recall@10 |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['facts_ingested']:,} | {r['ingest_facts_per_s']:,} | {r['p50_ms']} | "
+            f"{r['p95_ms']} | {r['recall_at_10']} | {r['recall_at_10_where_exact_finds']} | "
+            f"{r['exact_recall_at_10']} | {r['ann_recall_at_10']} |"
+        )
+    print()
+    print("| Graph-RAG documents | token budget | context() evidence | top-k chunks evidence |")
+    print("|---|---|---|---|")
+    print(
+        f"| {graphrag['documents']} | {graphrag['token_budget']} | "
+        f"{graphrag['context_evidence_share']} | {graphrag['topk_chunks_evidence_share']} |"
+    )
+    print(f"\nwritten to {path}")
+
+
+if __name__ == "__main__":
+    main()
