@@ -239,6 +239,7 @@ _MEASURE = """
     var b = r.getBoundingClientRect();
     out.bars.push({fact_id: r.dataset.factId, version_id: r.dataset.versionId,
       kind: r.classList.contains('current') ? 'current' : 'superseded',
+      relation: r.closest('g.lane').dataset.relation,
       valid_at: r.dataset.validAt, invalid_at: r.dataset.invalidAt || null,
       left: b.left - box.left, right: b.right - box.left, top: b.top - box.top,
       height: b.height});
