@@ -7,6 +7,7 @@ socket or loopback fails the test that made it.
 from __future__ import annotations
 
 import socket
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,6 +21,14 @@ import timestone
 from timestone._embedded import embedded_dsn
 
 ALLOW_NETWORK = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A private temporary root per run: pytest's shared root keeps only its three newest
+    # runs, and a parallel run must not delete the data dir of a server that is running.
+    if config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="timestone-tests-")
+
 
 _real_connect = socket.socket.connect
 
@@ -64,9 +73,7 @@ def fresh_dsn(dsn: str) -> Iterator[str]:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name))
-        )
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="session")

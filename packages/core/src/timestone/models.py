@@ -1,0 +1,193 @@
+"""SQLModel table classes that mirror the migrated schema (schema ``timestone``).
+
+For typed records and for users who want to query the graph with SQLModel or
+SQLAlchemy. They describe the tables; they never create them: the numbered
+migrations do (a test checks that both agree). Queries through them still run
+under row level security: set ``timestone.group_id`` in the transaction first::
+
+    with Session(engine) as session:
+        session.exec(text("SELECT set_config('timestone.group_id', :g, true)"), params={"g": "acme"})
+        facts = session.exec(select(FactRow).where(FactRow.expired_at.is_(None))).all()
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, ClassVar
+
+from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
+from sqlalchemy import Column, DateTime, Integer, Text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlmodel import Field, SQLModel  # pyright: ignore[reportUnknownVariableType]
+
+__all__ = [
+    "AssertionRow",
+    "EntityRow",
+    "EpisodeRow",
+    "FactRow",
+    "MentionRow",
+    "MetaRow",
+    "PurgeRow",
+    "TimestoneModel",
+]
+
+SCHEMA = "timestone"
+
+
+def _tz(nullable: bool = False) -> Any:
+    return Field(sa_column=Column(DateTime(timezone=True), nullable=nullable))
+
+
+def _text(nullable: bool = False, default: str | None = None) -> Any:
+    return Field(default=default, sa_column=Column(Text, nullable=nullable))
+
+
+def _jsonb() -> Any:
+    return Field(default_factory=dict, sa_column=Column(JSONB, nullable=False))
+
+
+def _vector() -> Any:
+    return Field(default=None, sa_column=Column(Vector(), nullable=True))
+
+
+def _tsvector() -> Any:
+    return Field(default=None, sa_column=Column(TSVECTOR, nullable=True))
+
+
+def _int(nullable: bool = True) -> Any:
+    return Field(default=None, sa_column=Column(Integer, nullable=nullable))
+
+
+class TimestoneModel(SQLModel):
+    """Base of the mirrored tables."""
+
+    __table_args__: ClassVar[dict[str, Any]] = {"schema": SCHEMA}
+
+
+class MetaRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "meta"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    key: str = Field(sa_column=Column(Text, primary_key=True))
+    value: Any = Field(sa_column=Column(JSONB, nullable=False))
+
+
+class EpisodeRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "episodes"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    name: str = _text()
+    content: str = _text()
+    source: str = _text()
+    source_description: str = _text(default="")
+    reference_time: datetime = _tz()
+    saga: str | None = _text(nullable=True)
+    idempotency_key: str = _text()
+    actor: str | None = _text(nullable=True)
+    document_uri: str | None = _text(nullable=True)
+    document_version: int | None = _int()
+    chunk_index: int | None = _int()
+    char_start: int | None = _int()
+    char_end: int | None = _int()
+    metadata_: dict[str, Any] = Field(
+        default_factory=dict, sa_column=Column("metadata", JSONB, nullable=False)
+    )
+    llm_calls: int = _int(nullable=False)
+    llm_tokens: int = _int(nullable=False)
+    recorded_at: datetime = _tz()
+    embedding: Any = _vector()
+    fts: Any = _tsvector()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class EntityRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "entities"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    name: str = _text()
+    norm_name: str = _text()
+    entity_type: str = _text()
+    labels: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
+    attributes: dict[str, Any] = _jsonb()
+    summary: str = _text(default="")
+    name_embedding: Any = _vector()
+    fts: Any = _tsvector()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class MentionRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "mentions"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    episode_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    entity_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    name: str = _text()
+    labels: list[str] = Field(default_factory=list, sa_column=Column(ARRAY(Text), nullable=False))
+    attributes: dict[str, Any] = _jsonb()
+    summary: str | None = _text(nullable=True)
+    position: int = _int(nullable=False)
+    recorded_at: datetime = _tz()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class AssertionRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "assertions"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    episode_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    position: int = _int(nullable=False)
+    source_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    relation: str = _text()
+    target_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    cardinality: str = _text()
+    fact: str = _text()
+    attributes: dict[str, Any] = _jsonb()
+    valid_at: datetime = _tz()
+    invalid_at: datetime | None = _tz(nullable=True)
+    recorded_at: datetime = _tz()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class FactRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "facts"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    source_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    relation: str = _text()
+    target_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    cardinality: str = _text()
+    fact: str = _text()
+    attributes: dict[str, Any] = _jsonb()
+    episodes: list[uuid.UUID] = Field(
+        default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False)
+    )
+    valid_at: datetime = _tz()
+    invalid_at: datetime | None = _tz(nullable=True)
+    embedding: Any = _vector()
+    fts: Any = _tsvector()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class PurgeRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "purges"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    episode_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    purged_at: datetime = _tz()
+    rows_erased: int = _int(nullable=False)

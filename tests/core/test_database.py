@@ -1,0 +1,245 @@
+"""Opening: the embedded server, migrations, extensions, DSNs and the embedder contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import timestone
+from timestone import HashEmbedder
+from timestone._aio import _db as aio_db
+from timestone._embedded import embedded_dsn
+from timestone._sync import _db as sync_db
+from timestone.errors import (
+    ConnectionFailed,
+    EmbeddedServerError,
+    EmbedderError,
+    EmbedderMismatch,
+    MissingExtension,
+    SchemaTooNew,
+)
+
+REF = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def _version(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT value FROM timestone.meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+# -- the embedded server ---------------------------------------------------------------
+
+
+def test_embedded_server_is_reused_within_a_process(data_dir: Path, dsn: str) -> None:
+    assert embedded_dsn(data_dir) == dsn
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
+    assert row is not None and int(str(row[0])) >= 150000
+
+
+def test_another_process_shares_the_server(data_dir: Path, dsn: str, group: str) -> None:
+    script = (
+        "import sys, timestone, datetime as d\n"
+        "m = timestone.Memory.open(data_dir=sys.argv[1])\n"
+        "m.add_facts(sys.argv[2], [timestone.FactInput('Ada', 'KNOWS', 'Grace')],"
+        " reference_time=d.datetime(2020, 1, 1, tzinfo=d.UTC))\n"
+        "print(m.dsn)\n"
+        "m.close()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(data_dir), group],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.strip() == dsn
+    with timestone.Memory.open(dsn) as mem:
+        assert [f.target for f in mem.facts(group, source="Ada")] == ["Grace"]
+    # the server outlived the other process: this one still holds it
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_threads_opening_one_fresh_data_dir_share_one_server(tmp_path: Path) -> None:
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            with timestone.Memory.open(data_dir=tmp_path, embedder=HashEmbedder(16)) as mem:
+                results.append(mem.dsn)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(set(results)) == 1
+
+
+def test_data_dir_that_is_not_writable(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(EmbeddedServerError, match="data dir"):
+        timestone.Memory.open(data_dir=blocker / "sub")
+    assert not (blocker / "sub").exists()
+
+
+# -- DSNs and extensions -----------------------------------------------------------------
+
+
+def test_dsn_that_does_not_connect() -> None:
+    with pytest.raises(ConnectionFailed, match="cannot connect"):
+        timestone.Memory.open("postgresql://nobody:secret@127.0.0.1:1/nowhere?connect_timeout=2")
+
+
+def test_password_is_not_echoed() -> None:
+    with pytest.raises(ConnectionFailed) as info:
+        timestone.Memory.open("postgresql://nobody:hunter2@127.0.0.1:1/x?connect_timeout=2")
+    assert "hunter2" not in str(info.value)
+
+
+def test_missing_extension_is_named(fresh_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    wanted = (*sync_db.EXTENSIONS, "timestone_no_such_extension")
+    monkeypatch.setattr(sync_db, "EXTENSIONS", wanted)
+    with pytest.raises(MissingExtension, match="timestone_no_such_extension"):
+        timestone.Memory.open(fresh_dsn)
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute("SELECT to_regclass('timestone.facts')").fetchone()
+    assert row == (None,)  # nothing was created
+
+
+async def test_async_missing_extension_is_named(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(aio_db, "EXTENSIONS", ("vector", "timestone_no_such_extension"))
+    with pytest.raises(MissingExtension, match="timestone_no_such_extension"):
+        await timestone.AsyncMemory.open(fresh_dsn)
+
+
+# -- migrations --------------------------------------------------------------------------
+
+
+def test_migrations_are_idempotent(fresh_dsn: str) -> None:
+    first = sync_db.migrate(fresh_dsn)
+    second = sync_db.migrate(fresh_dsn)
+    assert first == second == sync_db.SCHEMA_VERSION == _version(fresh_dsn)
+
+
+def test_concurrent_opens_migrate_once(fresh_dsn: str) -> None:
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _version(fresh_dsn) == sync_db.SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused(fresh_dsn: str) -> None:
+    timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
+    with psycopg.connect(fresh_dsn) as conn:
+        conn.execute("UPDATE timestone.meta SET value = '999' WHERE key = 'schema_version'")
+    with pytest.raises(SchemaTooNew, match="999"):
+        timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16))
+
+
+# -- the embedder contract ---------------------------------------------------------------
+
+
+def test_other_embedder_is_refused_naming_both(fresh_dsn: str) -> None:
+    timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
+    with pytest.raises(EmbedderMismatch) as info:
+        timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(32))
+    message = str(info.value)
+    assert "hash (16 dimensions)" in message
+    assert "hash (32 dimensions)" in message
+    assert "reembed" in message
+
+
+def test_reembed_moves_every_vector(fresh_dsn: str, group: str) -> None:
+    with timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)) as mem:
+        mem.add_facts(group, [timestone.FactInput("Ada", "KNOWS", "Grace")], reference_time=REF)
+    with timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(32), reembed=True) as mem:
+        [fact] = mem.facts(group)
+        assert fact.target == "Grace"
+    with psycopg.connect(fresh_dsn) as conn:
+        dims = conn.execute(
+            "SELECT vector_dims(embedding) FROM timestone.facts"
+            " UNION SELECT vector_dims(name_embedding) FROM timestone.entities"
+            " UNION SELECT vector_dims(embedding) FROM timestone.episodes"
+        ).fetchall()
+        stored = conn.execute("SELECT value FROM timestone.meta WHERE key = 'embedder'").fetchone()
+        forced = conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relnamespace = 'timestone'::regnamespace"
+            " AND relkind = 'r' AND relname <> 'meta' AND NOT relforcerowsecurity"
+        ).fetchone()
+    assert dims == [(32,)]
+    assert stored is not None and stored[0] == {"name": "hash", "dimension": 32}
+    assert forced == (0,)
+    # and the old embedder is now the one refused
+    with pytest.raises(EmbedderMismatch):
+        timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16))
+
+
+class _BrokenEmbedder(HashEmbedder):
+    def __init__(self, mode: str) -> None:
+        super().__init__(16)
+        self.mode = mode
+
+    def embed(self, texts: object) -> list[list[float]]:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+        vectors = super().embed(texts)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+        if self.mode == "nan":
+            vectors[-1][0] = float("nan")
+        elif self.mode == "short":
+            vectors[-1] = vectors[-1][:-1]
+        else:
+            vectors = vectors[:-1]
+        return vectors
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [("nan", "NaN"), ("short", "dimension 15"), ("count", "vectors for")],
+)
+def test_bad_embedder_output_writes_nothing(
+    fresh_dsn: str, group: str, mode: str, message: str
+) -> None:
+    timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
+    with timestone.Memory.open(fresh_dsn, embedder=_BrokenEmbedder(mode)) as mem:
+        with pytest.raises(EmbedderError, match=message):
+            mem.add_facts(group, [timestone.FactInput("Ada", "KNOWS", "Grace")], reference_time=REF)
+    with psycopg.connect(fresh_dsn) as conn:
+        count = conn.execute("SELECT count(*) FROM timestone.episodes").fetchone()
+    assert count == (0,)
+
+
+def test_stored_embedder_is_recorded(dsn: str, memory: timestone.Memory) -> None:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT value FROM timestone.meta WHERE key = 'embedder'").fetchone()
+    assert row is not None
+    assert row[0] == {"name": memory.embedder.name, "dimension": memory.embedder.dimension}
+    assert json.dumps(row[0])

@@ -1,0 +1,53 @@
+"""The SQLModel classes mirror the migrated schema, column for column."""
+
+from __future__ import annotations
+
+import psycopg
+from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
+from sqlalchemy import DateTime, Integer, Text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.types import TypeEngine
+
+import timestone  # noqa: F401  (the fixture migrates through it)
+from timestone import models
+
+
+def _udt(column_type: TypeEngine[object]) -> str:
+    if isinstance(column_type, ARRAY):
+        item: TypeEngine[object] = column_type.item_type  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
+        return "_" + _udt(item)
+    for kind, name in (
+        (Vector, "vector"),
+        (TSVECTOR, "tsvector"),
+        (JSONB, "jsonb"),
+        (UUID, "uuid"),
+        (DateTime, "timestamptz"),
+        (Integer, "int4"),
+        (Text, "text"),
+    ):
+        if isinstance(column_type, kind):
+            return name
+    raise AssertionError(f"unmapped column type {column_type!r}")
+
+
+def test_sqlmodel_classes_mirror_the_migrated_schema(memory: timestone.Memory, dsn: str) -> None:
+    del memory  # opened so that the schema is migrated
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name, udt_name, is_nullable"
+            " FROM information_schema.columns WHERE table_schema = 'timestone'"
+        ).fetchall()
+    in_db: dict[str, dict[str, tuple[str, bool]]] = {}
+    for table, column, udt, nullable in rows:
+        in_db.setdefault(table, {})[column] = (udt, nullable == "YES")
+
+    in_models: dict[str, dict[str, tuple[str, bool]]] = {}
+    for table in models.TimestoneModel.metadata.sorted_tables:
+        if table.schema != "timestone":
+            continue
+        in_models[table.name] = {
+            c.name: (_udt(c.type), bool(c.nullable) and not c.primary_key) for c in table.columns
+        }
+    assert set(in_models) == set(in_db)
+    for table, columns in in_db.items():
+        assert in_models[table] == columns, table

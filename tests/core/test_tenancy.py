@@ -1,0 +1,170 @@
+"""Tenancy is enforced by the database: raw SQL under the library role, not only the API."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+
+import timestone
+from timestone.errors import InvalidGroup
+
+TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
+
+
+@pytest.fixture
+def two_groups(memory: timestone.Memory) -> tuple[str, str]:
+    a, b = "ta-" + uuid.uuid4().hex[:10], "tb-" + uuid.uuid4().hex[:10]
+    for g in (a, b):
+        memory.add_facts(
+            g,
+            [timestone.FactInput("Mira", "DIRECTS", f"Winery of {g}")],
+            reference_time=datetime(2020, 1, 1, tzinfo=UTC),
+        )
+    return a, b
+
+
+@pytest.fixture
+def app_conn(
+    dsn: str, memory: timestone.Memory
+) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    """A raw connection acting as the library role, as the pool does (session-level role)."""
+    del memory  # opened so that the schema and the role exist
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET ROLE timestone_app")
+        conn.commit()
+        yield conn
+
+
+def _set_group(conn: psycopg.Connection[tuple[object, ...]], group: str) -> None:
+    conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+
+
+def _count(
+    conn: psycopg.Connection[tuple[object, ...]], table: str, group: str | None = None
+) -> int:
+    from psycopg import sql
+
+    query = sql.SQL("SELECT count(*) FROM timestone.{}").format(sql.Identifier(table))
+    if group is not None:
+        query = sql.SQL("{} WHERE group_id = {}").format(query, sql.Literal(group))
+    row = conn.execute(query).fetchone()
+    assert row is not None
+    return int(str(row[0]))
+
+
+def test_library_role_cannot_bypass_rls(app_conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    row = app_conn.execute(
+        "SELECT current_user, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+    ).fetchone()
+    assert row == ("timestone_app", False, False)
+    forced = app_conn.execute(
+        "SELECT relname FROM pg_class WHERE relnamespace = 'timestone'::regnamespace"
+        " AND relkind = 'r' AND NOT (relrowsecurity AND relforcerowsecurity)"
+    ).fetchall()
+    assert forced == []
+
+
+def test_pool_connections_run_as_library_role(memory: timestone.Memory, group: str) -> None:
+    with memory._db.transaction(group, "checking the role") as conn:  # pyright: ignore[reportPrivateUsage]
+        row = conn.execute("SELECT current_user AS u").fetchone()
+    assert row is not None and row["u"] == "timestone_app"
+
+
+def test_no_group_reads_nothing(
+    two_groups: tuple[str, str], app_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    a, _ = two_groups
+    for table in TABLES:
+        assert _count(app_conn, table) == 0, table
+        assert _count(app_conn, table, a) == 0, table
+
+
+def test_no_group_cannot_write(app_conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        app_conn.execute(
+            "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
+            " VALUES ('anyone', gen_random_uuid(), now(), 0)"
+        )
+
+
+def test_group_a_cannot_read_b(
+    two_groups: tuple[str, str], app_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    a, b = two_groups
+    _set_group(app_conn, a)
+    for table in TABLES:
+        assert _count(app_conn, table, a) > 0, table
+        assert _count(app_conn, table, b) == 0, table
+        assert _count(app_conn, table) == _count(app_conn, table, a), table
+
+
+def test_group_a_cannot_write_or_change_b(
+    two_groups: tuple[str, str], app_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    a, b = two_groups
+    _set_group(app_conn, a)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+        app_conn.execute(
+            "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
+            " VALUES (%s, gen_random_uuid(), now(), 0)",
+            (b,),
+        )
+    app_conn.rollback()
+    _set_group(app_conn, a)
+    cur = app_conn.execute(
+        "UPDATE timestone.facts SET expired_at = now() WHERE group_id = %s", (b,)
+    )
+    assert cur.rowcount == 0
+    cur = app_conn.execute("DELETE FROM timestone.facts WHERE group_id = %s", (b,))
+    assert cur.rowcount == 0
+
+
+def test_rows_are_never_updated_in_place(
+    two_groups: tuple[str, str], app_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    a, _ = two_groups
+    _set_group(app_conn, a)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        app_conn.execute("UPDATE timestone.facts SET fact = 'rewritten' WHERE group_id = %s", (a,))
+
+
+def test_search_function_sees_only_the_group(
+    two_groups: tuple[str, str], app_conn: psycopg.Connection[tuple[object, ...]]
+) -> None:
+    a, b = two_groups
+    rows = app_conn.execute(
+        "SELECT name FROM timestone.similar_entities(%s)", (["mira"],)
+    ).fetchall()
+    assert rows == []  # no group set: nothing
+    _set_group(app_conn, a)
+    rows = app_conn.execute(
+        "SELECT name FROM timestone.similar_entities(%s)", ([f"winery of {b}"],)
+    ).fetchall()
+    assert all(b not in str(r[0]) for r in rows)
+    rows = app_conn.execute(
+        "SELECT name FROM timestone.similar_entities(%s)", ([f"winery of {a}"],)
+    ).fetchall()
+    assert (f"Winery of {a}",) in rows
+
+
+def test_api_reads_are_scoped(memory: timestone.Memory, two_groups: tuple[str, str]) -> None:
+    a, b = two_groups
+    assert [f.target for f in memory.facts(a)] == [f"Winery of {a}"]
+    assert [f.target for f in memory.facts(b)] == [f"Winery of {b}"]
+    assert memory.get_entity(a, f"Winery of {b}") is None
+
+
+@pytest.mark.parametrize("bad", ["", 7, None, "has space", "x" * 129, "-lead", "a\x00b", ["g"]])
+def test_bad_group_ids_are_refused(memory: timestone.Memory, bad: object) -> None:
+    with pytest.raises(InvalidGroup):
+        memory.facts(bad)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+    with pytest.raises(InvalidGroup):
+        memory.add_facts(
+            bad,  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
+            [timestone.FactInput("A", "R", "B")],
+            reference_time=datetime(2020, 1, 1, tzinfo=UTC),
+        )
