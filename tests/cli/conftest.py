@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from timestone._embedded import embedded_dsn
 
 MIRA = Path(__file__).parent / "mira.jsonl"  # the running example of the design

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+
 import timestone
 from timestone.errors import InvalidInput
 
