@@ -11,11 +11,12 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone._embedded import embedded_dsn
@@ -33,11 +34,12 @@ def pytest_configure(config: pytest.Config) -> None:
 _real_connect = socket.socket.connect
 
 
-def _guarded_connect(self: socket.socket, address: Any) -> Any:
+def _guarded_connect(self: socket.socket, address: Any) -> None:
     if self.family == socket.AF_UNIX:
         return _real_connect(self, address)
-    host = address[0] if isinstance(address, tuple) else str(address)
-    if host in ("127.0.0.1", "::1", "localhost") or str(host).startswith("127."):
+    where: object = address
+    host = str(cast(tuple[object, ...], where)[0]) if isinstance(where, tuple) else str(where)
+    if host in ("127.0.0.1", "::1", "localhost") or host.startswith("127."):
         return _real_connect(self, address)
     raise RuntimeError(f"a test tried to reach the network ({address!r}); tests run offline")
 
@@ -71,7 +73,7 @@ def fresh_dsn(dsn: str) -> Iterator[str]:
     name = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield psycopg.conninfo.make_conninfo(dsn, dbname=name)
+    yield make_conninfo(dsn, dbname=name)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 

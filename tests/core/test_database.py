@@ -45,7 +45,8 @@ def test_embedded_server_is_reused_within_a_process(data_dir: Path, dsn: str) ->
     assert embedded_dsn(data_dir) == dsn
     with psycopg.connect(dsn) as conn:
         row = conn.execute("SELECT current_setting('server_version_num')::int").fetchone()
-    assert row is not None and int(str(row[0])) >= 150000
+    assert row is not None
+    assert int(str(row[0])) >= 150000
 
 
 def test_another_process_shares_the_server(data_dir: Path, dsn: str, group: str) -> None:
@@ -198,7 +199,8 @@ def test_reembed_moves_every_vector(fresh_dsn: str, group: str) -> None:
             " AND relkind = 'r' AND relname <> 'meta' AND NOT relforcerowsecurity"
         ).fetchone()
     assert dims == [(32,)]
-    assert stored is not None and stored[0] == {"name": "hash", "dimension": 32}
+    assert stored is not None
+    assert stored[0] == {"name": "hash", "dimension": 32}
     assert forced == (0,)
     # and the old embedder is now the one refused
     with pytest.raises(EmbedderMismatch):
@@ -229,9 +231,11 @@ def test_bad_embedder_output_writes_nothing(
     fresh_dsn: str, group: str, mode: str, message: str
 ) -> None:
     timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
-    with timestone.Memory.open(fresh_dsn, embedder=_BrokenEmbedder(mode)) as mem:
-        with pytest.raises(EmbedderError, match=message):
-            mem.add_facts(group, [timestone.FactInput("Ada", "KNOWS", "Grace")], reference_time=REF)
+    with (
+        timestone.Memory.open(fresh_dsn, embedder=_BrokenEmbedder(mode)) as mem,
+        pytest.raises(EmbedderError, match=message),
+    ):
+        mem.add_facts(group, [timestone.FactInput("Ada", "KNOWS", "Grace")], reference_time=REF)
     with psycopg.connect(fresh_dsn) as conn:
         count = conn.execute("SELECT count(*) FROM timestone.episodes").fetchone()
     assert count == (0,)

@@ -8,7 +8,7 @@ from sqlalchemy import DateTime, Integer, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.types import TypeEngine
 
-import timestone  # noqa: F401  (the fixture migrates through it)
+import timestone
 from timestone import models
 
 

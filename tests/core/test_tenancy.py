@@ -71,7 +71,8 @@ def test_library_role_cannot_bypass_rls(app_conn: psycopg.Connection[tuple[objec
 def test_pool_connections_run_as_library_role(memory: timestone.Memory, group: str) -> None:
     with memory._db.transaction(group, "checking the role") as conn:  # pyright: ignore[reportPrivateUsage]
         row = conn.execute("SELECT current_user AS u").fetchone()
-    assert row is not None and row["u"] == "timestone_app"
+    assert row is not None
+    assert row["u"] == "timestone_app"
 
 
 def test_no_group_reads_nothing(

@@ -131,7 +131,8 @@ def test_matches_the_pointwise_model(specs: list[tuple[int, int, int | None]]) -
     # maximal: neighbouring periods of one target are merged
     for a, b in itertools.pairwise(periods):
         assert not (a.target_id == b.target_id and a.invalid_at == b.valid_at)
-        assert a.invalid_at is not None and a.invalid_at <= b.valid_at
+        assert a.invalid_at is not None
+        assert a.invalid_at <= b.valid_at
 
 
 @settings(max_examples=200, deadline=None)

@@ -6,7 +6,8 @@ migrations do (a test checks that both agree). Queries through them still run
 under row level security: set ``timestone.group_id`` in the transaction first::
 
     with Session(engine) as session:
-        session.exec(text("SELECT set_config('timestone.group_id', :g, true)"), params={"g": "acme"})
+        session.exec(text("SELECT set_config('timestone.group_id', :g, true)"),
+                     params={"g": "acme"})
         facts = session.exec(select(FactRow).where(FactRow.expired_at.is_(None))).all()
 """
 
