@@ -12,11 +12,12 @@ or four ranked lists:
   transaction so that time and type filters do not starve the result; an
   as-of search reads history rows, which the partial indexes do not hold, and
   is therefore an exact scan of the group;
-- a graph walk: recursive SQL from the entities named in the query (or from
-  ``center``), breadth first, at most ``WALK_DEPTH`` hops, duplicate-free per
-  depth (so cycles end), with the time predicate inside the recursion; facts
-  around the walked entities are ranked by similarity to the query, never by
-  a stored weight;
+- a graph walk: recursive SQL from the entities named in the query (one hop)
+  or from ``center`` (two hops), breadth first, duplicate-free per depth (so
+  cycles end), with the time predicate inside the recursion; the facts around
+  the named entities (up to ``SEED_FACTS_CAP`` each) and around their
+  neighbours (up to ``HOP_FACTS_CAP`` each) are ranked by similarity to the
+  query, never by a stored weight;
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
@@ -62,8 +63,11 @@ __all__ = [
 SCOPES = ("facts", "entities", "episodes", "communities")
 MAX_QUERY_CHARS = 10_000
 MAX_SEARCH_LIMIT = 1000
-WALK_DEPTH = 2
-WALK_CAP = 5000
+WALK_DEPTH = 1  # from the entities a query names
+CENTER_DEPTH = 2  # from an explicit center
+WALK_CAP = 5000  # rows the walk may visit
+SEED_FACTS_CAP = 5000  # facts read around each named entity (ranked by relevance)
+HOP_FACTS_CAP = 50  # facts read around each entity one hop out
 _MAX_NAME_NGRAMS = 2000
 _MAX_FILTER_VALUES = 1000
 
@@ -229,7 +233,7 @@ def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[
         "names": [] if req.center is not None else name_ngrams(req.query),
         "center_id": center_id,
         "center_name": center_name,
-        "depth": WALK_DEPTH,
+        "depth": CENTER_DEPTH if req.center is not None else WALK_DEPTH,
         "walk_cap": WALK_CAP,
     }
 
@@ -324,12 +328,14 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "WITH RECURSIVE {fts}, {vec}, {walk},"
         " graph AS MATERIALIZED (SELECT g.version_id,"
         "  row_number() OVER (ORDER BY g.d, g.version_id) AS r FROM ("
-        "  SELECT DISTINCT ON (f.version_id) f.version_id, f.embedding <=> %(vec)s::vector AS d"
-        "  FROM walked AS w JOIN timestone.facts AS f ON f.group_id = %(g)s"
-        "   AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
-        "  WHERE w.depth < %(depth)s AND f.embedding IS NOT NULL"
-        "   AND {held} AND {valid} AND {filters}"
-        "  ORDER BY f.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
+        "  SELECT DISTINCT ON (x.version_id) x.version_id, x.d"
+        "  FROM walked AS w CROSS JOIN LATERAL ("
+        "   SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d"
+        "   FROM timestone.facts AS f WHERE f.group_id = %(g)s"
+        "    AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
+        "    AND f.embedding IS NOT NULL AND {held} AND {valid} AND {filters}"
+        "   LIMIT CASE WHEN w.depth = 0 THEN {seed_cap} ELSE {hop_cap} END) AS x"
+        "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
         "  UNION SELECT version_id FROM graph)"
         " SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
@@ -354,6 +360,8 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         held=held,
         valid=valid,
         filters=filters,
+        seed_cap=_L(SEED_FACTS_CAP),
+        hop_cap=_L(HOP_FACTS_CAP),
         embedding=embedding,
         source_name=_name_lateral("source_id", req.as_of, "s"),
         target_name=_name_lateral("target_id", req.as_of, "t"),
