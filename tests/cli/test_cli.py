@@ -78,6 +78,8 @@ def test_remove_episode_and_not_found(run_here: Here, mira_file: Path, ontology_
     assert cardinalities == {"DIRECTS": "one", "WORKS_AT": "one", "WORKS_WITH_GRAPE": "one"}
     cli("ingest", str(mira_file), "--json")
     assert as_json(cli("stats", "--json"))["tables"]["episodes"] == {"current": 3, "versions": 3}
+    found = as_json(cli("search", "who directs the winery", "--json"))
+    assert "Mira directs Château Sud." in [f["fact"] for f in found["facts"]]
     latest = as_json(cli("episodes", "--json", "--limit", "1"))[0]
     removed = as_json(cli("remove-episode", latest["id"], "--json"))
     assert removed["episode_id"] == latest["id"]

@@ -18,7 +18,6 @@ import contextlib
 import errno
 import functools
 import inspect
-import re
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -87,10 +86,6 @@ def _fact(f: Fact) -> dict[str, Any]:
         "episodes": [str(e) for e in f.episodes],
         **({"score": round(f.score, 4)} if f.score is not None else {}),
     }
-
-
-def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.casefold()) if len(w) > 1}
 
 
 class _Tools:
@@ -185,18 +180,8 @@ class _Tools:
             world = None
         elif valid_at:
             world = _when(valid_at, "valid_at")
-        search: Any = getattr(mem, "search", None)
-        if search is not None:
-            results = await search(group_id, query, limit=limit, scopes=("facts",), valid_at=world)
-            return {"facts": [_fact(f) for f in results.facts]}
-        # Until hybrid search is available: word overlap over the facts in effect.
-        wanted = _words(query)
-        found = await mem.facts(group_id, valid_at=world, limit=1000)
-        ranked = sorted(
-            (f for f in found if wanted & _words(f"{f.source} {f.relation} {f.target} {f.fact}")),
-            key=lambda f: -len(wanted & _words(f"{f.source} {f.relation} {f.target} {f.fact}")),
-        )
-        return {"facts": [_fact(f) for f in ranked[:limit]]}
+        results = await mem.search(group_id, query, limit=limit, scopes=("facts",), valid_at=world)
+        return {"facts": [_fact(f) for f in results.facts]}
 
     async def search_entities(
         self,
@@ -206,13 +191,8 @@ class _Tools:
     ) -> dict[str, Any]:
         """Find entities (people, places, things) by name or description."""
         mem = await self.memory()
-        search: Any = getattr(mem, "search", None)
-        if search is not None:
-            results = await search(group_id, query, limit=limit, scopes=("entities",))
-            entities = list(results.entities)
-        else:
-            entity = await mem.get_entity(group_id, query)
-            entities = [entity] if entity is not None else []
+        results = await mem.search(group_id, query, limit=limit, scopes=("entities",))
+        entities = list(results.entities)
         return {
             "entities": [
                 {

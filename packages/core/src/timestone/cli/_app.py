@@ -277,21 +277,21 @@ def search(
     system = _when(as_of, "--as-of")
     world = _valid(valid_at)
     with _store(dsn, data_dir, embedder) as mem:
-        run: Any = getattr(mem, "search", None)
-        if run is None:
-            raise _fail(TimestoneError("search is not available in this version of Timestone"))
         wanted = tuple(s.strip() for s in scopes.split(",") if s.strip())
-        results = run(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
+        results = mem.search(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
         if json_:
             print_json(results)
             return
-        facts = list(getattr(results, "facts", []))
-        entities = list(getattr(results, "entities", []))
+        facts, entities = list(results.facts), list(results.entities)
         if facts:
             console.print(fact_table(facts, title=f"facts matching {query!r}"))
         if entities:
             console.print(entity_table(entities, title=f"entities matching {query!r}"))
-        if not facts and not entities:
+        if results.episodes:
+            console.print(
+                episode_table(list(results.episodes), title=f"episodes matching {query!r}")
+            )
+        if not len(results):
             console.print("nothing found")
 
 
