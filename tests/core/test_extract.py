@@ -15,6 +15,7 @@ from typing import Any
 
 import pydantic
 import pytest
+
 import timestone
 from timestone.errors import (
     BudgetExceeded,

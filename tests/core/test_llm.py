@@ -9,6 +9,7 @@ from typing import Any, cast
 import httpx
 import openai
 import pytest
+
 import timestone
 from timestone.errors import LLMError
 from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
@@ -196,3 +197,16 @@ def test_replay_transport_fails_on_unplayed_and_unrecorded_calls() -> None:
         llm.complete(request())
     with pytest.raises(AssertionError, match="1 unrecorded call"):
         t.check()
+
+
+def test_a_timeout_is_retried_then_named() -> None:
+    def handler(req: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=req)
+
+    client = openai.OpenAI(
+        api_key="sk-test",
+        http_client=cast(Any, httpx.Client(transport=httpx.MockTransport(handler))),
+    )
+    llm = timestone.OpenAICompatibleLLM(client=client, model="m", max_retries=1, backoff=0.0)
+    with pytest.raises(LLMError, match="extraction: the model did not answer in time after 2"):
+        llm.complete(request())

@@ -439,7 +439,10 @@ def _keep(
         if invalid_at is not None and invalid_at <= valid_at:
             _warn(f"fact {f.fact!r}: invalid_at is not after valid_at; dropped")
             continue
-        sentence = f.fact.strip()[:10_000] or None
+        sentence = (
+            f.fact.strip()[:10_000]
+            or f"{src.name} {relation.lower().replace('_', ' ')} {tgt.name}."
+        )
         facts.append(
             FactInput(
                 source=src,
