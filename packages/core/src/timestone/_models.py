@@ -1,7 +1,8 @@
 """The public records: what callers pass in and what reads give back.
 
-Inputs are pydantic dataclasses (positional or keyword, dicts accepted through
-``FactInput.parse``); outputs are frozen dataclasses.
+All are frozen dataclasses. Inputs check themselves on construction and raise
+Timestone's own errors; ``FactInput.parse`` also takes the JSON shape (a dict,
+ISO 8601 strings for dates), validated by pydantic.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import pydantic
-from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from ._time import optional_aware
 from .errors import InvalidInput, InvalidPeriod
@@ -70,12 +70,11 @@ def _check_attributes(value: object, what: str) -> dict[str, Any]:
     return out
 
 
-_CONFIG = pydantic.ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-
-
-@pydantic_dataclass(frozen=True, config=_CONFIG)
+@dataclasses.dataclass(frozen=True)
 class EntityInput:
     """An entity as a caller names it: a name, labels (the first is its type), a summary."""
+
+    __pydantic_config__: ClassVar[pydantic.ConfigDict] = pydantic.ConfigDict(extra="forbid")
 
     name: str
     labels: tuple[str, ...] = ()
@@ -84,6 +83,10 @@ class EntityInput:
 
     def __post_init__(self) -> None:
         check_text(self.name, "entity name", max_chars=MAX_NAME_CHARS)
+        given: object = self.labels  # callers may pass a list, or (wrongly) a string
+        if isinstance(given, str) or not isinstance(given, (list, tuple)):
+            raise InvalidInput(f"labels of entity {self.name!r} must be a list of strings")
+        object.__setattr__(self, "labels", tuple(self.labels))
         if len(self.labels) > MAX_LABELS:
             raise InvalidInput(
                 f"entity {self.name!r} has {len(self.labels)} labels; at most {MAX_LABELS}"
@@ -99,9 +102,11 @@ class EntityInput:
         return self.labels[0] if self.labels else "Entity"
 
 
-@pydantic_dataclass(frozen=True, config=_CONFIG)
+@dataclasses.dataclass(frozen=True)
 class FactInput:
     """One structured assertion: ``source -relation-> target``, true from ``valid_at``."""
+
+    __pydantic_config__: ClassVar[pydantic.ConfigDict] = pydantic.ConfigDict(extra="forbid")
 
     source: str | EntityInput
     relation: str
@@ -112,14 +117,21 @@ class FactInput:
     attributes: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
     def __post_init__(self) -> None:
-        for end in (self.source, self.target):
+        ends: tuple[object, object] = (self.source, self.target)
+        for end in ends:
             if isinstance(end, str):
                 check_text(end, "entity name", max_chars=MAX_NAME_CHARS)
+            elif not isinstance(end, EntityInput):
+                raise InvalidInput(
+                    f"source and target must be names or EntityInput, got {type(end).__name__}"
+                )
         check_relation(self.relation)
         if self.fact is not None:
             check_text(self.fact, "fact sentence", max_chars=MAX_FACT_CHARS)
         valid_at = optional_aware(self.valid_at, f"valid_at of {self.relation} fact")
         invalid_at = optional_aware(self.invalid_at, f"invalid_at of {self.relation} fact")
+        object.__setattr__(self, "valid_at", valid_at)
+        object.__setattr__(self, "invalid_at", invalid_at)
         if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
             raise InvalidPeriod(
                 f"{self.relation} fact: invalid_at {invalid_at.isoformat()} is not after "
@@ -143,7 +155,12 @@ class FactInput:
         try:
             return _FACT_ADAPTER.validate_python(value)
         except pydantic.ValidationError as exc:
-            raise InvalidInput(f"fact {dict(value)!r} is malformed: {_first_error(exc)}") from exc
+            for err in exc.errors():
+                original = err.get("ctx", {}).get("error")
+                if isinstance(original, InvalidInput):
+                    raise original from None  # our own check, raised inside validation
+            shown = repr(dict(value))[:200]
+            raise InvalidInput(f"fact {shown} is malformed: {_first_error(exc)}") from exc
 
 
 def _first_error(exc: pydantic.ValidationError) -> str:

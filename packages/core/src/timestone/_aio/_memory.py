@@ -41,7 +41,7 @@ from ..ontology import Ontology
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
-from ._entities import ENTITY_COLUMNS, entity_from_row
+from ._entities import near_entity, read_entity
 from ._extract import (
     MAX_EPISODE_CHARS,
     build_types,
@@ -52,7 +52,7 @@ from ._extract import (
     set_budget,
     summarize_saga,
 )
-from ._facts import held_clause, read_facts
+from ._facts import read_facts
 from ._ingest import Ingest
 from ._transfer import (
     LineSink,
@@ -310,29 +310,22 @@ class AsyncMemory:
     async def get_entity(
         self, group_id: str, name_or_id: str | uuid.UUID, *, as_of: datetime | None = None
     ) -> Entity | None:
-        """The entity by id or name (normalized) as held at ``as_of``; ``None`` if absent."""
+        """The entity by id or name as held at ``as_of``; ``None`` if absent.
+
+        A name matches its normalized form (case, spacing, Unicode), then a near-identical
+        spelling (accents, punctuation), the same tiers ingestion resolves names with.
+        """
         ref = _entity_ref(name_or_id, "name_or_id")
         system = _system(as_of)
-        from psycopg import sql
-
-        match = (
-            sql.SQL("e.id = {}").format(sql.Literal(ref))
-            if isinstance(ref, uuid.UUID)
-            else sql.SQL("e.norm_name = {}").format(sql.Literal(normalize(ref)))
-        )
-        query = sql.SQL(
-            "SELECT {cols} FROM timestone.entities AS e WHERE e.group_id = {g} AND {held}"
-            " AND {match} ORDER BY e.created_at, e.id LIMIT 1"
-        ).format(
-            cols=ENTITY_COLUMNS,
-            g=sql.Literal(group_id),
-            held=held_clause("e", system),
-            match=match,
-        )
         async with self._db.transaction(group_id, "reading an entity") as conn:
-            cur = await conn.execute(query)
-            row = await cur.fetchone()
-            return entity_from_row(row) if row is not None else None
+            if isinstance(ref, uuid.UUID):
+                return await read_entity(conn, group_id, ref, system)
+            found = await read_entity(conn, group_id, normalize(ref), system)
+            if found is None:
+                ident = await near_entity(conn, ref)
+                if ident is not None:
+                    found = await read_entity(conn, group_id, ident, system)
+            return found
 
     # -- correcting and forgetting ---------------------------------------------------
 

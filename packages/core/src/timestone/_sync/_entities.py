@@ -20,6 +20,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from psycopg import sql
@@ -27,6 +28,7 @@ from psycopg import sql
 from .._models import Entity, EntityInput
 from .._names import fold, near_identical, normalize
 from ..ontology import Ontology
+from ._db import Conn
 from ._write import Write
 
 __all__ = [
@@ -329,3 +331,39 @@ def entity_from_row(row: Mapping[str, Any]) -> Entity:
         expired_at=row["expired_at"],
         score=row.get("score"),
     )
+
+
+def read_entity(
+    conn: Conn, group_id: str, key: uuid.UUID | str, as_of: datetime | None
+) -> Entity | None:
+    """An entity by id, or by normalized name (the earliest minted on a tie), at ``as_of``."""
+    from ._facts import held_clause
+
+    match = (
+        sql.SQL("e.id = {}").format(sql.Literal(key))
+        if isinstance(key, uuid.UUID)
+        else sql.SQL("e.norm_name = {}").format(sql.Literal(key))
+    )
+    query = sql.SQL(
+        "SELECT {cols} FROM timestone.entities AS e WHERE e.group_id = {g} AND {held}"
+        " AND {match} ORDER BY e.created_at, e.id LIMIT 1"
+    ).format(
+        cols=ENTITY_COLUMNS,
+        g=sql.Literal(group_id),
+        held=held_clause("e", as_of),
+        match=match,
+    )
+    cur = conn.execute(query)
+    row = cur.fetchone()
+    return entity_from_row(row) if row is not None else None
+
+
+def near_entity(conn: Conn, name: str) -> uuid.UUID | None:
+    """The id of a current entity whose name is a near-identical spelling of ``name``."""
+    cur = conn.execute(
+        "SELECT id, name, similarity FROM timestone.similar_entities(%s)", ([normalize(name)],)
+    )
+    for row in cur.fetchall():
+        if near_identical(name, row["name"]):
+            return row["id"]
+    return None
