@@ -265,9 +265,8 @@ def timeline_html(
     now = now or datetime.now(UTC)
     current = sum(1 for f in facts if f.expired_at is None)
     superseded = len(facts) - current
-    sub = f"{current} fact(s) held now, {superseded} superseded belief(s) shown faintly"
-    if as_of is not None:
-        sub += f"; as the graph held it at {as_of.isoformat()}"
+    held = "held now" if as_of is None else f"held at {as_of.isoformat()}"
+    sub = f"{current} fact(s) {held}, {superseded} superseded belief(s) shown faintly"
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{_esc(title or entity)} · Timestone timeline</title>"
