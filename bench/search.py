@@ -37,8 +37,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import timestone
+from pgvector.psycopg import register_vector
 from psycopg.rows import DictRow, dict_row
+
+import timestone
 from timestone import EdgeType, FactInput, Ontology
 from timestone._aio._search import prepare_search
 from timestone._sync._search import run_search
@@ -251,6 +253,7 @@ def _exact_and_ann(
         " ORDER BY f.embedding <=> %s::vector LIMIT 10"
     )
     with psycopg.Connection[DictRow].connect(dsn, row_factory=dict_row) as conn:
+        register_vector(conn)
         conn.execute("SET ROLE timestone_app")
         for q in questions:
             vector = mem.embedder.embed([q])[0]

@@ -33,20 +33,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
+import numpy as np
+import psycopg
 from psycopg import sql
 
 from .._fusion import RERANKERS, Candidate, rerank
+from .._groups import check_group
 from .._models import Entity, Episode, Fact, check_relation, check_text
 from .._names import normalize
 from .._results import Community, SearchResults
 from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, check_vectors
-from ..errors import InvalidInput, NotFound
+from ..errors import InvalidInput, NotFound, TimestoneError
 from ..rerankers import Reranker
-from ._db import Conn, Database
+from ._db import Conn, Database, wrap_db_error
 from ._entities import entity_from_row
 from ._episodes import episode_from_row
-from ._facts import fact_from_row, held_clause, valid_clause
+from ._facts import fact_from_row
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -224,7 +227,9 @@ def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[
     return {
         "g": group_id,
         "text": req.query,
-        "vec": "[" + ",".join(repr(float(x)) for x in vector) + "]",
+        # a numpy array goes over the wire as a vector (the pool registers pgvector): no
+        # text parse per row, as a cast of a text parameter would cost in a prepared plan
+        "vec": np.asarray(vector, dtype=np.float32),
         "as_of": req.as_of,
         "valid_at": req.valid_at,
         "relations": list(req.edge_types) if req.edge_types is not None else None,
@@ -235,7 +240,30 @@ def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[
         "center_name": center_name,
         "depth": CENTER_DEPTH if req.center is not None else WALK_DEPTH,
         "walk_cap": WALK_CAP,
+        "ids": list(req.ids) if req.ids is not None else None,
     }
+
+
+def held_clause(alias: str, as_of: datetime | None) -> sql.Composable:
+    """Rows held at ``as_of`` (system time; ``None``: now), as a parameterized predicate so
+    that the statement text, and so its prepared plan, is the same on every call."""
+    a = sql.Identifier(alias)
+    if as_of is None:
+        return sql.SQL("{}.expired_at IS NULL").format(a)
+    return sql.SQL(
+        "{a}.created_at <= %(as_of)s::timestamptz"
+        " AND ({a}.expired_at IS NULL OR {a}.expired_at > %(as_of)s::timestamptz)"
+    ).format(a=a)
+
+
+def valid_clause(alias: str, valid_at: datetime | None) -> sql.Composable:
+    """Rows true in the world at ``valid_at``; ``None``: every period."""
+    if valid_at is None:
+        return sql.SQL("true")
+    return sql.SQL(
+        "{a}.valid_at <= %(valid_at)s::timestamptz"
+        " AND ({a}.invalid_at IS NULL OR {a}.invalid_at > %(valid_at)s::timestamptz)"
+    ).format(a=sql.Identifier(alias))
 
 
 def _fact_filters(alias: str, req: SearchRequest) -> sql.Composable:
@@ -244,7 +272,7 @@ def _fact_filters(alias: str, req: SearchRequest) -> sql.Composable:
     if req.edge_types is not None:
         parts.append(sql.SQL("{}.relation = ANY(%(relations)s::text[])").format(a))
     if req.ids is not None:
-        parts.append(sql.SQL("{}.id = ANY({})").format(a, _L(list(req.ids))))
+        parts.append(sql.SQL("{}.id = ANY(%(ids)s::uuid[])").format(a))
     if req.labels is not None:
         parts.append(
             sql.SQL(
@@ -312,7 +340,7 @@ def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composab
     when = (
         sql.SQL("ORDER BY (e.expired_at IS NULL) DESC, e.created_at DESC")
         if as_of is None
-        else sql.SQL("AND e.created_at <= {} ORDER BY e.created_at DESC").format(_L(as_of))
+        else sql.SQL("AND e.created_at <= %(as_of)s::timestamptz ORDER BY e.created_at DESC")
     )
     return sql.SQL(
         " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
@@ -344,8 +372,8 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "  graph.r AS graph_rank, least(ws.depth, wt.depth) AS hops,"
         "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions"
         "  {embedding}"
-        " FROM cand JOIN timestone.facts AS f ON f.group_id = %(g)s"
-        "  AND f.version_id = cand.version_id"
+        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS f"
         " {source_name} {target_name}"
         " LEFT JOIN fts ON fts.version_id = f.version_id"
         " LEFT JOIN vec ON vec.version_id = f.version_id"
@@ -373,7 +401,7 @@ def _entity_filters(req: SearchRequest) -> sql.Composable:
     if req.labels is not None:
         parts.append(sql.SQL("e.labels && %(labels)s::text[]"))
     if req.ids is not None:
-        parts.append(sql.SQL("e.id = ANY({})").format(_L(list(req.ids))))
+        parts.append(sql.SQL("e.id = ANY(%(ids)s::uuid[])"))
     return sql.SQL(" AND ").join(parts)
 
 
@@ -396,8 +424,8 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         "  e.name_embedding <=> %(vec)s::vector AS distance,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
         "   AND m.entity_id = e.id AND {held_m}) AS mentions{embedding}"
-        " FROM cand JOIN timestone.entities AS e ON e.group_id = %(g)s"
-        "  AND e.version_id = cand.version_id"
+        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.entities AS x"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS e"
         " LEFT JOIN fts ON fts.version_id = e.version_id"
         " LEFT JOIN vec ON vec.version_id = e.version_id"
         " LEFT JOIN named ON named.version_id = e.version_id"
@@ -420,7 +448,7 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
     if req.valid_at is not None:
         parts.append(sql.SQL("p.reference_time <= %(valid_at)s::timestamptz"))
     if req.ids is not None:
-        parts.append(sql.SQL("p.id = ANY({})").format(_L(list(req.ids))))
+        parts.append(sql.SQL("p.id = ANY(%(ids)s::uuid[])"))
     filters = sql.SQL(" AND ").join(parts)
     return sql.SQL(
         "WITH RECURSIVE {fts}, {vec}, {walk},"
@@ -434,8 +462,8 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         "   AND {held_m}) AS hops,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
         "   AND m.episode_id = p.id AND {held_m}) AS mentions{embedding}"
-        " FROM cand JOIN timestone.episodes AS p ON p.group_id = %(g)s"
-        "  AND p.version_id = cand.version_id"
+        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS p"
         " LEFT JOIN fts ON fts.version_id = p.version_id"
         " LEFT JOIN vec ON vec.version_id = p.version_id"
         " WHERE {filters}"
@@ -452,7 +480,7 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
 def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     parts: list[sql.Composable] = [held_clause("c", req.as_of)]
     if req.ids is not None:
-        parts.append(sql.SQL("c.id = ANY({})").format(_L(list(req.ids))))
+        parts.append(sql.SQL("c.id = ANY(%(ids)s::uuid[])"))
     filters = sql.SQL(" AND ").join(parts)
     return sql.SQL(
         "WITH RECURSIVE {fts},"
@@ -469,8 +497,8 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "   THEN c.name_embedding <=> %(vec)s::vector END AS distance,"
         "  (SELECT min(w.depth) FROM walked AS w WHERE w.entity_id = ANY(c.members)) AS hops,"
         "  cardinality(c.members) AS mentions{embedding}"
-        " FROM cand JOIN timestone.communities AS c ON c.group_id = %(g)s"
-        "  AND c.version_id = cand.version_id"
+        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.communities AS x"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS c"
         " LEFT JOIN fts ON fts.version_id = c.version_id"
         " LEFT JOIN vec ON vec.version_id = c.version_id"
         " WHERE {filters}"
@@ -627,8 +655,17 @@ def search_hits(
     db: Database, embedder: Embedder, group_id: str, req: SearchRequest
 ) -> dict[str, ScopeHits]:
     vector = embed_query(embedder, req.query)
-    with db.transaction(group_id, "searching") as conn:
-        hits = run_search(conn, group_id, req, vector, embedder.dimension)
+    group = check_group(group_id)
+    try:
+        # one read transaction in one pipeline: BEGIN, the group setting and every
+        # statement travel together, then COMMIT; two round trips in all
+        with db.pool.connection() as conn, conn.pipeline(), conn.transaction():
+            conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+            hits = run_search(conn, group, req, vector, embedder.dimension)
+    except TimestoneError:
+        raise
+    except psycopg.Error as exc:
+        raise wrap_db_error(exc, "searching") from exc
     if not isinstance(req.reranker, str):
         for scope_hits in hits.values():
             _cross_encode(req, scope_hits)

@@ -14,7 +14,7 @@ CREATE FUNCTION timestone.search_text(
     p_relations text[], p_labels text[], p_max_rows integer
 )
 RETURNS TABLE (version_id uuid, rank real)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 30
 SET search_path = pg_catalog, public
 AS $fn$
 DECLARE
