@@ -12,7 +12,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pydantic
 
@@ -83,7 +83,7 @@ class EntityInput:
 
     def __post_init__(self) -> None:
         check_text(self.name, "entity name", max_chars=MAX_NAME_CHARS)
-        given: object = self.labels  # callers may pass a list, or (wrongly) a string
+        given = cast(object, self.labels)  # callers may pass a list, or (wrongly) a string
         if isinstance(given, str) or not isinstance(given, (list, tuple)):
             raise InvalidInput(f"labels of entity {self.name!r} must be a list of strings")
         object.__setattr__(self, "labels", tuple(self.labels))
@@ -117,7 +117,7 @@ class FactInput:
     attributes: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
     def __post_init__(self) -> None:
-        ends: tuple[object, object] = (self.source, self.target)
+        ends = cast(tuple[object, object], (self.source, self.target))
         for end in ends:
             if isinstance(end, str):
                 check_text(end, "entity name", max_chars=MAX_NAME_CHARS)
