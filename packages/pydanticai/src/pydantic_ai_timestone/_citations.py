@@ -1,0 +1,41 @@
+"""Citation ids, and the ones a run has retrieved so far.
+
+A citation id is ``F-`` (a fact) or ``E-`` (an episode or document chunk) and the
+first 10 hex digits of its id, as ``Memory.context`` renders them. What a run
+retrieved is read from the run's own messages: the returns of the memory tools
+in requests of this run (``run_id``), so the check needs no state of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
+__all__ = ["CITATION", "MEMORY_TOOLS", "citation_of", "retrieved_citations"]
+
+CITATION = re.compile(r"[FE]-[0-9a-f]{10}")
+MEMORY_TOOLS = frozenset({"search_memory", "entity_timeline", "remember"})
+
+
+def citation_of(kind: str, ident: uuid.UUID) -> str:
+    """The citation id of a fact (``kind="fact"``) or an episode."""
+    return ("F-" if kind == "fact" else "E-") + ident.hex[:10]
+
+
+def retrieved_citations(ctx: RunContext[object], tools: Iterable[str] = MEMORY_TOOLS) -> set[str]:
+    """Every citation id that a memory tool returned in this run."""
+    names = set(tools)
+    found: set[str] = set()
+    for message in ctx.messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        if ctx.run_id is not None and message.run_id not in (None, ctx.run_id):
+            continue
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart) and part.tool_name in names:
+                found.update(CITATION.findall(part.model_response_str()))
+    return found

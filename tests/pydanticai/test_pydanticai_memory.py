@@ -1,0 +1,213 @@
+"""PydanticAI agents with Timestone memory: TestModel, FunctionModel and the citation check."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryFeedbackPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+import timestone
+from pydantic_ai_timestone import (
+    GroundedAnswer,
+    TimestoneDeps,
+    TimestoneMemory,
+    check_citations,
+    memory_toolset,
+)
+from timestone.errors import InvalidGroup
+
+
+def _tool_returns(messages: list[ModelMessage], name: str) -> list[str]:
+    return [
+        part.model_response_str()
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == name
+    ]
+
+
+def _retries(messages: list[ModelMessage]) -> list[str]:
+    """What was sent back to the model to try again (a retry prompt, or a retried return)."""
+    out: list[str] = []
+    for m in messages:
+        if not isinstance(m, ModelRequest):
+            continue
+        for part in m.parts:
+            if isinstance(part, RetryFeedbackPart):
+                out.append(part.model_response())
+            elif isinstance(part, ToolReturnPart) and part.outcome == "retried":
+                out.append(part.model_response_str())
+    return out
+
+
+def _citation(memory: timestone.Memory, group: str, sentence: str) -> str:
+    fact = next(f for f in memory.facts(group, limit=100) if f.fact == sentence)
+    return "F-" + fact.id.hex[:10]
+
+
+async def test_test_model_uses_the_toolset(memory: timestone.Memory, mira: str) -> None:
+    agent = Agent(
+        TestModel(call_tools=["search_memory", "entity_timeline"]),
+        deps_type=TimestoneDeps,
+        toolsets=[memory_toolset()],
+    )
+    result = await agent.run("Where does Mira work?", deps=TimestoneDeps(memory, mira))
+    searched = _tool_returns(result.all_messages(), "search_memory")
+    assert len(searched) == 1
+    assert re.search(r"\[F-[0-9a-f]{10}\]", searched[0])
+    assert len(_tool_returns(result.all_messages(), "entity_timeline")) == 1
+
+
+async def test_capability_accepts_a_real_citation(memory: timestone.Memory, mira: str) -> None:
+    real = _citation(memory, mira, "Mira works at Château Sud.")
+    agent = Agent(
+        TestModel(
+            call_tools=["search_memory"],
+            custom_output_args={"answer": "Château Sud", "citations": [real]},
+        ),
+        deps_type=TimestoneDeps,
+        output_type=GroundedAnswer,
+        capabilities=[TimestoneMemory()],
+    )
+    result = await agent.run("Where does Mira work?", deps=TimestoneDeps(memory, mira))
+    assert result.output == GroundedAnswer(answer="Château Sud", citations=[real])
+    assert real in _tool_returns(result.all_messages(), "search_memory")[0]
+    assert _retries(result.all_messages()) == []
+
+
+def _scripted(*outputs: dict[str, Any], cite_from_search: bool = True) -> FunctionModel:
+    """Search first; then give each output in turn; the last one cites what the search found."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns == 0:
+            call = ToolCallPart("search_memory", {"query": "Where does Mira work?"})
+            return ModelResponse(parts=[call])
+        output_tool = info.output_tools[0].name
+        if turns <= len(outputs):
+            return ModelResponse(parts=[ToolCallPart(output_tool, outputs[turns - 1])])
+        found = _tool_returns(messages, "search_memory")[0]
+        line = next(x for x in found.splitlines() if "works at Château Sud" in x)
+        cited = re.findall(r"F-[0-9a-f]{10}", line)
+        return ModelResponse(
+            parts=[ToolCallPart(output_tool, {"answer": "Château Sud", "citations": cited})]
+        )
+
+    return FunctionModel(respond)
+
+
+async def test_function_model_fabricated_citation_is_sent_back(
+    amemory: timestone.AsyncMemory, memory: timestone.Memory, mira: str
+) -> None:
+    agent = Agent(
+        _scripted(
+            {"answer": "Château Sud", "citations": ["F-0000000000"]},
+            {"answer": "Château Sud", "citations": ["the 2023 trade press"]},
+        ),
+        deps_type=TimestoneDeps,
+        output_type=GroundedAnswer,
+        capabilities=[TimestoneMemory()],
+        retries=3,
+    )
+    result = await agent.run("Where does Mira work?", deps=TimestoneDeps(amemory, mira))
+    retries = _retries(result.all_messages())
+    assert len(retries) == 2
+    assert "F-0000000000 was not retrieved in this run" in retries[0]
+    assert "'the 2023 trade press' is not a citation id" in retries[1]
+    assert result.output.citations == [_citation(memory, mira, "Mira works at Château Sud.")]
+
+
+async def test_citations_from_an_earlier_run_do_not_count(
+    memory: timestone.Memory, mira: str
+) -> None:
+    real = _citation(memory, mira, "Mira works at Château Sud.")
+    first = await Agent(
+        TestModel(call_tools=["search_memory"], custom_output_text="ok"),
+        deps_type=TimestoneDeps,
+        capabilities=[TimestoneMemory()],
+    ).run("Where does Mira work?", deps=TimestoneDeps(memory, mira))
+    agent = Agent(
+        TestModel(call_tools=[], custom_output_args={"answer": "Sud", "citations": [real]}),
+        deps_type=TimestoneDeps,
+        output_type=GroundedAnswer,
+        capabilities=[TimestoneMemory()],
+        retries=1,
+    )
+    with pytest.raises(Exception, match=r"Exceeded maximum (output )?retries"):
+        await agent.run(
+            "And now?", deps=TimestoneDeps(memory, mira), message_history=first.all_messages()
+        )
+
+
+async def test_output_validator_on_its_own(memory: timestone.Memory, mira: str) -> None:
+    agent = Agent(
+        _scripted({"answer": "Château Sud", "citations": ["F-0123456789"]}),
+        deps_type=TimestoneDeps,
+        output_type=GroundedAnswer,
+        toolsets=[memory_toolset()],
+    )
+    agent.output_validator(check_citations)
+    result = await agent.run("Where does Mira work?", deps=TimestoneDeps(memory, mira))
+    assert "F-0123456789 was not retrieved" in _retries(result.all_messages())[0]
+
+
+@dataclasses.dataclass
+class AppDeps:
+    """A deps object of the application's own: the toolset needs only these two attributes."""
+
+    memory: timestone.Memory
+    group_id: str
+    user_name: str = "ada"
+
+
+async def test_remember_and_timeline_with_app_deps(memory: timestone.Memory, group: str) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns == 0:
+            bad = {"subject": "Ada", "relation": "likes wine", "object": "Gamay"}
+            return ModelResponse(parts=[ToolCallPart("remember", bad)])
+        if turns == 1:
+            good = {
+                "subject": "Ada",
+                "relation": "LIKES",
+                "object": "Gamay",
+                "valid_from": "2024-05-01",
+            }
+            return ModelResponse(parts=[ToolCallPart("remember", good)])
+        if turns == 2:
+            return ModelResponse(parts=[ToolCallPart("entity_timeline", {"entity": "Ada"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond), deps_type=AppDeps, toolsets=[memory_toolset()])
+    result = await agent.run("Remember that I like Gamay", deps=AppDeps(memory, group))
+    retries = _retries(result.all_messages())
+    assert len(retries) == 1
+    assert "relation 'likes wine' must be an identifier" in retries[0]
+    facts = memory.facts(group, source="Ada")
+    assert [(f.relation, f.target, f.valid_at.date().isoformat()) for f in facts] == [
+        ("LIKES", "Gamay", "2024-05-01")
+    ]
+    timeline = _tool_returns(result.all_messages(), "entity_timeline")[0]
+    assert "(2024-05-01 to present) Ada likes Gamay." in timeline
+
+
+def test_bad_deps(memory: timestone.Memory) -> None:
+    with pytest.raises(InvalidGroup, match="group_id is empty"):
+        TimestoneDeps(memory, "")
+    with pytest.raises(TypeError, match=r"needs a timestone\.Memory"):
+        TimestoneDeps("postgresql://nowhere", "g")  # type: ignore[arg-type]
