@@ -4,9 +4,12 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 import timestone
 from timestone import FactInput as F
 from timestone._aio._communities import propagate_labels
+from timestone.errors import InvalidGroup, InvalidInput
 from timestone.llm import ReplayTransport, replay_llm
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
@@ -107,3 +110,16 @@ def test_llm_names_communities_in_one_batched_call(dsn: str, group: str) -> None
         again = mem.build_communities(group)  # nothing changed: no call, nothing written
         assert (again.created, again.expired) == (0, 0)
         assert len(transport.requests) == 1
+
+
+def test_update_with_explicit_entities_and_bad_input(memory: timestone.Memory, group: str) -> None:
+    empty = memory.build_communities(group)
+    assert (empty.communities, empty.created) == (0, 0)
+    res = memory.add_facts(group, ENGINE, reference_time=T2015)
+    ada = next(e for e in res.entities if e.name == "Ada")
+    report = memory.update_communities(group, [ada.id])
+    assert (report.communities, report.created, report.entities) == (1, 1, 4)
+    with pytest.raises(InvalidInput, match="entity ids"):
+        memory.update_communities(group, ["Ada"])  # type: ignore[list-item]
+    with pytest.raises(InvalidGroup):
+        memory.build_communities("")
