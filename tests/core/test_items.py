@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 import timestone
 from timestone.errors import InvalidGroup, InvalidInput
 

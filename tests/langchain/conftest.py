@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 import timestone
 
 MIRA: list[tuple[str, list[tuple[str, str, str]]]] = [

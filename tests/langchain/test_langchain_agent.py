@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import timestone
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime, tool
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -17,8 +16,10 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable
-from langchain_timestone import TimestoneMemoryMiddleware, TimestoneStore
 from pydantic import Field
+
+import timestone
+from langchain_timestone import TimestoneMemoryMiddleware, TimestoneStore
 
 
 class RecordingModel(GenericFakeChatModel):

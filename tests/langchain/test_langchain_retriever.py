@@ -7,11 +7,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-import timestone
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
-from langchain_timestone import TimestoneRetriever
 from pydantic import ValidationError
+
+import timestone
+from langchain_timestone import TimestoneRetriever
 
 
 class TestTimestoneRetrieverStandard(RetrieversIntegrationTests):

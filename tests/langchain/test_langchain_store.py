@@ -11,10 +11,11 @@ import random
 from typing import Any
 
 import pytest
-import timestone
-from langchain_timestone import TimestoneStore
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item
 from langgraph.store.memory import InMemoryStore
+
+import timestone
+from langchain_timestone import TimestoneStore
 
 Op = tuple[Any, ...]
 

@@ -1,0 +1,106 @@
+"""LangChain: an agent whose long-term memory is Timestone (offline by default).
+
+Three pieces, each a few lines: ``TimestoneRetriever`` (facts as Documents),
+``TimestoneStore`` (LangGraph long-term memory; namespace[0] is the group) and
+``TimestoneMemoryMiddleware`` (recalls evidence before the model, records the
+exchange after the agent).
+
+    .venv/bin/python examples/langchain_agent.py
+
+Offline, a small scripted chat model answers from the evidence it is shown.
+With OPENAI_API_KEY set and ``langchain-openai`` installed, gpt-4o-mini answers.
+TIMESTONE_DSN picks the Postgres (default: the embedded one).
+"""
+
+# create_agent's compiled graph is generic in types this example leaves open.
+# pyright: reportUnknownMemberType=false, reportUnknownVariableType=false
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+import timestone
+from langchain_timestone import TimestoneMemoryMiddleware, TimestoneRetriever, TimestoneStore
+from timestone import EdgeType, Ontology
+
+ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+GROUP = "example-langchain"
+FACTS = [
+    ("2015-10-01", "Mira", "WORKS_AT", "Château Nord"),
+    ("2023-06-15", "Mira", "WORKS_AT", "Château Sud"),
+    ("2023-06-15", "Mira", "WORKS_WITH_GRAPE", "Cabernet Franc"),
+]
+
+
+class EvidenceEcho(BaseChatModel):
+    """An offline stand-in for a chat model: answers with the best evidence line it was given."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "evidence-echo"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        system = next((m for m in messages if isinstance(m, SystemMessage)), None)
+        lines = [x for x in str(system.content if system else "").splitlines() if x.startswith("[")]
+        answer = f"From memory: {lines[0]}" if lines else "I don't know."
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
+
+
+def chat_model() -> BaseChatModel:
+    if os.environ.get("OPENAI_API_KEY"):
+        try:
+            from langchain.chat_models import init_chat_model
+
+            return init_chat_model("openai:gpt-4o-mini")
+        except ImportError:
+            print("(langchain-openai is not installed: using the offline model)")
+    return EvidenceEcho()
+
+
+def main() -> None:
+    with timestone.Memory.open(ontology=ONTOLOGY) as memory:
+        for day, source, relation, target in FACTS:
+            memory.add_facts(
+                GROUP,
+                [{"source": source, "relation": relation, "target": target}],
+                reference_time=datetime.fromisoformat(day).replace(tzinfo=UTC),
+            )
+
+        # 1. A retriever: facts as Documents, with both clocks in metadata.
+        retriever = TimestoneRetriever(memory=memory, group_id=GROUP, k=2)
+        for doc in retriever.invoke("Where does Mira work?"):
+            print(f"retrieved: {doc.page_content}  (true from {doc.metadata['valid_at'][:10]})")
+
+        # 2. An agent with memory: recall before the model, record after the agent.
+        agent = create_agent(
+            chat_model(),
+            system_prompt="You answer questions about winemakers.",
+            middleware=[TimestoneMemoryMiddleware(memory, GROUP)],
+            store=TimestoneStore(memory),
+        )
+        out = agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+        print("agent:", out["messages"][-1].content)
+
+        # 3. The LangGraph store: key-value memory with semantic search, versioned.
+        store = TimestoneStore(memory)
+        store.put((GROUP, "users", "ada"), "taste", {"text": "Ada prefers Loire reds"})
+        hit = store.search((GROUP, "users"), query="which wines does Ada like?", limit=1)[0]
+        print(f"store: {hit.value['text']} (score {hit.score:.2f})")
+
+
+if __name__ == "__main__":
+    main()
