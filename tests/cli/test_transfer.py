@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,12 +19,19 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_export_import_into_a_fresh_data_dir_reads_the_same(
-    cli: Run, cli_fresh: Run, mira_file: Path, ontology_file: Path, tmp_path: Path
+    cli: Run,
+    cli_fresh: Run,
+    run_here: Callable[..., Any],
+    mira_file: Path,
+    ontology_file: Path,
+    tmp_path: Path,
 ) -> None:
-    cli("ingest", str(mira_file), "--ontology", str(ontology_file), "--json")
-    listed = json.loads(cli("episodes", "--json").stdout)
+    # export, import and the fresh store's reads run the installed command in a subprocess;
+    # the setup and the source's reads run the same command in this process
+    run_here("ingest", str(mira_file), "--ontology", str(ontology_file), "--json")
+    listed = json.loads(run_here("episodes", "--json").stdout)
     first, latest = listed[-1], listed[0]
-    cli("remove-episode", latest["id"])  # history the export must carry
+    run_here("remove-episode", latest["id"])  # history the export must carry
     between = (datetime.fromisoformat(latest["created_at"]) + timedelta(microseconds=1)).isoformat()
 
     dump = tmp_path / "mira-export.jsonl"
@@ -44,7 +52,7 @@ def test_export_import_into_a_fresh_data_dir_reads_the_same(
         ("episodes", "--as-of", first["created_at"], "--json"),
     ]
     for args in reads:
-        before, after = cli(*args).stdout, cli_fresh(*args).stdout
+        before, after = run_here(*args).stdout, cli_fresh(*args).stdout
         assert json.loads(before), args
         assert after == before, args
 
