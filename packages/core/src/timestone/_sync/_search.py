@@ -337,15 +337,23 @@ def _vec(table: str, alias: str, column: str, where: sql.Composable) -> sql.Comp
 
 
 def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composable:
-    when = (
-        sql.SQL("ORDER BY (e.expired_at IS NULL) DESC, e.created_at DESC")
-        if as_of is None
-        else sql.SQL("AND e.created_at <= %(as_of)s::timestamptz ORDER BY e.created_at DESC")
-    )
+    """The endpoint's name: the current version by the partial unique index (one row, even
+    for a hub entity with thousands of versions), else its latest; as of a system time,
+    the version held then."""
+    c, o = sql.Identifier(column), sql.Identifier(out)
+    if as_of is None:
+        return sql.SQL(
+            " CROSS JOIN LATERAL (SELECT coalesce("
+            "(SELECT e.name FROM timestone.entities AS e WHERE e.group_id = f.group_id"
+            " AND e.id = f.{c} AND e.expired_at IS NULL),"
+            " (SELECT e.name FROM timestone.entities AS e WHERE e.group_id = f.group_id"
+            " AND e.id = f.{c} ORDER BY e.created_at DESC LIMIT 1)) AS name) AS {o}"
+        ).format(c=c, o=o)
     return sql.SQL(
         " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-        " WHERE e.group_id = f.group_id AND e.id = f.{c} {when} LIMIT 1) AS {o}"
-    ).format(c=sql.Identifier(column), when=when, o=sql.Identifier(out))
+        " WHERE e.group_id = f.group_id AND e.id = f.{c}"
+        " AND e.created_at <= %(as_of)s::timestamptz ORDER BY e.created_at DESC LIMIT 1) AS {o}"
+    ).format(c=c, o=o)
 
 
 def facts_sql(req: SearchRequest) -> sql.Composed:
