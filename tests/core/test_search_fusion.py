@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import pytest
+
+from timestone._aio._search import name_ngrams
+from timestone._fusion import RRF_K, Candidate, mmr_order, rerank, rrf_score
+
+
+def test_rrf_adds_reciprocal_ranks() -> None:
+    assert rrf_score({"fts_rank": 1, "vec_rank": 3}) == pytest.approx(
+        1 / (RRF_K + 1) + 1 / (RRF_K + 3)
+    )
+    both = Candidate("both", {"fts_rank": 2, "vec_rank": 2})
+    one = Candidate("one", {"vec_rank": 1})
+    assert [c.key for c in rerank([one, both], "rrf", 2)] == ["both", "one"]
+
+
+def test_mmr_prefers_diversity_over_a_near_copy() -> None:
+    a = Candidate("a", {"vec_rank": 1}, distance=0.10, embedding=[1.0, 0.0])
+    a_copy = Candidate("a'", {"vec_rank": 2}, distance=0.11, embedding=[1.0, 0.01])
+    other = Candidate("b", {"vec_rank": 3}, distance=0.30, embedding=[0.0, 1.0])
+    assert [c.key for c in mmr_order([a, a_copy, other], 2)] == ["a", "b"]
+
+
+def test_node_distance_and_mentions_orders() -> None:
+    near = Candidate("near", {"vec_rank": 9}, hops=0, mentions=1)
+    far = Candidate("far", {"vec_rank": 1}, hops=1, mentions=5)
+    unreached = Candidate("none", {"fts_rank": 1}, hops=None, mentions=2)
+    assert [c.key for c in rerank([far, unreached, near], "node_distance", 3)] == [
+        "near",
+        "far",
+        "none",
+    ]
+    assert [c.key for c in rerank([far, unreached, near], "episode_mentions", 3)] == [
+        "far",
+        "none",
+        "near",
+    ]
+    with pytest.raises(ValueError, match="unknown reranker"):
+        rerank([near], "bm25", 1)
+
+
+def test_name_ngrams_find_names_with_punctuation_and_accents() -> None:
+    grams = name_ngrams("Where does Mira work? Ask Château Nord, or O'Brien & Co.")
+    assert {"mira", "château nord", "o'brien", "o'brien & co"} <= set(grams)
+    assert len(name_ngrams("word " * 5000)) <= 2001
