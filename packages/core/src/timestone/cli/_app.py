@@ -23,7 +23,7 @@ from .._aio._memory import AsyncMemory
 from .._sync._memory import Memory
 from .._time import NOW
 from ..embedders import Embedder
-from ..errors import InvalidInput, NotFound, TimestoneError
+from ..errors import EmbedderMismatch, InvalidInput, NotFound, TimestoneError
 from ..ontology import Ontology
 from ._output import (
     ExitCode,
@@ -102,6 +102,12 @@ ValidAt = Annotated[
 def _fail(exc: BaseException) -> typer.Exit:
     code = exit_code_for(exc)
     err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    if isinstance(exc, EmbedderMismatch):
+        err_console.print(
+            "from the command line: leave out --embedder to use the stored one, or move the "
+            "store with `timestone reembed --embedder SPEC`",
+            highlight=False,
+        )
     return typer.Exit(int(code))
 
 
