@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime, tool
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -111,3 +112,42 @@ def test_create_agent_with_timestone_store(memory: timestone.Memory, group: str)
     assert saved.value == {"text": "likes Gamay"}
     hits = store.search(("acme-corp", "users"), query="which grape does the user like")
     assert [h.key for h in hits if h.namespace[-1] == group] == ["fact-1"]
+
+
+# langmem's dependency trustcall imports Send from its pre-1.0 place in langgraph
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+def test_langmem_tools_on_timestone_store(memory: timestone.Memory, group: str) -> None:
+    from langmem import create_manage_memory_tool, create_search_memory_tool
+
+    store = TimestoneStore(memory)
+    namespace = (group, "memories", "{user_id}")
+    manage = create_manage_memory_tool(namespace, store=store)
+    search = create_search_memory_tool(namespace, store=store)
+    model = _model(
+        [
+            AIMessage(
+                "",
+                tool_calls=[
+                    {
+                        "name": "manage_memory",
+                        "args": {"content": "Ada prefers Loire reds", "action": "create"},
+                        "id": "c1",
+                    }
+                ],
+            ),
+            AIMessage(
+                "",
+                tool_calls=[{"name": "search_memory", "args": {"query": "wine"}, "id": "c2"}],
+            ),
+            AIMessage("You prefer Loire reds."),
+        ]
+    )
+    agent = create_agent(model, tools=[manage, search], store=store)
+    out = agent.invoke(
+        {"messages": [HumanMessage("I prefer Loire reds; what do I like?")]},
+        {"configurable": {"user_id": "ada"}},
+    )
+    found = store.search((group, "memories", "ada"))
+    assert [item.value["content"] for item in found] == ["Ada prefers Loire reds"]
+    searched = [m for m in out["messages"] if getattr(m, "name", None) == "search_memory"]
+    assert "Ada prefers Loire reds" in str(searched[0].content)
