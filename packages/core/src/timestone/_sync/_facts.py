@@ -276,16 +276,22 @@ def fact_from_row(row: Mapping[str, Any]) -> Fact:
     )
 
 
-def _entity_filter(column: str, value: str | uuid.UUID) -> sql.Composable:
+def _entity_ids(conn: Any, group_id: str, value: str | uuid.UUID) -> list[uuid.UUID]:
+    """The ids an entity reference names: the id itself, or every entity of that normalized
+    name (any type, any version: ids are stable)."""
     from .._names import normalize
 
-    col = sql.SQL("f.{}").format(sql.Identifier(column))
     if isinstance(value, uuid.UUID):
-        return sql.SQL("{} = {}").format(col, sql.Literal(value))
-    return sql.SQL(
-        "{} IN (SELECT e.id FROM timestone.entities AS e"
-        " WHERE e.group_id = f.group_id AND e.norm_name = {})"
-    ).format(col, sql.Literal(normalize(value)))
+        return [value]
+    cur = conn.execute(
+        "SELECT DISTINCT id FROM timestone.entities WHERE group_id = %s AND norm_name = %s",
+        (group_id, normalize(value)),
+    )
+    return [row["id"] for row in cur.fetchall()]
+
+
+def _ids_filter(column: str, ids: Sequence[uuid.UUID]) -> sql.Composable:
+    return sql.SQL("f.{} = ANY({})").format(sql.Identifier(column), sql.Literal(list(ids)))
 
 
 def read_facts(
@@ -313,14 +319,16 @@ def read_facts(
         sql.SQL("true") if history else held_clause("f", as_of),
         valid_clause("f", valid_at),
     ]
+    # entity references are resolved to ids first: filters on ids use the indexes
     if source is not None:
-        where.append(_entity_filter("source_id", source))
+        where.append(_ids_filter("source_id", _entity_ids(w_conn, group_id, source)))
     if target is not None:
-        where.append(_entity_filter("target_id", target))
+        where.append(_ids_filter("target_id", _entity_ids(w_conn, group_id, target)))
     if entity is not None:
+        ids = _entity_ids(w_conn, group_id, entity)
         where.append(
             sql.SQL("({} OR {})").format(
-                _entity_filter("source_id", entity), _entity_filter("target_id", entity)
+                _ids_filter("source_id", ids), _ids_filter("target_id", ids)
             )
         )
     if relation is not None:
