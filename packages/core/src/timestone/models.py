@@ -27,6 +27,7 @@ __all__ = [
     "EntityRow",
     "EpisodeRow",
     "FactRow",
+    "ItemRow",
     "MentionRow",
     "MetaRow",
     "PurgeRow",
@@ -192,3 +193,21 @@ class PurgeRow(TimestoneModel, table=True):
     episode_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
     purged_at: datetime = _tz()
     rows_erased: int = _int(nullable=False)
+
+
+class ItemRow(TimestoneModel, table=True):
+    """A version of a key-value item (migration 0005): JSON under a namespace and a key."""
+
+    __tablename__: ClassVar[str] = "items"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    namespace: list[str] = Field(
+        default_factory=list, sa_column=Column(ARRAY(Text), nullable=False)
+    )
+    key: str = _text()
+    value: dict[str, Any] = _jsonb()
+    item_created_at: datetime = _tz()
+    embedding: Any = _vector()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
