@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-import timestone
 from langchain_core.documents import Document
+
+import timestone
 
 __all__ = [
     "Results",

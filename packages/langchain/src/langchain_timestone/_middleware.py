@@ -17,10 +17,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import timestone
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
+
+import timestone
 from timestone._groups import check_group
 
 __all__ = ["TimestoneMemoryMiddleware"]

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-import timestone
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -28,6 +27,8 @@ from langgraph.store.base import (
     get_text_at_path,
     tokenize_path,
 )
+
+import timestone
 from timestone._groups import check_group
 from timestone.errors import InvalidGroup
 
