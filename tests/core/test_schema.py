@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import psycopg
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
-from sqlalchemy import DateTime, Integer, Text
+from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Interval, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.types import TypeEngine
 
@@ -21,6 +21,9 @@ def _udt(column_type: TypeEngine[object]) -> str:
         (TSVECTOR, "tsvector"),
         (JSONB, "jsonb"),
         (UUID, "uuid"),
+        (BigInteger, "int8"),
+        (Boolean, "bool"),
+        (Interval, "interval"),
         (DateTime, "timestamptz"),
         (Integer, "int4"),
         (Text, "text"),

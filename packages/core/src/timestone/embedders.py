@@ -58,24 +58,28 @@ def check_vectors(
     embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]
 ) -> list[Vector]:
     """Refuse a batch of the wrong length, wrong dimension, or with NaN or infinity."""
+    import numpy as np
+
     if len(vectors) != len(texts):
         raise EmbedderError(
             f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
         )
-    out: list[Vector] = []
     for i, vec in enumerate(vectors):
         if len(vec) != embedder.dimension:
             raise EmbedderError(
                 f"embedder {embedder.name!r} returned a vector of dimension {len(vec)} "
                 f"for text {i}; it declares {embedder.dimension}"
             )
-        floats = [float(x) for x in vec]
-        if not all(math.isfinite(x) for x in floats):
-            raise EmbedderError(
-                f"embedder {embedder.name!r} returned NaN or infinity in the vector of text {i}"
-            )
-        out.append(floats)
-    return out
+    if not vectors:
+        return []
+    array = np.asarray(vectors, dtype=np.float64)
+    finite = np.isfinite(array).all(axis=1)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned NaN or infinity in the vector of text {i}"
+        )
+    return cast(list[Vector], array.tolist())
 
 
 class WordLlamaEmbedder:
@@ -83,6 +87,8 @@ class WordLlamaEmbedder:
 
     _lock = threading.Lock()
     _model_cache: ClassVar[dict[int, object]] = {}
+
+    max_chars = 8000
 
     def __init__(self, dimension: int = 256) -> None:
         if dimension not in (64, 128, 256):
@@ -116,7 +122,22 @@ class WordLlamaEmbedder:
         if not texts:
             return []
         model: Any = self._model()
-        return cast(list[Vector], model.embed(list(texts), norm=True).tolist())
+        # The tokenizer pads a batch to its longest text: embed texts in order of length so
+        # one long text does not inflate a whole batch, and cap what a mean of word vectors
+        # can use anyway.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        short = [i for i in order if len(texts[i]) <= 512]
+        long = [i for i in order if len(texts[i]) > 512]
+        out: list[Vector] = [[] for _ in texts]
+        for indices, batch in ((short, 64), (long, 1)):
+            if not indices:
+                continue
+            array = model.embed(
+                [texts[i][: self.max_chars] for i in indices], norm=True, batch_size=batch
+            )
+            for row, i in zip(cast(list[Vector], array.tolist()), indices, strict=True):
+                out[i] = row
+        return out
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
         if len(texts) <= 64:

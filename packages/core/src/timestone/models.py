@@ -14,16 +14,17 @@ under row level security: set ``timestone.group_id`` in the transaction first::
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
-from sqlalchemy import Column, DateTime, Integer, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Integer, Interval, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlmodel import Field, SQLModel  # pyright: ignore[reportUnknownVariableType]
 
 __all__ = [
     "AssertionRow",
+    "CommunityRow",
     "EntityRow",
     "EpisodeRow",
     "FactRow",
@@ -211,3 +212,50 @@ class ItemRow(TimestoneModel, table=True):
     embedding: Any = _vector()
     created_at: datetime = _tz()
     expired_at: datetime | None = _tz(nullable=True)
+
+
+class CommunityRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "communities"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), nullable=False))
+    name: str = _text()
+    summary: str = _text(default="")
+    basis: str = _text(default="")
+    members: list[uuid.UUID] = Field(
+        default_factory=list, sa_column=Column(ARRAY(UUID(as_uuid=True)), nullable=False)
+    )
+    fact_count: int = _int(nullable=False)
+    name_embedding: Any = _vector()
+    fts: Any = _tsvector()
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class LLMBudgetRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "llm_budgets"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    version_id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    max_calls: int | None = _int()
+    max_tokens: int | None = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    period: timedelta = Field(sa_column=Column(Interval, nullable=False))
+    created_at: datetime = _tz()
+    expired_at: datetime | None = _tz(nullable=True)
+
+
+class LLMLedgerRow(TimestoneModel, table=True):
+    __tablename__: ClassVar[str] = "llm_ledger"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    id: uuid.UUID = Field(sa_column=Column(UUID(as_uuid=True), primary_key=True))
+    episode_id: uuid.UUID | None = Field(
+        default=None, sa_column=Column(UUID(as_uuid=True), nullable=True)
+    )
+    step: str = _text()
+    model: str = _text()
+    prompt_tokens: int = _int(nullable=False)
+    completion_tokens: int = _int(nullable=False)
+    ok: bool = Field(sa_column=Column(Boolean, nullable=False))
+    created_at: datetime = _tz()

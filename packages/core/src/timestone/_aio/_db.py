@@ -47,7 +47,13 @@ __all__ = [
 APP_ROLE = "timestone_app"
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
-VECTOR_COLUMNS = (("episodes", "embedding"), ("entities", "name_embedding"), ("facts", "embedding"))
+# The columns the memory's embedder fills: typed vector(d) and HNSW-indexed by the binding.
+VECTOR_COLUMNS = (
+    ("episodes", "embedding"),
+    ("entities", "name_embedding"),
+    ("facts", "embedding"),
+    ("communities", "name_embedding"),
+)
 
 Conn = AsyncConnection[DictRow]
 
@@ -203,6 +209,27 @@ async def _type_vectors(conn: Conn, dimension: int) -> None:
         )
 
 
+async def _type_new_vectors(conn: Conn, dimension: int) -> None:
+    cur = await conn.execute(
+        "SELECT c.relname AS t, a.attname AS c FROM pg_attribute AS a"
+        " JOIN pg_class AS c ON c.oid = a.attrelid"
+        " WHERE c.relnamespace = 'timestone'::regnamespace AND a.atttypmod = -1"
+        " AND a.atttypid = 'vector'::regtype AND NOT a.attisdropped"
+    )
+    untyped = {(row["t"], row["c"]) for row in await cur.fetchall()}
+    for table, column in VECTOR_COLUMNS:
+        if (table, column) in untyped:
+            await conn.execute(
+                sql.SQL(
+                    "ALTER TABLE timestone.{t} ALTER COLUMN {c}"
+                    " TYPE vector({d}) USING {c}::vector({d})"
+                ).format(
+                    t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
+                )
+            )
+    await _index_vectors(conn)
+
+
 async def _index_vectors(conn: Conn) -> None:
     for table, column in VECTOR_COLUMNS:
         await conn.execute(
@@ -237,7 +264,11 @@ async def bind_embedder(dsn: str, embedder: Embedder) -> None:
                         "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s)",
                         (json.dumps(wanted),),
                     )
-            elif stored != wanted:
+            elif stored == wanted:
+                # a migration may have added a vector column since the binding: type it now
+                async with conn.transaction():
+                    await _type_new_vectors(conn, embedder.dimension)
+            else:
                 raise EmbedderMismatch(
                     f"this database was built with the embedder {_describe(stored)}, not "
                     f"{_describe(wanted)}. Open it with the embedder it was built with, or move "
@@ -254,6 +285,7 @@ _REEMBED_SOURCES = (
     ("episodes", "embedding", "content"),
     ("entities", "name_embedding", "name"),
     ("facts", "embedding", "fact"),
+    ("communities", "name_embedding", "name"),
 )
 
 

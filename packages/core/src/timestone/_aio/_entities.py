@@ -6,11 +6,14 @@ episodes said of it) and its current facts:
 - name: the first mention's name; labels: every mention's labels, in order;
   type: the first label, or ``Entity``;
 - attributes: merged in recording order, later values winning;
-- summary: the latest explicit summary, then the sentences of its open facts,
-  newest first, cut at ``SUMMARY_CHARS``.
+- summary: the latest explicit summary. Reads add the sentences of the
+  entity's open facts held at the read's ``as_of``, newest first, cut at
+  ``SUMMARY_CHARS``: a summary is exact at any system time, and removals and
+  rollbacks repair it by construction, without a version per fact.
 
 Every write recomputes the entities it touched, and writes a new version only
-where the state changed; removals and rollbacks repair summaries the same way.
+where the state changed (a new name spelling, labels, attributes or explicit
+summary), so busy entities do not churn.
 """
 
 from __future__ import annotations
@@ -210,26 +213,13 @@ async def recompute_entities(w: Write, entity_ids: Iterable[uuid.UUID]) -> tuple
     for row in await cur.fetchall():
         mentions.setdefault(row["entity_id"], []).append(row)
 
-    cur = await w.conn.execute(
-        "SELECT ent, fact FROM ("
-        " SELECT x.ent, f.fact, row_number() OVER ("
-        "   PARTITION BY x.ent ORDER BY f.valid_at DESC, f.fact, f.id) AS rn"
-        " FROM unnest(%s::uuid[]) AS x(ent)"
-        " JOIN timestone.facts AS f ON f.group_id = %s AND f.expired_at IS NULL"
-        "  AND f.invalid_at IS NULL AND (f.source_id = x.ent OR f.target_id = x.ent)"
-        ") AS s WHERE rn <= %s ORDER BY ent, rn",
-        (ids, w.group_id, _SUMMARY_FACTS),
-    )
-    sentences: dict[uuid.UUID, list[str]] = {}
-    for row in await cur.fetchall():
-        sentences.setdefault(row["ent"], []).append(row["fact"])
-
-    cur = await w.conn.execute(
-        "SELECT id, version_id, name, entity_type, labels, attributes, summary, name_embedding"
-        " FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
-        (w.group_id, ids),
-    )
-    current = {row["id"]: row for row in await cur.fetchall()}
+    async with w.conn.cursor(binary=True) as bcur:
+        await bcur.execute(
+            "SELECT id, version_id, name, entity_type, labels, attributes, summary, name_embedding"
+            " FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
+            (w.group_id, ids),
+        )
+        current = {row["id"]: row for row in await bcur.fetchall()}
 
     expire: list[uuid.UUID] = []
     insert: list[tuple[uuid.UUID, _State, Any]] = []
@@ -240,7 +230,7 @@ async def recompute_entities(w: Write, entity_ids: Iterable[uuid.UUID]) -> tuple
             if row is not None:
                 expire.append(row["version_id"])
             continue
-        state = _state(rows, sentences.get(ident, []))
+        state = _state(rows)
         if row is not None and state.same(row):
             continue
         if row is not None:
@@ -287,7 +277,7 @@ def _vec(values: list[float]) -> Any:
     return np.asarray(values, dtype=np.float32)
 
 
-def _state(mentions: Sequence[Mapping[str, Any]], sentences: Sequence[str]) -> _State:
+def _state(mentions: Sequence[Mapping[str, Any]]) -> _State:
     labels: list[str] = []
     attributes: dict[str, Any] = {}
     explicit = ""
@@ -298,21 +288,52 @@ def _state(mentions: Sequence[Mapping[str, Any]], sentences: Sequence[str]) -> _
         attributes.update(m["attributes"])
         if m["summary"]:
             explicit = m["summary"]
-    parts = [explicit] if explicit else []
-    parts.extend(sentences)
-    summary = ""
-    for part in parts:
-        candidate = f"{summary} {part}".strip()
-        if len(candidate) > SUMMARY_CHARS:
-            break
-        summary = candidate
     return _State(
         name=mentions[0]["name"],
         entity_type=labels[0] if labels else "Entity",
         labels=tuple(labels),
         attributes=attributes,
-        summary=summary,
+        summary=explicit,
     )
+
+
+def compose_summary(explicit: str, sentences: Iterable[str]) -> str:
+    """The explicit summary, then fact sentences, cut at ``SUMMARY_CHARS``."""
+    summary = explicit.strip()
+    for part in sentences:
+        candidate = f"{summary} {part}".strip()
+        if len(candidate) > SUMMARY_CHARS:
+            break
+        summary = candidate
+    return summary
+
+
+async def fact_sentences(
+    conn: Conn, group_id: str, entity_id: uuid.UUID, as_of: datetime | None
+) -> list[str]:
+    """The sentences of the entity's open facts held at ``as_of``, newest world time first."""
+    from ._facts import held_clause
+
+    branch = sql.SQL(
+        "(SELECT f.fact, f.valid_at, f.id FROM timestone.facts AS f"
+        " WHERE f.group_id = {g} AND f.{col} = {e} AND f.invalid_at IS NULL AND {held}"
+        " ORDER BY f.valid_at DESC, f.fact, f.id LIMIT {n})"
+    )
+    parts = [
+        branch.format(
+            g=sql.Literal(group_id),
+            col=sql.Identifier(col),
+            e=sql.Literal(entity_id),
+            held=held_clause("f", as_of),
+            n=sql.Literal(_SUMMARY_FACTS),
+        )
+        for col in ("source_id", "target_id")
+    ]
+    query = sql.SQL(
+        "SELECT fact FROM ({} UNION {}) AS s ORDER BY valid_at DESC, fact, id LIMIT {}"
+    ).format(parts[0], parts[1], sql.Literal(_SUMMARY_FACTS))
+    cur = await conn.execute(query)
+    return [row["fact"] for row in await cur.fetchall()]
 
 
 ENTITY_COLUMNS = sql.SQL("id, group_id, name, labels, summary, attributes, created_at, expired_at")
@@ -354,7 +375,11 @@ async def read_entity(
     )
     cur = await conn.execute(query)
     row = await cur.fetchone()
-    return entity_from_row(row) if row is not None else None
+    if row is None:
+        return None
+    entity = entity_from_row(row)
+    sentences = await fact_sentences(conn, group_id, entity.id, as_of)
+    return dataclasses.replace(entity, summary=compose_summary(entity.summary, sentences))
 
 
 async def near_entity(conn: Conn, name: str) -> uuid.UUID | None:

@@ -228,9 +228,8 @@ class Ingest:
         )
         entities = [e for p in prepared for e in (p.source, p.target)]
         episode_text = " ".join(p.sentence for p in prepared)
-        vectors = await self.vectors(
-            [episode_text, *(p.sentence for p in prepared), *(e.name for e in entities)]
-        )
+        # names are embedded inside the transaction, and only for entities it mints
+        vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
         for attempt in range(_RETRIES):
             try:
                 async with self.db.transaction(group_id, "adding facts") as conn:

@@ -30,7 +30,15 @@ from ._write import Write
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
 
-VERSIONED_TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
+VERSIONED_TABLES = (
+    "episodes",
+    "entities",
+    "mentions",
+    "assertions",
+    "facts",
+    "communities",
+    "items",
+)
 
 
 def check_episode_id(value: object) -> uuid.UUID:

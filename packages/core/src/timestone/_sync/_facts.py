@@ -143,17 +143,20 @@ def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
                 attributes=row["attributes"],
             )
         )
-    cur = w.conn.execute(
-        "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality, f.fact,"
-        " f.attributes, f.episodes, f.valid_at, f.invalid_at, f.embedding"
-        " FROM timestone.facts AS f"
-        " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
-        "   ON f.source_id = s.source_id AND f.relation = s.relation"
-        " WHERE f.group_id = %s AND f.expired_at IS NULL",
-        (sources, relations, w.group_id),
-    )
+    # binary: embeddings come back as arrays, not as text to parse
+    with w.conn.cursor(binary=True) as bcur:
+        bcur.execute(
+            "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
+            " f.fact, f.attributes, f.episodes, f.valid_at, f.invalid_at, f.embedding"
+            " FROM timestone.facts AS f"
+            " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
+            "   ON f.source_id = s.source_id AND f.relation = s.relation"
+            " WHERE f.group_id = %s AND f.expired_at IS NULL",
+            (sources, relations, w.group_id),
+        )
+        fact_rows = bcur.fetchall()
     existing: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in cur.fetchall():
+    for row in fact_rows:
         key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
         existing.setdefault(key, []).append(row)
 

@@ -1,0 +1,132 @@
+"""Structured ingestion throughput and point / as-of read latency.
+
+    .venv/bin/python -m bench.ingest            # 10k and 100k facts
+    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts
+
+A synthetic career graph: people change employer (``WORKS_AT``, cardinality
+one: every change closes the previous period) and know each other
+(``KNOWS``, many). Facts go in through ``add_facts`` in batches of 100 and
+1,000 on the embedded Postgres with the default (local) embedder; every batch
+is one transaction. Reads are timed at each size: the current employer of a
+person (point), the same as of a moment in the middle of ingestion (as-of),
+and a person's whole timeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from datetime import UTC, datetime, timedelta
+
+import timestone
+from bench._common import percentiles, scratch_data_dir, time_calls, write_result
+from timestone import EdgeType, FactInput, Ontology
+
+ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one"), EdgeType("KNOWS")])
+T0 = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def corpus(people: int, facts_per_person: int, seed: int = 7) -> list[FactInput]:
+    """``people * facts_per_person`` facts: three employers in turn, the rest KNOWS."""
+    rnd = random.Random(seed)
+    out: list[FactInput] = []
+    for p in range(people):
+        person = f"Person {p:07d}"
+        for k in range(facts_per_person):
+            start = T0 + timedelta(days=365 * k + rnd.randrange(300))
+            if k % 2 == 0:
+                company = f"Company {rnd.randrange(max(10, people // 20)):05d}"
+                out.append(FactInput(person, "WORKS_AT", company, valid_at=start))
+            else:
+                other = f"Person {rnd.randrange(people):07d}"
+                out.append(FactInput(person, "KNOWS", other, valid_at=start))
+    rnd.shuffle(out)
+    return out
+
+
+def ingest(
+    mem: timestone.Memory, group: str, facts: list[FactInput], batch: int
+) -> dict[str, float]:
+    start = time.perf_counter()
+    recorded: list[datetime] = []
+    for i in range(0, len(facts), batch):
+        res = mem.add_facts(
+            group, facts[i : i + batch], reference_time=T0, name=f"batch {i // batch}"
+        )
+        recorded.append(res.recorded_at)
+    seconds = time.perf_counter() - start
+    return {
+        "facts": len(facts),
+        "batch": batch,
+        "seconds": round(seconds, 2),
+        "facts_per_second": round(len(facts) / seconds),
+        "midpoint": recorded[len(recorded) // 2].isoformat(),  # type: ignore[dict-item]
+    }
+
+
+def reads(
+    mem: timestone.Memory, group: str, people: int, midpoint: datetime, repeat: int
+) -> dict[str, dict[str, float]]:
+    rnd = random.Random(11)
+
+    def person() -> str:
+        return f"Person {rnd.randrange(people):07d}"
+
+    point = time_calls(lambda: mem.facts(group, source=person(), relation="WORKS_AT"), repeat)
+    as_of = time_calls(
+        lambda: mem.facts(group, source=person(), relation="WORKS_AT", as_of=midpoint), repeat
+    )
+    timeline = time_calls(lambda: mem.timeline(group, person()), repeat)
+    return {
+        "point": percentiles(point),
+        "as_of": percentiles(as_of),
+        "timeline": percentiles(timeline),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="2k and 10k facts")
+    parser.add_argument("--repeat", type=int, default=300)
+    args = parser.parse_args()
+    sizes = [(2_000, 100), (10_000, 1_000)] if args.quick else [(10_000, 100), (100_000, 1_000)]
+    results: list[dict[str, object]] = []
+    with (
+        scratch_data_dir() as data_dir,
+        timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
+    ):
+        for total, batch in sizes:
+            people = total // 5
+            group = f"bench-{total}"
+            facts = corpus(people, 5)
+            row = ingest(mem, group, facts, batch)
+            row["reads"] = reads(
+                mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
+            )
+            results.append(row)
+            print(
+                f"ingested {total:,} facts in batches of {batch}: {row['facts_per_second']:,} facts/s"
+            )
+    path = write_result("ingest", {"quick": args.quick, "runs": results})
+
+    print(
+        "\n| facts | batch | facts/s | point p50 / p95 (ms) | as-of p50 / p95 (ms) | timeline p50 / p95 (ms) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        rd = r["reads"]
+        assert isinstance(rd, dict)
+
+        def cell(name: str, rd: dict[str, dict[str, float]] = rd) -> str:  # type: ignore[assignment]
+            return f"{rd[name]['p50_ms']:.2f} / {rd[name]['p95_ms']:.2f}"
+
+        print(
+            f"| {r['facts']:,} | {r['batch']:,} | {r['facts_per_second']:,} | {cell('point')} |"
+            f" {cell('as_of')} | {cell('timeline')} |"
+        )
+    print(f"\nwritten to {path}")
+
+
+if __name__ == "__main__":
+    main()
