@@ -7,7 +7,7 @@ import platform
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ RESULTS = Path(__file__).parent / "results"
 
 
 @contextmanager
-def scratch_data_dir() -> Iterator[Path]:
+def scratch_data_dir() -> Generator[Path]:
     """A fresh data dir for the embedded server, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="timestone-bench-") as tmp:
         yield Path(tmp)
@@ -48,7 +48,11 @@ def time_calls(fn: Callable[[], Any], repeat: int) -> list[float]:
 def machine() -> dict[str, Any]:
     import os
 
-    return {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()}
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
 
 
 def write_result(name: str, payload: dict[str, Any]) -> Path:

@@ -18,6 +18,7 @@ import argparse
 import random
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import timestone
 from bench._common import percentiles, scratch_data_dir, time_calls, write_result
@@ -45,9 +46,7 @@ def corpus(people: int, facts_per_person: int, seed: int = 7) -> list[FactInput]
     return out
 
 
-def ingest(
-    mem: timestone.Memory, group: str, facts: list[FactInput], batch: int
-) -> dict[str, float]:
+def ingest(mem: timestone.Memory, group: str, facts: list[FactInput], batch: int) -> dict[str, Any]:
     start = time.perf_counter()
     recorded: list[datetime] = []
     for i in range(0, len(facts), batch):
@@ -61,7 +60,7 @@ def ingest(
         "batch": batch,
         "seconds": round(seconds, 2),
         "facts_per_second": round(len(facts) / seconds),
-        "midpoint": recorded[len(recorded) // 2].isoformat(),  # type: ignore[dict-item]
+        "midpoint": recorded[len(recorded) // 2].isoformat(),
     }
 
 
@@ -91,7 +90,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
     sizes = [(2_000, 100), (10_000, 1_000)] if args.quick else [(10_000, 100), (100_000, 1_000)]
-    results: list[dict[str, object]] = []
+    results: list[dict[str, Any]] = []
     with (
         scratch_data_dir() as data_dir,
         timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
@@ -105,20 +104,19 @@ def main() -> None:
                 mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
             )
             results.append(row)
-            print(
-                f"ingested {total:,} facts in batches of {batch}: {row['facts_per_second']:,} facts/s"
-            )
+            rate = row["facts_per_second"]
+            print(f"ingested {total:,} facts in batches of {batch}: {rate:,} facts/s")
     path = write_result("ingest", {"quick": args.quick, "runs": results})
 
     print(
-        "\n| facts | batch | facts/s | point p50 / p95 (ms) | as-of p50 / p95 (ms) | timeline p50 / p95 (ms) |"
+        "\n| facts | batch | facts/s | point p50 / p95 (ms) | as-of p50 / p95 (ms)"
+        " | timeline p50 / p95 (ms) |"
     )
     print("|---:|---:|---:|---:|---:|---:|")
     for r in results:
-        rd = r["reads"]
-        assert isinstance(rd, dict)
+        rd: dict[str, dict[str, float]] = r["reads"]
 
-        def cell(name: str, rd: dict[str, dict[str, float]] = rd) -> str:  # type: ignore[assignment]
+        def cell(name: str, rd: dict[str, dict[str, float]] = rd) -> str:
             return f"{rd[name]['p50_ms']:.2f} / {rd[name]['p95_ms']:.2f}"
 
         print(

@@ -1,0 +1,28 @@
+"""The README's Python example runs as written (on the test database, in a fresh group)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _block(after: str) -> str:
+    text = README.read_text()
+    start = text.index(after)
+    match = re.search(r"```python\n(.*?)```", text[start:], re.S)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_python_example(dsn: str, group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TIMESTONE_DSN", dsn)
+    code = _block("## In Python").replace('"acme"', repr(group))
+    namespace: dict[str, object] = {}
+    exec(compile(code, str(README), "exec"), namespace)
+    mem = namespace["mem"]
+    assert mem.__class__.__name__ == "Memory"
+    mem.close()  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
