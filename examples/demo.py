@@ -19,18 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import timestone
-from timestone import EdgeType, Ontology
+from timestone import EdgeType, EntityType, Ontology
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "data" / "mira.jsonl"
 BUNDLED = HERE / "data" / "mira.jsonl"
 GROUP = "demo-mira"
 ONTOLOGY = Ontology(
+    entity_types=[EntityType("Person"), EntityType("Winery"), EntityType("Grape")],
     edge_types=[
         EdgeType("DIRECTS", cardinality="one", description="runs a winery"),
         EdgeType("WORKS_AT", cardinality="one", description="employer"),
         EdgeType("WORKS_WITH_GRAPE", cardinality="one", description="main grape variety"),
-    ]
+    ],
 )
 
 
@@ -59,28 +60,31 @@ def answers(mem: timestone.Memory, title: str, **read: Any) -> None:
     table(title, sorted(rows), ("relation", "target", "from", "until"))
 
 
-def main() -> int:
+def main(llm: timestone.LLM | None = None) -> int:
+    """Run the demo; ``llm`` overrides the model taken from the environment."""
     data_dir = Path(os.environ.get("TIMESTONE_DATA_DIR", HERE.parent / ".timestone"))
     print("Timestone demo: a knowledge graph that tells time.")
-    with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
+    with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY, llm=llm) as mem:
         print(f"database: {mem.dsn}")
-        print("\nIngesting (structured facts, no LLM needed):")
+        use_model = mem.llm is not None
+        how = "the episodes' text, through the model" if use_model else "structured facts, no LLM"
+        print(f"\nIngesting ({how}):")
         recorded: list[datetime] = []
         for ep in load_episodes():
-            res = mem.add_facts(
-                GROUP,
-                ep["facts"],
-                reference_time=datetime.fromisoformat(ep["reference_time"]),
-                name=ep["name"],
-            )
+            when_ = datetime.fromisoformat(ep["reference_time"])
+            if use_model:
+                res = mem.add_episode(GROUP, ep["content"], reference_time=when_, name=ep["name"])
+            else:
+                res = mem.add_facts(GROUP, ep["facts"], reference_time=when_, name=ep["name"])
             recorded.append(res.recorded_at)
             state = "written" if res.created else "already there (idempotent, nothing written)"
             closed = f", closed {len(res.invalidated)} older fact(s)" if res.invalidated else ""
-            print(f"  • {ep['name']}: {len(res.facts)} fact(s) {state}{closed}")
-        if not (os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")):
+            calls = f", {res.llm_calls} model call(s)" if use_model else ""
+            print(f"  • {ep['name']}: {len(res.facts)} fact(s) {state}{closed}{calls}")
+        if not use_model:
             print(
-                "  (to ingest the episodes' text through a model instead, set OPENAI_API_KEY"
-                " or OPENAI_BASE_URL)"
+                "  (to ingest the episodes' text through a model instead, set OPENAI_API_KEY,"
+                " or OPENAI_BASE_URL for a local server such as Ollama)"
             )
 
         today = datetime.now(UTC)
