@@ -13,7 +13,7 @@ import pytest
 import timestone
 from timestone import EdgeType, Ontology
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "mira.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "examples" / "data" / "mira.jsonl"
 TODAY = datetime(2026, 1, 1, tzinfo=UTC)
 IN_2019 = datetime(2019, 6, 1, tzinfo=UTC)
 

@@ -26,7 +26,7 @@ from timestone.errors import (
 from timestone.llm import ReplayTransport, chat_completion, replay_llm
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "llm"
-MIRA = Path(__file__).parents[3] / "shared" / "data" / "mira.jsonl"
+MIRA = Path(__file__).resolve().parents[2] / "examples" / "data" / "mira.jsonl"
 
 
 def at(year: int, month: int = 1, day: int = 1) -> datetime:
