@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 import timestone
 from timestone import FactInput as F
 from timestone._aio._context import edge_order

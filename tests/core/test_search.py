@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import httpx
 import psycopg
 import pytest
-import timestone
 from pgvector.psycopg import register_vector_async
 from psycopg.rows import DictRow, dict_row
+
+import timestone
 from timestone import FactInput as F
 from timestone._aio._search import prepare_search, run_search
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
