@@ -245,7 +245,7 @@ class Ingest:
                         return await _existing_result(conn, group_id, existing)
                     written = await self._write_episode(w, episode, vectors[episode_text], prepared)
                     facts_out, invalidated = await _outcome(w, written)
-                    return IngestResult(
+                    result = IngestResult(
                         episode=written.episode,
                         entities=await _entities(conn, group_id, written.entity_ids),
                         facts=facts_out,
@@ -253,6 +253,8 @@ class Ingest:
                         created=True,
                         recorded_at=w.now,
                     )
+                await self.db.note_writes(len(prepared))
+                return result
             except ConflictError:
                 if attempt == _RETRIES - 1:
                     raise

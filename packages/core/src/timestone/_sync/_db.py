@@ -58,6 +58,10 @@ VECTOR_COLUMNS = (
 
 Conn = Connection[DictRow]
 
+_ANALYZE_FIRST = 2_000
+_ANALYZE_LAST = 256_000
+_ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
+
 
 def _migrations() -> list[tuple[int, str, bytes]]:
     found: list[tuple[int, str, bytes]] = []
@@ -362,6 +366,30 @@ class Database:
     def __init__(self, dsn: str, pool: ConnectionPool[Connection[DictRow]]) -> None:
         self.dsn = dsn
         self.pool = pool
+        self._since_analyze = 0
+        self._analyze_every = _ANALYZE_FIRST
+
+    def note_writes(self, rows: int) -> None:
+        """Keep planner statistics fresh through a bulk load.
+
+        Autovacuum analyzes a table only after a minute and a share of it has changed;
+        a bulk load outruns it, and plans made on the statistics of an empty table scan
+        a whole group for every batch. After ``_ANALYZE_FIRST`` rows, then after twice as
+        many each time, the tables writes grow are analyzed, as their owner (the DSN's
+        user). Where that user may not, autovacuum is left to it.
+        """
+        self._since_analyze += rows
+        if self._since_analyze < self._analyze_every:
+            return
+        self._since_analyze = 0
+        self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
+        try:
+            conn = _connect(self.dsn)
+            with conn:
+                for table in _ANALYZED:
+                    conn.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+        except (psycopg.Error, ConnectionFailed):
+            self._analyze_every = _ANALYZE_LAST * 1000  # not allowed here: stop trying
 
     @classmethod
     def open(cls, dsn: str, *, max_size: int = 8) -> Database:

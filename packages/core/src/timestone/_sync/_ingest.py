@@ -246,7 +246,7 @@ class Ingest:
                         return _existing_result(conn, group_id, existing)
                     written = self._write_episode(w, episode, vectors[episode_text], prepared)
                     facts_out, invalidated = _outcome(w, written)
-                    return IngestResult(
+                    result = IngestResult(
                         episode=written.episode,
                         entities=_entities(conn, group_id, written.entity_ids),
                         facts=facts_out,
@@ -254,6 +254,8 @@ class Ingest:
                         created=True,
                         recorded_at=w.now,
                     )
+                self.db.note_writes(len(prepared))
+                return result
             except ConflictError:
                 if attempt == _RETRIES - 1:
                     raise
