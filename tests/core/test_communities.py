@@ -123,3 +123,16 @@ def test_update_with_explicit_entities_and_bad_input(memory: timestone.Memory, g
         memory.update_communities(group, ["Ada"])  # type: ignore[list-item]
     with pytest.raises(InvalidGroup):
         memory.build_communities("")
+
+
+def test_removal_repairs_the_communities_it_fed(memory: timestone.Memory, group: str) -> None:
+    memory.add_facts(group, WINE, reference_time=T2015)
+    engine = memory.add_facts(group, ENGINE, reference_time=T2015)
+    memory.build_communities(group)
+    assert len(memory.search(group, "Babbage engine", scopes=("communities",)).communities) == 2
+    memory.remove_episode(group, engine.episode.id)
+    left = memory.search(group, "Babbage engine Mira", scopes=("communities",), limit=10)
+    babbage = memory.get_entity(group, "Babbage")
+    assert babbage is None
+    assert len(left.communities) == 1
+    assert "Babbage" not in left.communities[0].name

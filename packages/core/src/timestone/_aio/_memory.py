@@ -334,7 +334,17 @@ class AsyncMemory:
         ident = check_episode_id(episode_id)
         async with self._db.transaction(group_id, "removing an episode") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
-            return await remove(w, ident)
+            report = await remove(w, ident)
+            cur = await conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM timestone.communities"
+                " WHERE group_id = %s AND expired_at IS NULL) AS built",
+                (group_id,),
+            )
+            row = await cur.fetchone()
+        if row is not None and row["built"] and (report.facts_expired or report.facts_created):
+            # communities the episode fed: re-label the neighbourhood of what changed
+            await self.update_communities(group_id)
+        return report
 
     async def rollback(self, group_id: str, *, to: datetime) -> RollbackReport:
         """Make the current graph what it held at ``to``, as a new (reversible) write."""

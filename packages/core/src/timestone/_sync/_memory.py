@@ -335,7 +335,17 @@ class Memory:
         ident = check_episode_id(episode_id)
         with self._db.transaction(group_id, "removing an episode") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
-            return remove(w, ident)
+            report = remove(w, ident)
+            cur = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM timestone.communities"
+                " WHERE group_id = %s AND expired_at IS NULL) AS built",
+                (group_id,),
+            )
+            row = cur.fetchone()
+        if row is not None and row["built"] and (report.facts_expired or report.facts_created):
+            # communities the episode fed: re-label the neighbourhood of what changed
+            self.update_communities(group_id)
+        return report
 
     def rollback(self, group_id: str, *, to: datetime) -> RollbackReport:
         """Make the current graph what it held at ``to``, as a new (reversible) write."""
