@@ -14,7 +14,7 @@ import math
 import unicodedata
 from collections import Counter
 
-__all__ = ["fold", "near_identical", "normalize", "shingles"]
+__all__ = ["fold", "fuzzy_eligible", "near_identical", "normalize", "shingles"]
 
 _MIN_ENTROPY_BITS = 3.0  # Shannon entropy of the folded name, per character
 _MIN_FOLDED_CHARS = 8
@@ -45,6 +45,13 @@ def _entropy(text: str) -> float:
     return -sum(c / total * math.log2(c / total) for c in counts.values())
 
 
+def fuzzy_eligible(name: str) -> bool:
+    """Whether a name carries enough information to merge with a spelling that folds
+    differently (long enough, not repetitive)."""
+    folded = fold(name)
+    return len(folded) >= _MIN_FOLDED_CHARS and _entropy(folded) >= _MIN_ENTROPY_BITS
+
+
 def near_identical(a: str, b: str) -> bool:
     """True when two names are the same name spelled differently, not two similar names."""
     fa, fb = fold(a), fold(b)
@@ -53,9 +60,8 @@ def near_identical(a: str, b: str) -> bool:
     if fa == fb:
         return True
     # Short or repetitive names never fuzzy-merge: too little signal.
-    for folded in (fa, fb):
-        if len(folded) < _MIN_FOLDED_CHARS or _entropy(folded) < _MIN_ENTROPY_BITS:
-            return False
+    if not (fuzzy_eligible(a) and fuzzy_eligible(b)):
+        return False
     sa, sb = shingles(fa), shingles(fb)
     jaccard = len(sa & sb) / len(sa | sb)
     return jaccard >= _JACCARD_THRESHOLD

@@ -122,6 +122,7 @@ class EntityRow(TimestoneModel, table=True):
     fts: Any = _tsvector()
     created_at: datetime = _tz()
     expired_at: datetime | None = _tz(nullable=True)
+    fold_name: str | None = _text(nullable=True)
 
 
 class MentionRow(TimestoneModel, table=True):

@@ -29,7 +29,7 @@ from typing import Any
 from psycopg import sql
 
 from .._models import Entity, EntityInput
-from .._names import fold, near_identical, normalize
+from .._names import fold, fuzzy_eligible, near_identical, normalize
 from ..ontology import Ontology
 from ._db import Conn
 from ._write import Write
@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 SUMMARY_CHARS = 2000
+# pg_trgm similarity below which a name cannot be a near-identical spelling
+_MIN_TRIGRAM = 0.6
 _SUMMARY_FACTS = 20
 
 
@@ -72,21 +74,26 @@ def resolve_entities(
         ontology.check_entity(e.entity_type, e.attributes, e.name)
     keys = list(dict.fromkeys(entity_key(e) for e in entities))
     names = {entity_key(e): e.name for e in entities}
+    folds = {k: fold(names[k]) for k in keys}
     cur = w.conn.execute(
-        "SELECT id, norm_name, entity_type, created_at FROM timestone.entities"
-        " WHERE group_id = %s AND expired_at IS NULL AND norm_name = ANY(%s)"
+        "SELECT id, norm_name, fold_name, entity_type, created_at FROM timestone.entities"
+        " WHERE group_id = %s AND expired_at IS NULL"
+        " AND (norm_name = ANY(%s) OR fold_name = ANY(%s))"
         " ORDER BY created_at, id",
-        (w.group_id, list({k[0] for k in keys})),
+        (w.group_id, list({k[0] for k in keys}), list({f for f in folds.values() if f})),
     )
     existing: dict[str, list[tuple[uuid.UUID, str]]] = {}
+    folded: dict[str, list[tuple[uuid.UUID, str]]] = {}
     for row in cur.fetchall():
         existing.setdefault(row["norm_name"], []).append((row["id"], row["entity_type"]))
+        if row["fold_name"]:
+            folded.setdefault(row["fold_name"], []).append((row["id"], row["entity_type"]))
 
     resolved: dict[tuple[str, str | None], uuid.UUID] = {}
     minted: dict[str, list[tuple[uuid.UUID, str]]] = {}
+    minted_folds: dict[str, list[tuple[uuid.UUID, str]]] = {}
 
-    def exact(norm: str, etype: str | None) -> uuid.UUID | None:
-        found = existing.get(norm, []) + minted.get(norm, [])
+    def pick(found: list[tuple[uuid.UUID, str]], etype: str | None) -> uuid.UUID | None:
         if etype is not None:
             for ident, t in found:
                 if t == etype:
@@ -96,6 +103,13 @@ def resolve_entities(
                     return ident
             return None
         return found[0][0] if found else None
+
+    def exact(norm: str, etype: str | None) -> uuid.UUID | None:
+        return pick(existing.get(norm, []) + minted.get(norm, []), etype)
+
+    def same_fold(key: tuple[str, str | None]) -> uuid.UUID | None:
+        f = folds[key]
+        return pick(folded.get(f, []) + minted_folds.get(f, []), key[1]) if f else None
 
     # typed keys first, so that an untyped mention of the same name joins the typed entity
     ordered = [k for k in keys if k[1] is not None] + [k for k in keys if k[1] is None]
@@ -108,24 +122,31 @@ def resolve_entities(
             unmatched.append(key)
 
     if unmatched:
-        fuzzy = _similar(w, [names[k] for k in unmatched])
+        # trigram candidates only for names that could merge with another spelling
+        eligible = [names[k] for k in unmatched if fuzzy_eligible(names[k])]
+        fuzzy = _similar(w, eligible) if eligible else {}
         for key in unmatched:
             ident = exact(*key)  # an earlier fuzzy or minted key may now match
             if ident is None and decided:
                 ident = decided.get(key)
             if ident is None:
+                ident = same_fold(key)
+            if ident is None:
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
             if ident is None:
                 ident = uuid.uuid4()
                 minted.setdefault(key[0], []).append((ident, key[1] or "Entity"))
+                if folds[key]:
+                    minted_folds.setdefault(folds[key], []).append((ident, key[1] or "Entity"))
             resolved[key] = ident
     return resolved
 
 
 def _similar(w: Write, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     cur = w.conn.execute(
-        "SELECT query, id, name, entity_type, similarity FROM timestone.similar_entities(%s)",
-        ([normalize(n) for n in names],),
+        "SELECT query, id, name, entity_type, similarity"
+        " FROM timestone.similar_entities(%s, 5, %s::real)",
+        ([normalize(n) for n in names], _MIN_TRIGRAM),
     )
     out: dict[str, list[dict[str, Any]]] = {}
     for row in cur.fetchall():
@@ -249,15 +270,16 @@ def recompute_entities(w: Write, entity_ids: Iterable[uuid.UUID]) -> tuple[int, 
         vectors = w.embed(s.name for _, s, keep in insert if keep is None)
         with w.conn.cursor() as cur2:
             cur2.executemany(
-                "INSERT INTO timestone.entities (group_id, id, name, norm_name, entity_type,"
-                " labels, attributes, summary, name_embedding, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "INSERT INTO timestone.entities (group_id, id, name, norm_name, fold_name,"
+                " entity_type, labels, attributes, summary, name_embedding, created_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
                         w.group_id,
                         ident,
                         s.name,
                         normalize(s.name),
+                        fold(s.name),
                         s.entity_type,
                         list(s.labels),
                         json.dumps(s.attributes),
@@ -385,8 +407,22 @@ def read_entity(
 
 def near_entity(conn: Conn, name: str) -> uuid.UUID | None:
     """The id of a current entity whose name is a near-identical spelling of ``name``."""
+    folded = fold(name)
+    if folded:
+        cur = conn.execute(
+            "SELECT id FROM timestone.entities WHERE group_id = current_setting("
+            "'timestone.group_id', true) AND expired_at IS NULL AND fold_name = %s"
+            " ORDER BY created_at, id LIMIT 1",
+            (folded,),
+        )
+        row = cur.fetchone()
+        if row is not None:
+            return row["id"]
+    if not fuzzy_eligible(name):
+        return None
     cur = conn.execute(
-        "SELECT id, name, similarity FROM timestone.similar_entities(%s)", ([normalize(name)],)
+        "SELECT id, name, similarity FROM timestone.similar_entities(%s, 5, %s::real)",
+        ([normalize(name)], _MIN_TRIGRAM),
     )
     for row in cur.fetchall():
         if near_identical(name, row["name"]):
