@@ -61,3 +61,9 @@ def test_type_keeps_apart_and_untyped_joins(memory: timestone.Memory, group: str
     )
     jaguars = {f.source_id for f in memory.facts(group) if f.source == "Jaguar"}
     assert len(jaguars) == 2
+
+
+def test_numbers_identify() -> None:
+    assert not near_identical("Customer 00012", "Customer 00013")
+    assert not near_identical("Room 101", "Room 102")
+    assert near_identical("Château Nord", "Chateau-Nord")

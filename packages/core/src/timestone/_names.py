@@ -46,10 +46,14 @@ def _entropy(text: str) -> float:
 
 
 def fuzzy_eligible(name: str) -> bool:
-    """Whether a name carries enough information to merge with a spelling that folds
-    differently (long enough, not repetitive)."""
+    """Whether a name may merge with a spelling that folds differently: long enough, not
+    repetitive, and without digits (numbers identify: "Room 101" is not "Room 102")."""
     folded = fold(name)
-    return len(folded) >= _MIN_FOLDED_CHARS and _entropy(folded) >= _MIN_ENTROPY_BITS
+    return (
+        len(folded) >= _MIN_FOLDED_CHARS
+        and _entropy(folded) >= _MIN_ENTROPY_BITS
+        and not any(ch.isdigit() for ch in folded)
+    )
 
 
 def near_identical(a: str, b: str) -> bool:
