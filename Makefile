@@ -4,7 +4,7 @@ VENV := .venv
 UV := $(VENV)/bin/uv
 RUN := $(UV) run --frozen --all-packages --inexact
 
-.PHONY: venv demo test test-fast lint format bench gen-sync check-sync examples clean
+.PHONY: venv demo test lint format bench gen-sync clean
 
 $(VENV)/.synced: uv.lock pyproject.toml packages/*/pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -34,7 +34,9 @@ gen-sync: venv
 	$(RUN) python tools/gen_sync.py
 
 bench: venv
-	$(RUN) python -m bench
+	$(RUN) python -m bench.ingest
+	$(RUN) python -m bench.llm_calls
+	$(RUN) python -m bench.search --quick
 
 clean:
 	rm -rf $(VENV)
