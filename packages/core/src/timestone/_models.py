@@ -50,6 +50,18 @@ def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = 
     return value
 
 
+def check_uuid(value: object, what: str) -> uuid.UUID:
+    """A UUID, or its string form; anything else is refused naming ``what``."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidInput(f"{what} must be a UUID, got {value!r:.80}")
+
+
 def check_relation(value: object) -> str:
     if not isinstance(value, str) or not _RELATION.fullmatch(value):
         raise InvalidInput(

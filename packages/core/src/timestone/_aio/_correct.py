@@ -19,9 +19,9 @@ from typing import Any
 
 from psycopg import sql
 
-from .._models import RemovalReport, RollbackReport
+from .._models import RemovalReport, RollbackReport, check_uuid
 from .._time import aware
-from ..errors import AlreadyRemoved, InvalidInput, InvalidPeriod, NotFound
+from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._db import Conn
 from ._entities import recompute_entities
 from ._facts import SlotChanges, recompute_slots
@@ -41,14 +41,7 @@ VERSIONED_TABLES = (
 
 
 def check_episode_id(value: object) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    raise InvalidInput(f"episode_id must be a UUID, got {value!r:.80}")
+    return check_uuid(value, "episode_id")
 
 
 async def retract_episodes(w: Write, episode_ids: Sequence[uuid.UUID]) -> SlotChanges:

@@ -38,7 +38,7 @@ from psycopg import sql
 
 from .._fusion import RERANKERS, Candidate, rerank
 from .._groups import check_group
-from .._models import Entity, Episode, Fact, check_relation, check_text
+from .._models import Entity, Episode, Fact, check_relation, check_text, check_uuid
 from .._names import normalize
 from .._results import Community, SearchResults
 from .._time import NOW, Now, aware, utcnow
@@ -111,17 +111,6 @@ def _strings(value: object, what: str, check: Callable[[object], str]) -> tuple[
     return items
 
 
-def _uuid(value: object, what: str) -> uuid.UUID:
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, str):
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            pass
-    raise InvalidInput(f"{what} must be a UUID, got {value!r}")
-
-
 def prepare_search(
     query: object,
     *,
@@ -170,7 +159,7 @@ def prepare_search(
         ref = center
     elif center is not None:
         ref = check_text(center, "center", max_chars=512)
-    id_list = _strings(ids, "ids", lambda v: str(_uuid(v, "each of ids")))
+    id_list = _strings(ids, "ids", lambda v: str(check_uuid(v, "each of ids")))
     return SearchRequest(
         query=text,
         limit=limit,
