@@ -26,6 +26,7 @@ trip), then ``timestone._fusion`` orders the candidates.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -364,7 +365,8 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "  UNION SELECT version_id FROM graph)"
         " SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
         "  f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
-        "  f.expired_at, f.episodes, f.attributes, fts.r AS fts_rank, vec.r AS vec_rank,"
+        "  f.expired_at, f.episodes, f.attributes::text AS attributes, fts.r AS fts_rank,"
+        "  vec.r AS vec_rank,"
         "  graph.r AS graph_rank, least(ws.depth, wt.depth) AS hops,"
         "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions"
         "  {embedding}"
@@ -414,7 +416,8 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         "   AND e.id = w.entity_id WHERE w.depth > 0 AND {filters} LIMIT %(k)s),"
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
         "  UNION SELECT version_id FROM named UNION SELECT version_id FROM graph)"
-        " SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes, e.created_at,"
+        " SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes::text AS attributes,"
+        "  e.created_at,"
         "  e.expired_at, fts.r AS fts_rank, vec.r AS vec_rank, named.r AS named_rank,"
         "  graph.r AS graph_rank, w.depth AS hops,"
         "  e.name_embedding <=> %(vec)s::vector AS distance,"
@@ -528,6 +531,41 @@ def community_from_row(row: Mapping[str, Any]) -> Community:
 
 # -- running ----------------------------------------------------------------------------
 
+_BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
+    "facts": lambda req, _: facts_sql(req),
+    "entities": lambda req, _: entities_sql(req),
+    "episodes": lambda req, _: episodes_sql(req),
+    "communities": communities_sql,
+}
+
+
+def _shape(req: SearchRequest) -> tuple[object, ...]:
+    """What the statement text of a search depends on (the values travel as parameters)."""
+    return (
+        req.as_of is None,
+        req.valid_at is None,
+        req.edge_types is None,
+        req.labels is None,
+        req.ids is None,
+        req.center is None,
+        req.embeddings,
+    )
+
+
+_STATEMENTS: dict[tuple[object, ...], bytes] = {}
+
+
+def statement(scope: str, req: SearchRequest, dimension: int) -> bytes:
+    """The SQL of one scope, composed once per request shape (a few dozen exist): the
+    same text on every call, so the server reuses its prepared plan, and nothing is
+    composed per search."""
+    key = (scope, dimension, *_shape(req))
+    found = _STATEMENTS.get(key)
+    if found is None:
+        found = _STATEMENTS[key] = _BUILDERS[scope](req, dimension).as_bytes(None)
+    return found
+
+
 _RANK_COLUMNS = ("fts_rank", "vec_rank", "graph_rank", "named_rank")
 
 
@@ -573,12 +611,6 @@ async def run_search(
 ) -> dict[str, ScopeHits]:
     """Run every scope of ``req`` in one pipeline and fuse each; no cross-encoder yet."""
     params = _params(req, group_id, vector)
-    builders = {
-        "facts": lambda: facts_sql(req),
-        "entities": lambda: entities_sql(req),
-        "episodes": lambda: episodes_sql(req),
-        "communities": lambda: communities_sql(req, dimension),
-    }
     ef_search = str(min(1000, max(40, req.candidates)))
     async with conn.pipeline():
         await conn.execute(
@@ -593,7 +625,10 @@ async def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
-        cursors = {scope: await conn.execute(builders[scope](), params) for scope in req.scopes}
+        cursors = {
+            scope: await conn.execute(statement(scope, req, dimension), params)
+            for scope in req.scopes
+        }
     if center_cur is not None:
         found = await center_cur.fetchone()
         if found is None or found["n"] == 0:
@@ -638,7 +673,15 @@ def results_of(req: SearchRequest, hits: Mapping[str, ScopeHits]) -> SearchResul
         found = hits.get(scope)
         if found is None:
             return []
-        return [{**found.rows[c.key], "score": c.score} for c in found.ranked]
+        out: list[dict[str, Any]] = []
+        for c in found.ranked:
+            row = {**found.rows[c.key], "score": c.score}
+            attributes = row.get("attributes")
+            if isinstance(attributes, str):
+                # attributes travel as text and are parsed only for the results kept
+                row["attributes"] = json.loads(attributes)
+            out.append(row)
+        return out
 
     return SearchResults(
         query=req.query,
