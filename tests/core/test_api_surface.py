@@ -10,6 +10,7 @@ from timestone import errors
 PUBLIC = {
     "AsyncMemory", "Community", "CommunityReport", "Context", "ContextItem", "DocumentResult",
     "EdgeType", "Embedder", "Entity", "EntityInput", "EntityType", "Episode", "Fact", "FactInput",
+    "GraphChunk", "GraphEdge", "GraphNodes", "GraphRelation", "GraphWrite",
     "HTTPReranker", "HashEmbedder", "IngestResult", "Item", "LLM", "LLMBudget", "LLMReply",
     "LLMRequest", "LLMUsage", "Memory", "NOW", "Ontology", "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM", "OverlapReranker", "RemovalReport", "Reranker", "RollbackReport",

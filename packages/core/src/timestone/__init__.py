@@ -7,6 +7,7 @@ the graph's own (``created_at``/``expired_at``). Open a store with
 
 from . import errors
 from ._aio._memory import AsyncMemory
+from ._graph import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
 from ._items import Item
 from ._models import (
     DocumentResult,
@@ -45,6 +46,11 @@ __all__ = [
     "Episode",
     "Fact",
     "FactInput",
+    "GraphChunk",
+    "GraphEdge",
+    "GraphNodes",
+    "GraphRelation",
+    "GraphWrite",
     "HTTPReranker",
     "HashEmbedder",
     "IngestResult",

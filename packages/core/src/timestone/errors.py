@@ -7,7 +7,8 @@ The hierarchy::
     │   ├── NaiveDatetime            a datetime without a timezone
     │   ├── InvalidGroup             empty, non-string or malformed group id
     │   ├── InvalidPeriod            invalid_at not after valid_at; a time in the future
-    │   └── OntologyViolation        unknown relation or type, attributes failing their model
+    │   ├── OntologyViolation        unknown relation or type, attributes failing their model
+    │   └── ForeignNode              a node id (entity id, chunk key) that another group holds
     ├── NotFound                     no such episode, entity or fact in this group
     │   └── AlreadyRemoved           the episode was removed before
     ├── DatabaseError                the database failed; the original is ``__cause__``
@@ -40,6 +41,7 @@ __all__ = [
     "EmbedderError",
     "EmbedderMismatch",
     "ExtractionWarning",
+    "ForeignNode",
     "InvalidGroup",
     "InvalidInput",
     "InvalidPeriod",
@@ -76,6 +78,17 @@ class InvalidPeriod(InvalidInput):
 
 class OntologyViolation(InvalidInput):
     """An unknown relation or entity type under a closed ontology, or attributes that fail."""
+
+
+class ForeignNode(InvalidInput):
+    """A graph write names a node id (an entity id, a chunk key) that another group holds.
+
+    Ids are global, so this is a mix-up of tenants, refused before anything is written;
+    ``ids`` lists the ids concerned (never the group that holds them)."""
+
+    def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.ids = ids
 
 
 class NotFound(TimestoneError, LookupError):

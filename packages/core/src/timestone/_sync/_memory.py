@@ -20,10 +20,12 @@ import pydantic
 
 from .. import _compat
 from .._embedded import embedded_dsn
+from .._graph import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
 from .._items import Item
 from .._models import (
     DocumentResult,
     Entity,
+    EntityInput,
     Episode,
     Fact,
     FactInput,
@@ -496,6 +498,195 @@ class Memory:
                 offset=skip,
                 as_of=system,
             )
+
+    # -- the property graph view (timestone._graph: entities, facts, chunks, links) --
+
+    def graph_upsert(
+        self,
+        group_id: str,
+        *,
+        entities: Sequence[EntityInput | Mapping[str, Any]] = (),
+        chunks: Sequence[GraphChunk] = (),
+        relations: Sequence[GraphRelation] = (),
+        vectors: Mapping[str, Sequence[float]] | None = None,
+        vector_space: str = "default",
+        reference_time: datetime | None = None,
+        valid_at: datetime | None = None,
+    ) -> GraphWrite:
+        """Write graph nodes and edges in one transaction. ``entities`` upsert by name (an
+        entity of that name, whatever its type, gets the labels and attributes, later values
+        winning) through one episode; ``relations`` between entities become facts true from
+        ``valid_at`` (default ``reference_time``, default now), those with a chunk end links;
+        ``vectors`` (entity name to vector) are kept in ``vector_space`` for
+        ``graph_nearest``. A node id another group holds raises ``ForeignNode``."""
+        from .._graph import check_chunk, check_space, check_vector
+        from .._items import check_value
+        from ._graph import graph_upsert, write_keys
+
+        ents = [e if isinstance(e, EntityInput) else EntityInput(**e) for e in entities]
+        for e in ents:
+            check_value(e.attributes)
+        parts = [check_chunk(c) for c in chunks]
+        for c in parts:
+            check_value(c.attributes)
+        rels = list(relations)
+        for r in rels:
+            if not isinstance(r, GraphRelation):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
+            check_text(r.source, "relation source", max_chars=512)
+            check_text(r.target, "relation target", max_chars=512)
+            check_value(r.attributes)
+        given = {
+            check_text(k, "vector entity name", max_chars=512): v
+            for k, v in (vectors or {}).items()
+        }
+        vecs = {k: check_vector(v, f"vector of {k!r}") for k, v in given.items()}
+        space = check_space(vector_space)
+        ref = utcnow() if reference_time is None else aware(reference_time, "reference_time")
+        world = ref if valid_at is None else aware(valid_at, "valid_at")
+        text = " ".join(
+            [*(e.name for e in ents), *(f"{r.source} {r.relation} {r.target}" for r in rels)]
+        )
+        vector = (self._ingest.vectors([text]))[text] if text.strip() else None
+        from ..errors import ConflictError
+
+        for attempt in range(3):
+            try:
+                with self._db.transaction(group_id, "writing graph nodes") as conn:
+                    w = begin_write(
+                        conn, group_id, self.embedder, keys=write_keys(ents, parts, rels)
+                    )
+                    return graph_upsert(
+                        w,
+                        self._ingest,
+                        entities=ents,
+                        chunks=parts,
+                        relations=rels,
+                        vectors=vecs,
+                        space=space,
+                        reference_time=ref,
+                        valid_at=world,
+                        episode_vector=vector,
+                    )
+            except ConflictError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def graph_nodes(
+        self,
+        group_id: str,
+        *,
+        ids: Sequence[str] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+    ) -> GraphNodes:
+        """Entities and chunks by node id (a chunk key, an entity id, or a name resolved as
+        ingestion resolves it) and/or by attributes (every one equal); neither: every node.
+        ``limit``/``offset`` page the entities and the chunks each."""
+        from .._graph import check_node_ids
+        from .._items import check_offset, check_value
+        from ._graph import graph_nodes
+
+        wanted = None if ids is None else check_node_ids(ids, "ids")
+        attrs = None if attributes is None else check_value(attributes)
+        n, skip, system = _limit(limit), check_offset(offset), _system(as_of)
+        with self._db.transaction(group_id, "reading graph nodes") as conn:
+            return graph_nodes(
+                conn, group_id, ids=wanted, attributes=attrs, as_of=system, limit=n, offset=skip
+            )
+
+    def graph_edges(
+        self,
+        group_id: str,
+        *,
+        around: Sequence[str] | None = None,
+        depth: int = 1,
+        relations: Sequence[str] | None = None,
+        skip_relations: Sequence[str] = (),
+        valid_at: datetime | Now | None = NOW,
+        as_of: datetime | None = None,
+        limit: int = 100,
+    ) -> list[GraphEdge]:
+        """Facts and links within ``depth`` hops of the nodes ``around`` names (either
+        direction; nearest first; each edge once; cycles end the walk), by one recursive
+        query. ``skip_relations`` are not walked; ``around=None``: every edge."""
+        from .._graph import check_depth, check_node_ids, check_relations
+        from ._graph import graph_edges
+
+        start = None if around is None else check_node_ids(around, "around")
+        hops = check_depth(depth)
+        only = None if relations is None else check_relations(relations, "relations")
+        skip = [str(s) for s in skip_relations]
+        world, system, n = _world(valid_at), _system(as_of), _limit(limit)
+        with self._db.transaction(group_id, "walking the graph") as conn:
+            return graph_edges(
+                conn,
+                group_id,
+                around=start,
+                depth=hops,
+                relations=only,
+                skip=skip,
+                valid_at=world,
+                as_of=system,
+                read_time=utcnow(),
+                limit=n,
+            )
+
+    def graph_nearest(
+        self,
+        group_id: str,
+        *,
+        vector: Sequence[float] | None = None,
+        query: str | None = None,
+        vector_space: str = "default",
+        limit: int = 10,
+        as_of: datetime | None = None,
+    ) -> list[Entity]:
+        """Entities by cosine similarity (``score`` set): ``vector`` against the vectors
+        ``graph_upsert`` kept in ``vector_space`` (exact; another dimension is refused), or
+        ``query`` text against the entities' own name embeddings (this memory's embedder)."""
+        from .._graph import check_space, check_vector
+        from ..embedders import check_vectors
+        from ._graph import graph_nearest
+
+        if (vector is None) == (query is None):
+            raise InvalidInput("graph_nearest takes a vector or a query, one of the two")
+        n, system = _limit(limit), _system(as_of)
+        space: str | None = None
+        if vector is not None:
+            probe, space = check_vector(vector, "vector"), check_space(vector_space)
+        else:
+            text = check_text(query, "query", max_chars=10_000)
+            probe = check_vectors(self.embedder, [text], self.embedder.embed([text]))[0]
+        with self._db.transaction(group_id, "finding near entities") as conn:
+            return graph_nearest(conn, group_id, probe, space=space, limit=n, as_of=system)
+
+    def graph_retract(
+        self,
+        group_id: str,
+        *,
+        ids: Sequence[str] = (),
+        edges: Sequence[uuid.UUID | str] = (),
+    ) -> dict[str, int]:
+        """Retract nodes by id (with every edge at them) and edges by ``GraphEdge.id`` (a
+        fact id or a link key), in system time: current reads stop seeing them, ``as_of``
+        still does. Returns what went, per kind. A node id another group holds raises
+        ``ForeignNode``."""
+        from .._graph import check_node_ids
+        from ._graph import graph_retract
+
+        nodes = check_node_ids(ids, "ids")
+        parsed: list[uuid.UUID | str] = []
+        for e in edges:
+            parsed.append(
+                e if isinstance(e, uuid.UUID) else check_text(e, "edge id", max_chars=128)
+            )
+        with self._db.transaction(group_id, "retracting graph nodes") as conn:
+            w = begin_write(conn, group_id, self.embedder, exclusive=True)
+            return graph_retract(w, ids=nodes, edges=parsed)
 
     # -- transfer and inventory --
 
