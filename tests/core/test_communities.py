@@ -136,3 +136,84 @@ def test_removal_repairs_the_communities_it_fed(memory: timestone.Memory, group:
     assert babbage is None
     assert len(left.communities) == 1
     assert "Babbage" not in left.communities[0].name
+
+
+def _members(mem: timestone.Memory, group: str) -> list[list[str]]:
+    """The group's current communities as sorted lists of member names."""
+    found = mem.search(group, "community", scopes=("communities",), limit=50)
+    out: list[list[str]] = []
+    for community in found.communities:
+        names: list[str] = []
+        for member in community.members:
+            entity = mem.get_entity(group, member)
+            assert entity is not None
+            names.append(entity.name)
+        out.append(sorted(names))
+    return sorted(out)
+
+
+def test_auto_mode_follows_every_write(dsn: str, group: str) -> None:
+    with timestone.Memory.open(dsn, communities="auto") as mem:
+        mem.add_facts(group, WINE + ENGINE, reference_time=T2015)
+        # no build call: the write was followed
+        assert _members(mem, group) == [
+            ["Ada", "Babbage", "Engine", "Notes"],
+            ["Beaujolais", "Château Nord", "Gamay", "Mira"],
+        ]
+        joined = mem.add_facts(
+            group,
+            [F("Notes", "MENTIONS", "Gamay"), F("Engine", "STORED_AT", "Château Nord")],
+            reference_time=datetime(2016, 1, 1, tzinfo=UTC),
+        )
+        followed = _members(mem, group)
+        mem.build_communities(group)  # a full rebuild changes nothing the follow-up did not
+        assert _members(mem, group) == followed
+        mem.remove_episode(group, joined.episode.id)
+        assert _members(mem, group) == [
+            ["Ada", "Babbage", "Engine", "Notes"],
+            ["Beaujolais", "Château Nord", "Gamay", "Mira"],
+        ]
+        before = datetime.now(UTC)
+        mem.add_facts(
+            group,
+            [F("Ada", "VISITED", "Mira"), F("Ada", "MET", "Mira")],
+            reference_time=datetime(2017, 1, 1, tzinfo=UTC),
+        )
+        mem.rollback(group, to=before)  # rollback is followed too
+        assert _members(mem, group) == [
+            ["Ada", "Babbage", "Engine", "Notes"],
+            ["Beaujolais", "Château Nord", "Gamay", "Mira"],
+        ]
+
+
+def test_manual_mode_leaves_communities_to_the_caller(memory: timestone.Memory, group: str) -> None:
+    assert memory.communities == "manual"
+    memory.add_facts(group, ENGINE, reference_time=T2015)
+    assert memory.search(group, "Ada", scopes=("communities",)).communities == []
+
+
+def test_unknown_community_mode_is_refused(dsn: str) -> None:
+    with pytest.raises(InvalidInput, match="communities must be one of manual, auto"):
+        timestone.Memory.open(dsn, communities="sometimes")
+
+
+def test_members_left_behind_are_relabelled(memory: timestone.Memory, group: str) -> None:
+    core = [F("B", "KNOWS", "C"), F("C", "KNOWS", "D"), F("B", "KNOWS", "D")]
+    memory.add_facts(
+        group, [*core, F("A", "KNOWS", "B"), F("A", "KNOWS", "C")], reference_time=T2015
+    )
+    memory.build_communities(group)
+    assert _members(memory, group) == [["A", "B", "C", "D"]]
+    ended = datetime(2016, 1, 1, tzinfo=UTC)
+    memory.add_facts(  # A's ties end: later assertions of the same targets with an end
+        group,
+        [
+            F("A", "KNOWS", "B", valid_at=T2015, invalid_at=ended),
+            F("A", "KNOWS", "C", valid_at=T2015, invalid_at=ended),
+        ],
+        reference_time=datetime(2017, 1, 1, tzinfo=UTC),
+    )
+    a = memory.get_entity(group, "A")
+    assert a is not None
+    memory.update_communities(group, [a.id])  # only A named: B, C and D are relabelled too
+    assert _members(memory, group) == [["B", "C", "D"]]

@@ -41,6 +41,7 @@ from ._write import Write, begin_write
 
 __all__ = [
     "MAX_ROUNDS",
+    "MAX_UPDATE_ENTITIES",
     "MIN_SUPPORT",
     "build_communities",
     "propagate_labels",
@@ -51,7 +52,7 @@ MAX_ROUNDS = 20
 MIN_SUPPORT = 2
 NAME_MEMBERS = 3
 SUMMARY_CHARS = 600
-_MAX_UPDATE_ENTITIES = 10_000
+MAX_UPDATE_ENTITIES = 10_000
 MAX_LLM_MEMBERS = 12
 MAX_LLM_FACTS = 10
 
@@ -350,8 +351,8 @@ def _check_ids(entities: object) -> list[uuid.UUID]:
         if not isinstance(e, uuid.UUID):
             raise InvalidInput(f"entities must hold entity ids (UUID), got {e!r}")
         out.append(e)
-    if len(out) > _MAX_UPDATE_ENTITIES:
-        raise InvalidInput(f"{len(out):,} entities; at most {_MAX_UPDATE_ENTITIES:,} per update")
+    if len(out) > MAX_UPDATE_ENTITIES:
+        raise InvalidInput(f"{len(out):,} entities; at most {MAX_UPDATE_ENTITIES:,} per update")
     return out
 
 
@@ -369,7 +370,21 @@ async def update_communities(
             wanted = await _changed_since_build(conn, group_id)
         if not wanted:
             return await _rebuild(w, embedder, llm, [])
-        return await _rebuild(w, embedder, llm, wanted)
+        return await _rebuild(w, embedder, llm, await _with_old_members(conn, group_id, wanted))
+
+
+async def _with_old_members(
+    conn: Conn, group_id: str, entities: Sequence[uuid.UUID]
+) -> list[uuid.UUID]:
+    """The entities and every member of a current community holding one of them: when an
+    entity leaves its community, the members it leaves behind are relabelled too, even if
+    no path joins them to it any more."""
+    cur = await conn.execute(
+        "SELECT DISTINCT m.id FROM timestone.communities AS c, unnest(c.members) AS m(id)"
+        " WHERE c.group_id = %s AND c.expired_at IS NULL AND c.members && %s::uuid[]",
+        (group_id, list(entities)),
+    )
+    return list(dict.fromkeys([*entities, *(r["id"] for r in await cur.fetchall())]))
 
 
 async def _changed_since_build(conn: Conn, group_id: str) -> list[uuid.UUID]:

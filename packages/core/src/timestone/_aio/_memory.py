@@ -70,6 +70,7 @@ from ._write import begin_write
 __all__ = ["AsyncMemory"]
 
 MAX_LIMIT = 1000
+COMMUNITY_MODES = ("manual", "auto")
 
 
 def _limit(limit: object) -> int:
@@ -104,11 +105,17 @@ class AsyncMemory:
         embedder: Embedder,
         ontology: Ontology,
         llm: Any = None,
+        communities: str = "manual",
     ) -> None:
+        if communities not in COMMUNITY_MODES:
+            raise InvalidInput(
+                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
+            )
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
         self.llm = llm
+        self.communities = communities
         self._ingest = Ingest(db, embedder, ontology)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -124,11 +131,20 @@ class AsyncMemory:
         ontology: Ontology | None = None,
         reembed: bool = False,
         pool_size: int = 8,
+        communities: str = "manual",
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
         No ``dsn`` and no ``TIMESTONE_DSN``: the embedded server in ``data_dir``.
+        ``communities="auto"``: every write to a group is followed by an incremental
+        community update of what it changed (see ``update_communities``); ``"manual"``
+        (the default): communities change when you build or update them, and when a
+        removal repairs them.
         """
+        if communities not in COMMUNITY_MODES:
+            raise InvalidInput(
+                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
+            )
         target = dsn or os.environ.get("TIMESTONE_DSN")
         if target is None:
             target = await _compat.ato_thread(embedded_dsn, data_dir)
@@ -140,7 +156,13 @@ class AsyncMemory:
             await bind_embedder(target, chosen)
         db = await Database.aopen(target, max_size=pool_size)
         model = llm if llm is not None else OpenAICompatibleLLM.from_env()
-        return cls(db, embedder=chosen, ontology=ontology or Ontology(), llm=model)
+        return cls(
+            db,
+            embedder=chosen,
+            ontology=ontology or Ontology(),
+            llm=model,
+            communities=communities,
+        )
 
     @property
     def dsn(self) -> str:
@@ -182,7 +204,7 @@ class AsyncMemory:
         source_description: str = "",
     ) -> IngestResult:
         """Structured ingestion, no LLM: one episode, one transaction."""
-        return await self._ingest.add_facts(
+        result = await self._ingest.add_facts(
             group_id,
             facts,
             reference_time=reference_time,
@@ -191,6 +213,8 @@ class AsyncMemory:
             idempotency_key_=idempotency_key,
             source_description=source_description,
         )
+        await self._follow(group_id, [result])
+        return result
 
     async def add_document(
         self,
@@ -204,7 +228,7 @@ class AsyncMemory:
         max_chunk_chars: int = 1500,
     ) -> DocumentResult:
         """A long document as chunk episodes; the same uri with new content is a new version."""
-        return await self._ingest.add_document(
+        result = await self._ingest.add_document(
             group_id,
             uri,
             content,
@@ -214,6 +238,8 @@ class AsyncMemory:
             max_chunk_chars=max_chunk_chars,
             llm=self.llm,
         )
+        await self._follow(group_id)
+        return result
 
     async def add_episode(
         self,
@@ -244,7 +270,7 @@ class AsyncMemory:
             excluded_entity_types,
             instructions,
         )
-        return await self._ingest.add_episode(
+        result = await self._ingest.add_episode(
             group_id,
             llm,
             content,
@@ -257,6 +283,8 @@ class AsyncMemory:
             types=types,
             max_chars=max_chars,
         )
+        await self._follow(group_id, [result])
+        return result
 
     # -- reading ---------------------------------------------------------------------
 
@@ -353,7 +381,9 @@ class AsyncMemory:
         point = aware(to, "to")
         async with self._db.transaction(group_id, "rolling back") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
-            return await rollback(w, point)
+            report = await rollback(w, point)
+        await self._follow(group_id)
+        return report
 
     async def purge_episode(self, group_id: str, episode_id: uuid.UUID | str) -> int:
         """Physical erasure of the episode and what only it supported; returns rows erased."""
@@ -807,6 +837,31 @@ class AsyncMemory:
 
         return await update_communities(self._db, self.embedder, self.llm, group_id, entities)
 
+    async def _follow(
+        self, group_id: str, results: Sequence[IngestResult | DocumentResult] | None = None
+    ) -> None:
+        """With ``communities="auto"``, update the group's communities after a write, in a
+        second transaction: around the entities the write touched (those it mentioned and
+        the ends of the facts it closed), or, without ``results``, around everything
+        changed since the last community write. Should that transaction fail, the write
+        stands, and ``update_communities(group)`` catches up."""
+        if self.communities != "auto":
+            return
+        if results is None:
+            await self.update_communities(group_id)
+            return
+        seeds: dict[uuid.UUID, None] = {}
+        for result in results:
+            seeds.update(dict.fromkeys(e.id for e in result.entities))
+            for fact in (*result.facts, *result.invalidated):
+                seeds.update(dict.fromkeys((fact.source_id, fact.target_id)))
+        from ._communities import MAX_UPDATE_ENTITIES
+
+        if len(seeds) > MAX_UPDATE_ENTITIES:
+            await self.update_communities(group_id)
+        elif seeds:
+            await self.update_communities(group_id, list(seeds))
+
     # -- LLM ingestion --
 
     def _llm(self, what: str) -> LLM:
@@ -846,7 +901,7 @@ class AsyncMemory:
             excluded_entity_types,
             instructions,
         )
-        return await self._ingest.add_episodes(
+        results = await self._ingest.add_episodes(
             group_id,
             llm,
             episodes,
@@ -855,6 +910,8 @@ class AsyncMemory:
             concurrency=concurrency,
             on_progress=on_progress,
         )
+        await self._follow(group_id, results)
+        return results
 
     async def saga_episodes(self, group_id: str, saga: str) -> list[Episode]:
         """The episodes of a saga (a named thread), in world-time order."""

@@ -71,6 +71,7 @@ from ._write import begin_write
 __all__ = ["Memory"]
 
 MAX_LIMIT = 1000
+COMMUNITY_MODES = ("manual", "auto")
 
 
 def _limit(limit: object) -> int:
@@ -105,11 +106,17 @@ class Memory:
         embedder: Embedder,
         ontology: Ontology,
         llm: Any = None,
+        communities: str = "manual",
     ) -> None:
+        if communities not in COMMUNITY_MODES:
+            raise InvalidInput(
+                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
+            )
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
         self.llm = llm
+        self.communities = communities
         self._ingest = Ingest(db, embedder, ontology)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -125,11 +132,20 @@ class Memory:
         ontology: Ontology | None = None,
         reembed: bool = False,
         pool_size: int = 8,
+        communities: str = "manual",
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
         No ``dsn`` and no ``TIMESTONE_DSN``: the embedded server in ``data_dir``.
+        ``communities="auto"``: every write to a group is followed by an incremental
+        community update of what it changed (see ``update_communities``); ``"manual"``
+        (the default): communities change when you build or update them, and when a
+        removal repairs them.
         """
+        if communities not in COMMUNITY_MODES:
+            raise InvalidInput(
+                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
+            )
         target = dsn or os.environ.get("TIMESTONE_DSN")
         if target is None:
             target = _compat.to_thread(embedded_dsn, data_dir)
@@ -141,7 +157,13 @@ class Memory:
             bind_embedder(target, chosen)
         db = Database.open(target, max_size=pool_size)
         model = llm if llm is not None else OpenAICompatibleLLM.from_env()
-        return cls(db, embedder=chosen, ontology=ontology or Ontology(), llm=model)
+        return cls(
+            db,
+            embedder=chosen,
+            ontology=ontology or Ontology(),
+            llm=model,
+            communities=communities,
+        )
 
     @property
     def dsn(self) -> str:
@@ -183,7 +205,7 @@ class Memory:
         source_description: str = "",
     ) -> IngestResult:
         """Structured ingestion, no LLM: one episode, one transaction."""
-        return self._ingest.add_facts(
+        result = self._ingest.add_facts(
             group_id,
             facts,
             reference_time=reference_time,
@@ -192,6 +214,8 @@ class Memory:
             idempotency_key_=idempotency_key,
             source_description=source_description,
         )
+        self._follow(group_id, [result])
+        return result
 
     def add_document(
         self,
@@ -205,7 +229,7 @@ class Memory:
         max_chunk_chars: int = 1500,
     ) -> DocumentResult:
         """A long document as chunk episodes; the same uri with new content is a new version."""
-        return self._ingest.add_document(
+        result = self._ingest.add_document(
             group_id,
             uri,
             content,
@@ -215,6 +239,8 @@ class Memory:
             max_chunk_chars=max_chunk_chars,
             llm=self.llm,
         )
+        self._follow(group_id)
+        return result
 
     def add_episode(
         self,
@@ -245,7 +271,7 @@ class Memory:
             excluded_entity_types,
             instructions,
         )
-        return self._ingest.add_episode(
+        result = self._ingest.add_episode(
             group_id,
             llm,
             content,
@@ -258,6 +284,8 @@ class Memory:
             types=types,
             max_chars=max_chars,
         )
+        self._follow(group_id, [result])
+        return result
 
     # -- reading ---------------------------------------------------------------------
 
@@ -354,7 +382,9 @@ class Memory:
         point = aware(to, "to")
         with self._db.transaction(group_id, "rolling back") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
-            return rollback(w, point)
+            report = rollback(w, point)
+        self._follow(group_id)
+        return report
 
     def purge_episode(self, group_id: str, episode_id: uuid.UUID | str) -> int:
         """Physical erasure of the episode and what only it supported; returns rows erased."""
@@ -806,6 +836,31 @@ class Memory:
 
         return update_communities(self._db, self.embedder, self.llm, group_id, entities)
 
+    def _follow(
+        self, group_id: str, results: Sequence[IngestResult | DocumentResult] | None = None
+    ) -> None:
+        """With ``communities="auto"``, update the group's communities after a write, in a
+        second transaction: around the entities the write touched (those it mentioned and
+        the ends of the facts it closed), or, without ``results``, around everything
+        changed since the last community write. Should that transaction fail, the write
+        stands, and ``update_communities(group)`` catches up."""
+        if self.communities != "auto":
+            return
+        if results is None:
+            self.update_communities(group_id)
+            return
+        seeds: dict[uuid.UUID, None] = {}
+        for result in results:
+            seeds.update(dict.fromkeys(e.id for e in result.entities))
+            for fact in (*result.facts, *result.invalidated):
+                seeds.update(dict.fromkeys((fact.source_id, fact.target_id)))
+        from ._communities import MAX_UPDATE_ENTITIES
+
+        if len(seeds) > MAX_UPDATE_ENTITIES:
+            self.update_communities(group_id)
+        elif seeds:
+            self.update_communities(group_id, list(seeds))
+
     # -- LLM ingestion --
 
     def _llm(self, what: str) -> LLM:
@@ -845,7 +900,7 @@ class Memory:
             excluded_entity_types,
             instructions,
         )
-        return self._ingest.add_episodes(
+        results = self._ingest.add_episodes(
             group_id,
             llm,
             episodes,
@@ -854,6 +909,8 @@ class Memory:
             concurrency=concurrency,
             on_progress=on_progress,
         )
+        self._follow(group_id, results)
+        return results
 
     def saga_episodes(self, group_id: str, saga: str) -> list[Episode]:
         """The episodes of a saga (a named thread), in world-time order."""
