@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -208,6 +209,27 @@ class OpenAICompatibleEmbedder:
         self._client = client
         self._async_client = async_client
         self._batch_size = batch_size
+
+    @classmethod
+    def from_env(cls, model: str, dimension: int) -> OpenAICompatibleEmbedder:
+        """Clients from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` (either suffices: a local
+        server ignores the key), as ``OpenAICompatibleLLM.from_env`` makes them."""
+        key = os.environ.get("OPENAI_API_KEY")
+        base = os.environ.get("OPENAI_BASE_URL")
+        if not key and not base:
+            raise EmbedderError(
+                f"the embedder openai/{model} needs OPENAI_API_KEY or OPENAI_BASE_URL "
+                "(an OpenAI-compatible server such as Ollama or vLLM) in the environment"
+            )
+        import openai as _openai
+
+        api_key = key or "unused"
+        return cls(
+            model=model,
+            dimension=dimension,
+            client=_openai.OpenAI(api_key=api_key, base_url=base),
+            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base),
+        )
 
     @property
     def name(self) -> str:

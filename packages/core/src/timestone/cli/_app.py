@@ -83,7 +83,10 @@ EmbedderOpt = Annotated[
     typer.Option(
         "--embedder",
         envvar="TIMESTONE_EMBEDDER",
-        help="wordllama[:DIM] or hash[:DIM] (default: the one the database was built with).",
+        help=(
+            "wordllama[:DIM], hash[:DIM] or openai:MODEL:DIM (server from OPENAI_API_KEY /"
+            " OPENAI_BASE_URL); default: the one the database was built with."
+        ),
     ),
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]

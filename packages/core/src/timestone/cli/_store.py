@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from .. import _embedded
-from ..embedders import Embedder, HashEmbedder, WordLlamaEmbedder
+from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput, InvalidPeriod
 from ..ontology import EdgeType, EntityType, Ontology
 
@@ -80,27 +80,40 @@ def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
 
 
 def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder:
-    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``), else the stored one, else WordLlama."""
+    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``), else the
+    stored one, else WordLlama. OpenAI-compatible embedders take their server from
+    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
     if spec:
-        name, _, dim = spec.partition(":")
+        name, _, rest = spec.partition(":")
+        if name == "openai":
+            model, _, dim = rest.rpartition(":")  # a model name may hold ':' (Ollama tags)
+            if not model or not dim.isdigit() or int(dim) < 1:
+                raise InvalidInput(
+                    f"--embedder {spec!r}: write openai:MODEL:DIMENSION, "
+                    "e.g. openai:text-embedding-3-small:1536"
+                )
+            return OpenAICompatibleEmbedder.from_env(model, int(dim))
+        if name not in ("wordllama", "hash"):
+            raise InvalidInput(
+                f"--embedder {spec!r}: use wordllama[:64|128|256], hash[:DIM] or "
+                "openai:MODEL:DIMENSION (other embedders are chosen in Python with "
+                "Memory.open(embedder=...))"
+            )
         try:
-            dimension = int(dim) if dim else None
+            dimension = int(rest) if rest else None
         except ValueError:
             raise InvalidInput(f"--embedder {spec!r}: the dimension must be a number") from None
         if name == "wordllama":
             return WordLlamaEmbedder(dimension or 256)
-        if name == "hash":
-            return HashEmbedder(dimension or 64)
-        raise InvalidInput(
-            f"--embedder {spec!r}: use wordllama[:64|128|256] or hash[:DIM] "
-            "(other embedders are chosen in Python with Memory.open(embedder=...))"
-        )
+        return HashEmbedder(dimension or 64)
     if stored is not None:
         name, dimension = str(stored.get("name")), int(stored.get("dimension", 0))
         if name == "hash":
             return HashEmbedder(dimension)
         if name.startswith("wordllama"):
             return WordLlamaEmbedder(dimension)
+        if name.startswith("openai/"):
+            return OpenAICompatibleEmbedder.from_env(name.removeprefix("openai/"), dimension)
         raise InvalidInput(
             f"this database was built with the embedder {name} ({dimension} dimensions), "
             "which the command line cannot construct; use the Python API"
