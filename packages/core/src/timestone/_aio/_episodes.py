@@ -99,7 +99,7 @@ async def insert_episode(w: Write, episode: EpisodeRow, vector: list[float] | No
             " chunk_index, char_start, char_end, metadata, llm_calls, llm_tokens, recorded_at,"
             " embedding, created_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-            " %s::vector, %s)"
+            " %b, %s)"
             " RETURNING {}"
         ).format(EPISODE_COLUMNS),
         (
@@ -122,10 +122,17 @@ async def insert_episode(w: Write, episode: EpisodeRow, vector: list[float] | No
             episode.llm_calls,
             episode.llm_tokens,
             w.now,
-            str(vector) if vector is not None else None,
+            _vec(vector) if vector is not None else None,
             w.now,
         ),
     )
     row = await cur.fetchone()
     assert row is not None
     return episode_from_row(row)
+
+
+def _vec(values: list[float]) -> Any:
+    """A vector parameter typed by its dumper: the column's type is not named in the SQL."""
+    import numpy as np
+
+    return np.asarray(values, dtype=np.float32)
