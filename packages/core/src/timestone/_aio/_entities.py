@@ -19,7 +19,7 @@ summary), so busy entities do not churn.
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -31,11 +31,12 @@ from .._models import Entity, EntityInput
 from .._names import fold, fuzzy_eligible, near_identical, normalize
 from ..ontology import Ontology
 from ._db import Conn
-from ._write import Write
+from ._write import Write, as_stored, json_object, json_text, stored_order
 
 __all__ = [
     "SUMMARY_CHARS",
     "MentionRow",
+    "Mentioned",
     "insert_mentions",
     "recompute_entities",
     "resolve_entities",
@@ -48,12 +49,19 @@ _SUMMARY_FACTS = 20
 
 
 def entity_key(entity: EntityInput) -> tuple[str, str | None]:
-    return (normalize(entity.name), entity.labels[0] if entity.labels else None)
+    return (_spellings(entity.name)[0], entity.labels[0] if entity.labels else None)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _spellings(name: str) -> tuple[str, str]:
+    """The normalized and the folded spelling of a name; a bulk load repeats names often."""
+    return normalize(name), fold(name)
 
 
 def lock_keys(entities: Iterable[EntityInput]) -> list[str]:
     """The advisory lock keys of names: their folded spelling, so variants meet."""
-    return sorted({"entity\x1f" + (fold(e.name) or normalize(e.name)) for e in entities})
+    spellings = [_spellings(n) for n in {e.name for e in entities}]
+    return sorted({"entity\x1f" + (folded or norm) for norm, folded in spellings})
 
 
 async def resolve_entities(
@@ -73,11 +81,11 @@ async def resolve_entities(
         ontology.check_entity(e.entity_type, e.attributes, e.name)
     keys = list(dict.fromkeys(entity_key(e) for e in entities))
     names = {entity_key(e): e.name for e in entities}
-    folds = {k: fold(names[k]) for k in keys}
+    folds = {k: _spellings(names[k])[1] for k in keys}
     cur = await w.conn.execute(
         "SELECT id, norm_name, fold_name, entity_type, created_at FROM timestone.entities"
         " WHERE group_id = %s AND expired_at IS NULL"
-        " AND (norm_name = ANY(%s) OR fold_name = ANY(%s))"
+        " AND (norm_name = ANY(%b::text[]) OR fold_name = ANY(%b::text[]))"
         " ORDER BY created_at, id",
         (w.group_id, list({k[0] for k in keys}), list({f for f in folds.values() if f})),
     )
@@ -144,7 +152,7 @@ async def resolve_entities(
 async def _similar(w: Write, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     cur = await w.conn.execute(
         "SELECT query, id, name, entity_type, similarity"
-        " FROM timestone.similar_entities(%s, 5, %s::real)",
+        " FROM timestone.similar_entities(%b::text[], 5, %s::real)",
         ([normalize(n) for n in names], _MIN_TRIGRAM),
     )
     out: dict[str, list[dict[str, Any]]] = {}
@@ -173,29 +181,72 @@ class MentionRow:
     attributes: Mapping[str, Any]
 
 
-async def insert_mentions(w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionRow]) -> None:
-    async with w.conn.cursor() as cur:
-        await cur.executemany(
-            "INSERT INTO timestone.mentions (group_id, id, episode_id, entity_id, name, labels,"
-            " attributes, summary, position, recorded_at, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    w.group_id,
-                    uuid.uuid4(),
-                    episode_id,
-                    m.entity_id,
-                    m.entity.name,
-                    list(m.entity.labels),
-                    json.dumps(m.attributes),
-                    m.entity.summary,
-                    position,
-                    w.now,
-                    w.now,
-                )
-                for position, m in enumerate(mentions)
-            ],
+@dataclasses.dataclass(frozen=True, slots=True)
+class Mentioned:
+    """The mentions one episode just wrote, by entity, as a read of them would give them:
+    recomputing the entities takes them from here rather than reading them back."""
+
+    episode_id: uuid.UUID
+    by_entity: dict[uuid.UUID, list[dict[str, Any]]]
+
+
+_INSERT_MENTIONS = (
+    "INSERT INTO timestone.mentions (group_id, id, episode_id, entity_id, name, labels,"
+    " attributes, summary, position, recorded_at, created_at)"
+    " SELECT %(group)s, x.id, %(episode)s, x.entity_id, x.name,"
+    " (%(labels)b::text[])[x.first:x.last], x.attributes::jsonb, x.summary, x.position,"
+    " %(now)s, %(now)s"
+    " FROM unnest(%(id)b::uuid[], %(entity)b::uuid[], %(name)b::text[], %(first)b::int[],"
+    " %(last)b::int[], %(attributes)b::text[], %(summary)b::text[], %(position)b::int[])"
+    " AS x(id, entity_id, name, first, last, attributes, summary, position)"
+)
+
+
+async def insert_mentions(
+    w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionRow]
+) -> Mentioned:
+    """One statement for every row; each row's labels are a slice of one array."""
+    labels: list[str] = []
+    first: list[int] = []
+    last: list[int] = []
+    by_entity: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    ids = [uuid.uuid4() for _ in mentions]
+    attributes = [json_text(m.attributes) for m in mentions]
+    for position, (m, ident, text) in enumerate(zip(mentions, ids, attributes, strict=True)):
+        first.append(len(labels) + 1)
+        labels.extend(m.entity.labels)
+        last.append(len(labels))
+        by_entity.setdefault(m.entity_id, []).append(
+            {
+                "entity_id": m.entity_id,
+                "name": m.entity.name,
+                "labels": list(m.entity.labels),
+                "attributes": as_stored(text),
+                "summary": m.entity.summary,
+                "recorded_at": w.now,
+                "position": position,
+                "id": ident,
+            }
         )
+    if mentions:
+        await w.conn.execute(
+            _INSERT_MENTIONS,
+            {
+                "group": w.group_id,
+                "episode": episode_id,
+                "now": w.now,
+                "labels": labels,
+                "id": ids,
+                "entity": [m.entity_id for m in mentions],
+                "name": [m.entity.name for m in mentions],
+                "first": first,
+                "last": last,
+                "attributes": attributes,
+                "summary": [m.entity.summary for m in mentions],
+                "position": list(range(len(mentions))),
+            },
+        )
+    return Mentioned(episode_id=episode_id, by_entity=by_entity)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -211,86 +262,180 @@ class _State:
             self.name == row["name"]
             and self.entity_type == row["entity_type"]
             and self.labels == tuple(row["labels"])
-            and dict(self.attributes) == dict(row["attributes"])
+            and dict(self.attributes) == json_object(row["attributes"])
             and self.summary == row["summary"]
         )
 
 
-async def recompute_entities(w: Write, entity_ids: Iterable[uuid.UUID]) -> tuple[int, int]:
+def _mention_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (row["recorded_at"], row["position"], row["id"])
+
+
+_INSERT_ENTITIES = sql.SQL(
+    "INSERT INTO timestone.entities (group_id, id, name, norm_name, fold_name, entity_type,"
+    " labels, attributes, summary, name_embedding, created_at)"
+    " SELECT %(group)s, x.id, x.name, x.norm_name, x.fold_name, x.entity_type,"
+    " (%(labels)b::text[])[x.first:x.last], x.attributes::jsonb, x.summary, {vector}, %(now)s"
+    " FROM unnest(%(id)b::uuid[], %(name)b::text[], %(norm_name)b::text[],"
+    " %(fold_name)b::text[], %(entity_type)b::text[], %(first)b::int[], %(last)b::int[],"
+    " %(attributes)b::text[], %(summary)b::text[], {column})"
+    " AS x(id, name, norm_name, fold_name, entity_type, first, last, attributes, summary,"
+    " {name}){join}"
+)
+# new vectors come as a parameter typed by its dumper: the column's type is not named here
+_INSERT_ENTITIES_EMBEDDED = _INSERT_ENTITIES.format(
+    vector=sql.SQL("x.embedding"),
+    column=sql.SQL("%(embedding)b"),
+    name=sql.SQL("embedding"),
+    join=sql.SQL(""),
+)
+# an unchanged name keeps its vector: copied from the version it replaces, as stored
+_INSERT_ENTITIES_KEPT = _INSERT_ENTITIES.format(
+    vector=sql.SQL("o.name_embedding"),
+    column=sql.SQL("%(keep)b::uuid[]"),
+    name=sql.SQL("keep"),
+    join=sql.SQL(
+        " JOIN timestone.entities AS o ON o.group_id = %(group)s AND o.version_id = x.keep"
+    ),
+)
+
+
+async def recompute_entities(
+    w: Write,
+    entity_ids: Iterable[uuid.UUID],
+    fresh: Mentioned | None = None,
+    current: dict[uuid.UUID, Entity] | None = None,
+) -> tuple[int, int]:
     """Bring the touched entities to the state their mentions and facts say.
 
+    ``fresh``: mentions this write just inserted, taken as given rather than read back.
+    ``current``: filled with the current version of every entity that keeps one.
     Returns (entities expired for lack of any mention, entities given a new version).
     """
     ids = sorted(set(entity_ids))
     if not ids:
         return (0, 0)
-    cur = await w.conn.execute(
-        "SELECT entity_id, name, labels, attributes, summary FROM timestone.mentions"
-        " WHERE group_id = %s AND expired_at IS NULL AND entity_id = ANY(%s)"
-        " ORDER BY recorded_at, position, id",
-        (w.group_id, ids),
-    )
     mentions: dict[uuid.UUID, list[dict[str, Any]]] = {}
-    for row in await cur.fetchall():
-        mentions.setdefault(row["entity_id"], []).append(row)
-
     async with w.conn.cursor(binary=True) as bcur:
         await bcur.execute(
-            "SELECT id, version_id, name, entity_type, labels, attributes, summary, name_embedding"
-            " FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)",
+            "SELECT entity_id, name, labels, attributes::text AS attributes, summary,"
+            " recorded_at, position, id FROM timestone.mentions"
+            " WHERE group_id = %s AND expired_at IS NULL AND entity_id = ANY(%b::uuid[])"
+            " AND episode_id IS DISTINCT FROM %s::uuid"
+            " ORDER BY recorded_at, position, id",
+            (w.group_id, ids, fresh.episode_id if fresh else None),
+        )
+        for row in await bcur.fetchall():
+            row["attributes"] = json_object(row["attributes"])
+            mentions.setdefault(row["entity_id"], []).append(row)
+        if fresh is not None:
+            wanted = set(ids)
+            for ident, rows in fresh.by_entity.items():
+                if ident not in wanted:
+                    continue
+                found = mentions.setdefault(ident, [])
+                later = bool(found) and _mention_order(found[-1]) > _mention_order(rows[0])
+                found.extend(rows)
+                if later:
+                    found.sort(key=_mention_order)
+        # vectors stay in the database: a kept one is copied there by the insert
+        await bcur.execute(
+            "SELECT id, version_id, name, entity_type, labels, attributes::text AS attributes,"
+            " summary, created_at, name_embedding IS NOT NULL AS embedded"
+            " FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL"
+            " AND id = ANY(%b::uuid[])",
             (w.group_id, ids),
         )
-        current = {row["id"]: row for row in await bcur.fetchall()}
+        rows_now = {row["id"]: row for row in await bcur.fetchall()}
 
     expire: list[uuid.UUID] = []
-    insert: list[tuple[uuid.UUID, _State, Any]] = []
+    insert: list[tuple[uuid.UUID, _State, uuid.UUID | None]] = []
     for ident in ids:
         rows = mentions.get(ident)
-        row = current.get(ident)
+        row = rows_now.get(ident)
         if not rows:
             if row is not None:
                 expire.append(row["version_id"])
             continue
         state = _state(rows)
         if row is not None and state.same(row):
+            if current is not None:
+                current[ident] = Entity(
+                    id=ident,
+                    group_id=w.group_id,
+                    name=row["name"],
+                    labels=tuple(row["labels"]),
+                    summary=row["summary"],
+                    attributes=json_object(row["attributes"]),
+                    created_at=row["created_at"],
+                    expired_at=None,
+                )
             continue
         if row is not None:
             expire.append(row["version_id"])
-        keep = row["name_embedding"] if row is not None and row["name"] == state.name else None
+        keep = (
+            row["version_id"]
+            if row is not None and row["name"] == state.name and row["embedded"]
+            else None
+        )
         insert.append((ident, state, keep))
+        if current is not None:
+            current[ident] = Entity(
+                id=ident,
+                group_id=w.group_id,
+                name=state.name,
+                labels=state.labels,
+                summary=state.summary,
+                attributes=stored_order(state.attributes),
+                created_at=w.now,
+                expired_at=None,
+            )
 
     if expire:
         await w.conn.execute(
             "UPDATE timestone.entities SET expired_at = %s"
-            " WHERE group_id = %s AND version_id = ANY(%s)",
+            " WHERE group_id = %s AND version_id = ANY(%b::uuid[])",
             (w.now, w.group_id, expire),
         )
-    if insert:
-        vectors = await w.embed(s.name for _, s, keep in insert if keep is None)
-        async with w.conn.cursor() as cur2:
-            await cur2.executemany(
-                "INSERT INTO timestone.entities (group_id, id, name, norm_name, fold_name,"
-                " entity_type, labels, attributes, summary, name_embedding, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        w.group_id,
-                        ident,
-                        s.name,
-                        normalize(s.name),
-                        fold(s.name),
-                        s.entity_type,
-                        list(s.labels),
-                        json.dumps(s.attributes),
-                        s.summary,
-                        keep if keep is not None else _vec(vectors[s.name]),
-                        w.now,
-                    )
-                    for ident, s, keep in insert
-                ],
-            )
-    expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in current)
+    fresh_names = [i for i in insert if i[2] is None]
+    kept = [i for i in insert if i[2] is not None]
+    if fresh_names:
+        vectors = await w.embed(s.name for _, s, _ in fresh_names)
+        params = _entity_params(w, fresh_names)
+        params["embedding"] = [_vec(vectors[s.name]) for _, s, _ in fresh_names]
+        await w.conn.execute(_INSERT_ENTITIES_EMBEDDED, params)
+    if kept:
+        params = _entity_params(w, kept)
+        params["keep"] = [keep for _, _, keep in kept]
+        await w.conn.execute(_INSERT_ENTITIES_KEPT, params)
+    expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
+
+
+def _entity_params(
+    w: Write, insert: Sequence[tuple[uuid.UUID, _State, uuid.UUID | None]]
+) -> dict[str, Any]:
+    labels: list[str] = []
+    first: list[int] = []
+    last: list[int] = []
+    for _, s, _ in insert:
+        first.append(len(labels) + 1)
+        labels.extend(s.labels)
+        last.append(len(labels))
+    return {
+        "group": w.group_id,
+        "now": w.now,
+        "labels": labels,
+        "id": [ident for ident, _, _ in insert],
+        "name": [s.name for _, s, _ in insert],
+        "norm_name": [_spellings(s.name)[0] for _, s, _ in insert],
+        "fold_name": [_spellings(s.name)[1] for _, s, _ in insert],
+        "entity_type": [s.entity_type for _, s, _ in insert],
+        "first": first,
+        "last": last,
+        "attributes": [json_text(s.attributes) for _, s, _ in insert],
+        "summary": [s.summary for _, s, _ in insert],
+    }
 
 
 def _vec(values: list[float]) -> Any:

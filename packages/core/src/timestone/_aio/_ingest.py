@@ -65,7 +65,7 @@ from ._extract import (
     write_ledger,
 )
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
-from ._write import Write, begin_write
+from ._write import Write, begin_write, stored_order
 
 __all__ = ["MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "Ingest", "default_sentence"]
 
@@ -122,9 +122,15 @@ def _optional_text(value: object, what: str, max_chars: int) -> str | None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Written:
+    """``current``: the current version of every entity the write recomputed."""
+
     episode: Episode
     entity_ids: list[uuid.UUID]
     changes: SlotChanges
+    current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
+
+    def entities(self) -> list[Entity]:
+        return [self.current[i] for i in self.entity_ids if i in self.current]
 
 
 class Ingest:
@@ -247,7 +253,7 @@ class Ingest:
                     facts_out, invalidated = await _outcome(w, written)
                     result = IngestResult(
                         episode=written.episode,
-                        entities=await _entities(conn, group_id, written.entity_ids),
+                        entities=written.entities(),
                         facts=facts_out,
                         invalidated=invalidated,
                         created=True,
@@ -285,7 +291,7 @@ class Ingest:
             attributes.setdefault(ident, {}).update(
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
-        await insert_mentions(
+        mentioned = await insert_mentions(
             w,
             episode.id,
             [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
@@ -303,10 +309,11 @@ class Ingest:
             )
             for p in prepared
         ]
-        await insert_assertions(w, episode.id, rows)
-        changes = await recompute_slots(w, {(r.source_id, r.relation) for r in rows})
-        await recompute_entities(w, set(merged) | changes.touched_entities)
-        return _Written(episode=episode, entity_ids=list(merged), changes=changes)
+        asserted = await insert_assertions(w, episode.id, rows)
+        changes = await recompute_slots(w, {(r.source_id, r.relation) for r in rows}, asserted)
+        current: dict[uuid.UUID, Entity] = {}
+        await recompute_entities(w, set(merged) | changes.touched_entities, mentioned, current)
+        return _Written(episode=episode, entity_ids=list(merged), changes=changes, current=current)
 
     # -- add_document ----------------------------------------------------------------
 
@@ -524,7 +531,7 @@ class Ingest:
                         )
                         return IngestResult(
                             episode=written.episode,
-                            entities=await _entities(conn, group_id, written.entity_ids),
+                            entities=written.entities(),
                             facts=facts_out,
                             invalidated=invalidated,
                             created=True,
@@ -638,6 +645,8 @@ class Ingest:
 
 def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
     labels = tuple(dict.fromkeys((*a.labels, *b.labels)))
+    if labels == a.labels and b.summary is None and not b.attributes:
+        return a  # ``b`` adds nothing
     return EntityInput(
         name=a.name,
         labels=labels,
@@ -652,7 +661,7 @@ async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list
     cur = await conn.execute(
         sql.SQL(
             "SELECT {} FROM timestone.entities"
-            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%s)"
+            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%b::uuid[])"
         ).format(ENTITY_COLUMNS),
         (group_id, list(ids)),
     )
@@ -661,16 +670,40 @@ async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list
 
 
 async def _outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
-    """The facts this episode now supports, and the facts its write closed or expired."""
+    """The facts this episode now supports, and the facts its write closed or expired.
+
+    The versions the write inserted are built from what it wrote, not read back: a read
+    would give the same rows, with the endpoints' names as of the write, in the order of
+    ``read_facts``.
+    """
     changes = written.changes
-    new = await read_facts(
-        w.conn,
-        w.group_id,
-        valid_at=None,
-        as_of=None,
-        read_time=w.now,
-        limit=None,
-        version_ids=list(changes.inserted.values()),
+    names = {ident: e.name for ident, e in written.current.items()}
+    unnamed = {i for _, key, p in changes.written for i in (key[0], p.target_id)} - set(names)
+    if unnamed:
+        names.update(await _names_at(w, unnamed))
+    new = await _in_read_order(
+        w,
+        [
+            Fact(
+                id=p.id,
+                version_id=version_id,
+                group_id=w.group_id,
+                source_id=key[0],
+                source=names[key[0]],
+                relation=key[1],
+                target_id=p.target_id,
+                target=names[p.target_id],
+                fact=p.fact,
+                valid_at=p.valid_at,
+                invalid_at=p.invalid_at,
+                created_at=w.now,
+                expired_at=None,
+                episodes=p.episodes,
+                attributes=stored_order(p.attributes),
+            )
+            for version_id, key, p in changes.written
+            if key[0] in names and p.target_id in names
+        ],
     )
     facts = [f for f in new if written.episode.id in f.episodes]
     closed = [
@@ -693,6 +726,30 @@ async def _outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]
             version_ids=[changes.expired[fid]["version_id"] for fid in gone],
         )
     return facts, closed
+
+
+async def _names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The names of entities as of the write: each one's latest version."""
+    cur = await w.conn.execute(
+        "SELECT DISTINCT ON (id) id, name FROM timestone.entities"
+        " WHERE group_id = %s AND id = ANY(%b::uuid[]) AND created_at <= %s"
+        " ORDER BY id, created_at DESC",
+        (w.group_id, list(ids), w.now),
+    )
+    return {row["id"]: row["name"] for row in await cur.fetchall()}
+
+
+async def _in_read_order(w: Write, facts: list[Fact]) -> list[Fact]:
+    """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
+    the database's collation), then id (uuids compare as their bytes, as in Postgres)."""
+    relations = sorted({f.relation for f in facts})
+    if len(relations) > 1:
+        cur = await w.conn.execute("SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (relations,))
+        relations = [row["r"] for row in await cur.fetchall()]
+    rank = {r: i for i, r in enumerate(relations)}
+    facts.sort(key=lambda f: (rank[f.relation], f.id))
+    facts.sort(key=lambda f: f.valid_at, reverse=True)
+    return facts
 
 
 async def _existing_result(conn: Conn, group_id: str, episode: Episode) -> IngestResult:
@@ -794,7 +851,7 @@ async def _episode_facts(w: Write, episode_ids: Sequence[uuid.UUID]) -> list[Fac
     """The current facts the episodes support."""
     cur = await w.conn.execute(
         "SELECT version_id FROM timestone.facts"
-        " WHERE group_id = %s AND expired_at IS NULL AND episodes && %s::uuid[]",
+        " WHERE group_id = %s AND expired_at IS NULL AND episodes && %b::uuid[]",
         (w.group_id, list(episode_ids)),
     )
     version_ids = [row["version_id"] for row in await cur.fetchall()]

@@ -11,7 +11,6 @@ same stable id. Nothing is deleted.
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -21,10 +20,11 @@ from psycopg import sql
 
 from .._models import Fact
 from .._timeline import Assertion, Period, compute_slot
-from ._write import Write
+from ._write import Write, as_stored, json_object, json_text
 
 __all__ = [
     "FACT_SELECT",
+    "Asserted",
     "AssertionRow",
     "SlotChanges",
     "fact_from_row",
@@ -49,38 +49,79 @@ class AssertionRow:
     invalid_at: datetime | None
 
 
-def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionRow]) -> None:
-    with w.conn.cursor() as cur:
-        cur.executemany(
-            "INSERT INTO timestone.assertions (group_id, id, episode_id, position, source_id,"
-            " relation, target_id, cardinality, fact, attributes, valid_at, invalid_at,"
-            " recorded_at, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [
-                (
-                    w.group_id,
-                    uuid.uuid4(),
-                    episode_id,
-                    position,
-                    r.source_id,
-                    r.relation,
-                    r.target_id,
-                    r.cardinality,
-                    r.fact,
-                    json.dumps(r.attributes),
-                    r.valid_at,
-                    r.invalid_at,
-                    w.now,
-                    w.now,
-                )
-                for position, r in enumerate(rows)
-            ],
+@dataclasses.dataclass(frozen=True, slots=True)
+class Asserted:
+    """The assertions one episode just wrote, as the date fight reads them: the recomputation
+    takes them from here rather than reading them back."""
+
+    episode_id: uuid.UUID
+    by_slot: dict[tuple[Any, ...], list[Assertion]]
+
+
+_INSERT_ASSERTIONS = (
+    "INSERT INTO timestone.assertions (group_id, id, episode_id, position, source_id,"
+    " relation, target_id, cardinality, fact, attributes, valid_at, invalid_at,"
+    " recorded_at, created_at)"
+    " SELECT %(group)s, x.id, %(episode)s, x.position, x.source_id, x.relation, x.target_id,"
+    " x.cardinality, x.fact, x.attributes::jsonb, x.valid_at, x.invalid_at, %(now)s, %(now)s"
+    " FROM unnest(%(id)b::uuid[], %(position)b::int[], %(source)b::uuid[], %(relation)b::text[],"
+    " %(target)b::uuid[], %(cardinality)b::text[], %(fact)b::text[], %(attributes)b::text[],"
+    " %(valid_at)b::timestamptz[], %(invalid_at)b::timestamptz[])"
+    " AS x(id, position, source_id, relation, target_id, cardinality, fact, attributes,"
+    " valid_at, invalid_at)"
+)
+
+
+def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionRow]) -> Asserted:
+    """One statement for every row. Returns the rows as the database now holds them (JSON and
+    times normalized the way a read would give them back)."""
+    tz = w.now.tzinfo
+    ids = [uuid.uuid4() for _ in rows]
+    attributes = [json_text(r.attributes) for r in rows]
+    by_slot: dict[tuple[Any, ...], list[Assertion]] = {}
+    for position, (r, ident, text) in enumerate(zip(rows, ids, attributes, strict=True)):
+        key = _slot_key(r.cardinality, r.source_id, r.relation, r.target_id)
+        by_slot.setdefault(key, []).append(
+            Assertion(
+                id=ident,
+                episode_id=episode_id,
+                recorded_at=w.now,
+                position=position,
+                target_id=r.target_id,
+                valid_at=r.valid_at.astimezone(tz),
+                invalid_at=r.invalid_at.astimezone(tz) if r.invalid_at is not None else None,
+                fact=r.fact,
+                attributes=as_stored(text),
+            )
         )
+    if rows:
+        w.conn.execute(
+            _INSERT_ASSERTIONS,
+            {
+                "group": w.group_id,
+                "episode": episode_id,
+                "now": w.now,
+                "id": ids,
+                "position": list(range(len(rows))),
+                "source": [r.source_id for r in rows],
+                "relation": [r.relation for r in rows],
+                "target": [r.target_id for r in rows],
+                "cardinality": [r.cardinality for r in rows],
+                "fact": [r.fact for r in rows],
+                "attributes": attributes,
+                "valid_at": [r.valid_at for r in rows],
+                "invalid_at": [r.invalid_at for r in rows],
+            },
+        )
+    return Asserted(episode_id=episode_id, by_slot=by_slot)
 
 
 @dataclasses.dataclass
 class SlotChanges:
-    """What a recomputation did: the version ids it expired and inserted, by fact id."""
+    """What a recomputation did: the version ids it expired and inserted, by fact id.
+
+    ``written``: each inserted version as (version id, slot key, period), in insertion order.
+    """
 
     expired: dict[uuid.UUID, dict[str, Any]] = dataclasses.field(
         default_factory=dict[uuid.UUID, dict[str, Any]]
@@ -90,6 +131,9 @@ class SlotChanges:
     )
     touched_entities: set[uuid.UUID] = dataclasses.field(default_factory=set[uuid.UUID])
     entity_counts: tuple[int, int] = (0, 0)
+    written: list[tuple[uuid.UUID, tuple[Any, ...], Period]] = dataclasses.field(
+        default_factory=list[tuple[uuid.UUID, tuple[Any, ...], Period]]
+    )
 
 
 def _slot_key(
@@ -105,51 +149,94 @@ def _row_key(row: Mapping[str, Any]) -> tuple[object, ...]:
         row["valid_at"],
         row["invalid_at"],
         row["fact"],
-        tuple(sorted(dict(row["attributes"]).items())),
+        tuple(sorted(json_object(row["attributes"]).items())),
         tuple(row["episodes"]),
     )
 
 
-def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
-    """Make the current facts of ``slots`` equal the date fight over their current assertions."""
+_INSERT_FACTS = sql.SQL(
+    "INSERT INTO timestone.facts (group_id, version_id, id, source_id, relation, target_id,"
+    " cardinality, fact, attributes, episodes, valid_at, invalid_at, embedding, created_at)"
+    " SELECT %(group)s, x.version_id, x.id, x.source_id, x.relation, x.target_id,"
+    " x.cardinality, x.fact, x.attributes::jsonb, (%(episodes)b::uuid[])[x.first:x.last],"
+    " x.valid_at, x.invalid_at, {vector}, %(now)s"
+    " FROM unnest(%(version_id)b::uuid[], %(id)b::uuid[], %(source)b::uuid[],"
+    " %(relation)b::text[], %(target)b::uuid[], %(cardinality)b::text[], %(fact)b::text[],"
+    " %(attributes)b::text[], %(first)b::int[], %(last)b::int[], %(valid_at)b::timestamptz[],"
+    " %(invalid_at)b::timestamptz[], {column})"
+    " AS x(version_id, id, source_id, relation, target_id, cardinality, fact, attributes,"
+    " first, last, valid_at, invalid_at, {name}){join}"
+)
+# new vectors come as a parameter typed by its dumper: the column's type is not named here
+_INSERT_FACTS_EMBEDDED = _INSERT_FACTS.format(
+    vector=sql.SQL("x.embedding"),
+    column=sql.SQL("%(embedding)b"),
+    name=sql.SQL("embedding"),
+    join=sql.SQL(""),
+)
+# an unchanged sentence keeps its vector: copied from the version it replaces, as stored
+_INSERT_FACTS_KEPT = _INSERT_FACTS.format(
+    vector=sql.SQL("o.embedding"),
+    column=sql.SQL("%(keep)b::uuid[]"),
+    name=sql.SQL("keep"),
+    join=sql.SQL(" JOIN timestone.facts AS o ON o.group_id = %(group)s AND o.version_id = x.keep"),
+)
+
+
+def recompute_slots(
+    w: Write, slots: Iterable[Slot], asserted: Asserted | None = None
+) -> SlotChanges:
+    """Make the current facts of ``slots`` equal the date fight over their current assertions.
+
+    ``asserted``: assertions this write just inserted, taken as given rather than read back.
+    """
     wanted = sorted(set(slots))
     changes = SlotChanges()
     if not wanted:
         return changes
     sources = [s for s, _ in wanted]
     relations = [r for _, r in wanted]
-    cur = w.conn.execute(
-        "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
-        " a.target_id, a.cardinality, a.fact, a.attributes, a.valid_at, a.invalid_at"
-        " FROM timestone.assertions AS a"
-        " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
-        "   ON a.source_id = s.source_id AND a.relation = s.relation"
-        " WHERE a.group_id = %s AND a.expired_at IS NULL",
-        (sources, relations, w.group_id),
-    )
     assertions: dict[tuple[Any, ...], list[Assertion]] = {}
-    for row in cur.fetchall():
-        key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
-        assertions.setdefault(key, []).append(
-            Assertion(
-                id=row["id"],
-                episode_id=row["episode_id"],
-                recorded_at=row["recorded_at"],
-                position=row["position"],
-                target_id=row["target_id"],
-                valid_at=row["valid_at"],
-                invalid_at=row["invalid_at"],
-                fact=row["fact"],
-                attributes=row["attributes"],
-            )
-        )
-    # binary: embeddings come back as arrays, not as text to parse
+    # binary: ids, times and arrays come back without text to parse
     with w.conn.cursor(binary=True) as bcur:
         bcur.execute(
+            "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
+            " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
+            " a.invalid_at"
+            " FROM timestone.assertions AS a"
+            " JOIN unnest(%b::uuid[], %b::text[]) AS s(source_id, relation)"
+            "   ON a.source_id = s.source_id AND a.relation = s.relation"
+            " WHERE a.group_id = %s AND a.expired_at IS NULL"
+            " AND a.episode_id IS DISTINCT FROM %s::uuid",
+            (sources, relations, w.group_id, asserted.episode_id if asserted else None),
+        )
+        for row in bcur.fetchall():
+            key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
+            assertions.setdefault(key, []).append(
+                Assertion(
+                    id=row["id"],
+                    episode_id=row["episode_id"],
+                    recorded_at=row["recorded_at"],
+                    position=row["position"],
+                    target_id=row["target_id"],
+                    valid_at=row["valid_at"],
+                    invalid_at=row["invalid_at"],
+                    fact=row["fact"],
+                    attributes=json_object(row["attributes"]),
+                )
+            )
+        if asserted is not None:  # after the older ones, as a read would list them
+            chosen = set(wanted)
+            for key, found in asserted.by_slot.items():
+                if (key[0], key[1]) in chosen:
+                    assertions.setdefault(key, []).extend(found)
+        # vectors stay in the database: a kept one is copied there by the insert
+        bcur.execute(
             "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
-            " f.fact, f.attributes, f.episodes, f.valid_at, f.invalid_at, f.embedding"
+            " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
+            " f.embedding IS NOT NULL AS embedded"
             " FROM timestone.facts AS f"
-            " JOIN unnest(%s::uuid[], %s::text[]) AS s(source_id, relation)"
+            " JOIN unnest(%b::uuid[], %b::text[]) AS s(source_id, relation)"
             "   ON f.source_id = s.source_id AND f.relation = s.relation"
             " WHERE f.group_id = %s AND f.expired_at IS NULL",
             (sources, relations, w.group_id),
@@ -160,63 +247,85 @@ def recompute_slots(w: Write, slots: Iterable[Slot]) -> SlotChanges:
         key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
         existing.setdefault(key, []).append(row)
 
-    inserts: list[tuple[tuple[Any, ...], str, Period, Any]] = []
+    # (key, cardinality, period, version whose vector it keeps)
+    inserts: list[tuple[tuple[Any, ...], str, Period, uuid.UUID | None]] = []
     for key in set(assertions) | set(existing):
         periods = compute_slot(assertions.get(key, []))
         cardinality = "one" if len(key) == 2 else "many"
         by_key = {p.key(): p for p in periods}
         old_by_id = {row["id"]: row for row in existing.get(key, [])}
         for row in existing.get(key, []):
-            if _row_key(row) in by_key:
-                del by_key[_row_key(row)]
+            row_key = _row_key(row)
+            if row_key in by_key:
+                del by_key[row_key]
             else:
                 changes.expired[row["id"]] = row
                 changes.touched_entities.update((row["source_id"], row["target_id"]))
         for period in by_key.values():
             old = old_by_id.get(period.id)
-            keep = old["embedding"] if old is not None and old["fact"] == period.fact else None
+            keep = (
+                old["version_id"]
+                if old is not None and old["fact"] == period.fact and old["embedded"]
+                else None
+            )
             inserts.append((key, cardinality, period, keep))
             changes.touched_entities.update((key[0], period.target_id))
 
     if changes.expired:
         w.conn.execute(
             "UPDATE timestone.facts SET expired_at = %s"
-            " WHERE group_id = %s AND version_id = ANY(%s)",
+            " WHERE group_id = %s AND version_id = ANY(%b::uuid[])",
             (w.now, w.group_id, [row["version_id"] for row in changes.expired.values()]),
         )
-    if inserts:
-        vectors = w.embed(p.fact for _, _, p, keep in inserts if keep is None)
-        params: list[tuple[Any, ...]] = []
-        for key, cardinality, period, keep in inserts:
-            version_id = uuid.uuid4()
-            changes.inserted[period.id] = version_id
-            params.append(
-                (
-                    w.group_id,
-                    version_id,
-                    period.id,
-                    key[0],
-                    key[1],
-                    period.target_id,
-                    cardinality,
-                    period.fact,
-                    json.dumps(period.attributes),
-                    list(period.episodes),
-                    period.valid_at,
-                    period.invalid_at,
-                    keep if keep is not None else _vec(vectors[period.fact]),
-                    w.now,
-                )
-            )
-        with w.conn.cursor() as cur2:
-            cur2.executemany(
-                "INSERT INTO timestone.facts (group_id, version_id, id, source_id, relation,"
-                " target_id, cardinality, fact, attributes, episodes, valid_at, invalid_at,"
-                " embedding, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                params,
-            )
+    fresh = [i for i in inserts if i[3] is None]
+    kept = [i for i in inserts if i[3] is not None]
+    if fresh:
+        vectors = w.embed(p.fact for _, _, p, _ in fresh)
+        params = _fact_params(w, changes, fresh)
+        params["embedding"] = [_vec(vectors[p.fact]) for _, _, p, _ in fresh]
+        w.conn.execute(_INSERT_FACTS_EMBEDDED, params)
+    if kept:
+        params = _fact_params(w, changes, kept)
+        params["keep"] = [keep for _, _, _, keep in kept]
+        w.conn.execute(_INSERT_FACTS_KEPT, params)
     return changes
+
+
+def _fact_params(
+    w: Write,
+    changes: SlotChanges,
+    inserts: Sequence[tuple[tuple[Any, ...], str, Period, uuid.UUID | None]],
+) -> dict[str, Any]:
+    """The columns of ``inserts`` as arrays; each row's episodes are a slice of one array."""
+    version_ids: list[uuid.UUID] = []
+    episodes: list[uuid.UUID] = []
+    first: list[int] = []
+    last: list[int] = []
+    for key, _, period, _ in inserts:
+        version_id = uuid.uuid4()
+        version_ids.append(version_id)
+        changes.inserted[period.id] = version_id
+        changes.written.append((version_id, key, period))
+        first.append(len(episodes) + 1)
+        episodes.extend(period.episodes)
+        last.append(len(episodes))
+    return {
+        "group": w.group_id,
+        "now": w.now,
+        "episodes": episodes,
+        "version_id": version_ids,
+        "id": [p.id for _, _, p, _ in inserts],
+        "source": [key[0] for key, _, _, _ in inserts],
+        "relation": [key[1] for key, _, _, _ in inserts],
+        "target": [p.target_id for _, _, p, _ in inserts],
+        "cardinality": [c for _, c, _, _ in inserts],
+        "fact": [p.fact for _, _, p, _ in inserts],
+        "attributes": [json_text(p.attributes) for _, _, p, _ in inserts],
+        "first": first,
+        "last": last,
+        "valid_at": [p.valid_at for _, _, p, _ in inserts],
+        "invalid_at": [p.invalid_at for _, _, p, _ in inserts],
+    }
 
 
 def _vec(values: list[float]) -> Any:

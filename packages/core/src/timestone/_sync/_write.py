@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import decimal
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any, cast
 
 from ..embedders import Embedder, check_vectors
 from ._db import Conn
 
-__all__ = ["Write", "begin_write"]
+__all__ = ["Write", "as_stored", "begin_write", "json_object", "json_text", "stored_order"]
 
 Vector = list[float]
 
@@ -37,6 +40,47 @@ class Write:
     def remember(self, vectors: dict[str, Vector]) -> None:
         """Vectors computed before the transaction began (embedding outside the locks)."""
         self._vectors.update(vectors)
+
+
+def json_text(value: Mapping[str, Any]) -> str:
+    """The text of a JSON object for a ``jsonb`` parameter; the empty one without the encoder."""
+    return json.dumps(value) if value else "{}"
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A ``jsonb`` object read as text; the empty one without the decoder."""
+    return {} if text == "{}" else json.loads(text)
+
+
+def as_stored(text: str) -> dict[str, Any]:
+    """The object whose JSON text is ``text`` as a ``jsonb`` column gives it back: keys
+    shortest first (then by their UTF-8 bytes), numbers as Postgres prints them."""
+    return {} if text == "{}" else _jsonb(json.loads(text))
+
+
+def stored_order(value: Mapping[str, Any]) -> dict[str, Any]:
+    """An object merged from stored ones, with its keys in the order ``jsonb`` gives them."""
+    return {k: value[k] for k in sorted(value, key=_key_order)} if value else {}
+
+
+def _key_order(key: str) -> tuple[int, bytes]:
+    raw = key.encode()
+    return (len(raw), raw)
+
+
+def _jsonb(value: Any) -> Any:
+    if isinstance(value, dict):
+        items = cast(dict[str, Any], value)
+        return {k: _jsonb(items[k]) for k in sorted(items, key=_key_order)}
+    if isinstance(value, list):
+        return [_jsonb(v) for v in cast(list[Any], value)]
+    if isinstance(value, float):
+        text = repr(value)
+        if "e+" in text:  # numeric prints all the digits of a large number: an integer
+            return int(decimal.Decimal(text))
+        if value == 0.0:
+            return 0.0  # numeric has no negative zero
+    return value
 
 
 def begin_write(
@@ -66,7 +110,7 @@ def begin_write(
         conn.execute(
             "SELECT pg_advisory_xact_lock(k) FROM ("
             " SELECT hashtextextended(%s || chr(31) || key, 0) AS k"
-            " FROM unnest(%s::text[]) AS key ORDER BY 1) AS locks",
+            " FROM unnest(%b::text[]) AS key ORDER BY 1) AS locks",
             ("timestone-key\x1f" + group_id, ordered),
         )
     cur = conn.execute("SELECT clock_timestamp() AS now")
