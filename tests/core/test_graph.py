@@ -11,7 +11,7 @@ import pytest
 
 import timestone
 from timestone import EntityInput, GraphChunk, GraphRelation
-from timestone.errors import ForeignNode, InvalidInput
+from timestone.errors import ForeignNode
 
 
 def _triples(edges: list[timestone.GraphEdge]) -> set[tuple[str, str, str]]:
@@ -25,7 +25,9 @@ def _triples(edges: list[timestone.GraphEdge]) -> set[tuple[str, str, str]]:
 
 def test_a_graph_write_is_one_transaction(memory: timestone.Memory, group: str) -> None:
     key = "chunk-" + uuid.uuid4().hex
-    with pytest.raises(InvalidInput, match="list or an object"):
+    elsewhere = "chunk-" + uuid.uuid4().hex
+    memory.graph_upsert("other-" + uuid.uuid4().hex[:10], chunks=[GraphChunk(elsewhere, "x")])
+    with pytest.raises(ForeignNode):  # the last relation names a chunk another group holds
         memory.graph_upsert(
             group,
             entities=[EntityInput("Ada", ("PERSON",))],
@@ -33,6 +35,7 @@ def test_a_graph_write_is_one_transaction(memory: timestone.Memory, group: str) 
             relations=[
                 GraphRelation(key, "MENTIONS", "Ada"),
                 GraphRelation("Ada", "KNOWS", "Bo", {"places": ["Lyon"]}),
+                GraphRelation(elsewhere, "MENTIONS", "Bo"),
             ],
         )
     nodes = memory.graph_nodes(group)
@@ -101,3 +104,18 @@ def test_the_id_check_answers_only_inside_a_group(dsn: str, memory: timestone.Me
         assert conn.execute(query, ([key],)).fetchall() == []  # its own
         conn.execute("SELECT set_config('timestone.group_id', %s, true)", (b,))
         assert conn.execute(query, ([key, "other"],)).fetchall() == [(key,)]
+
+
+def test_relation_properties_may_hold_lists_and_objects(
+    memory: timestone.Memory, group: str
+) -> None:
+    attributes = {"places": ["Lyon", "Turin"], "how": {"x": 1}}
+    memory.graph_upsert(group, relations=[GraphRelation("Ada", "KNOWS", "Bo", attributes)])
+    [fact] = memory.facts(group, source="Ada", relation="KNOWS")
+    assert fact.attributes == attributes
+    # another fact of the same source and relation recomputes the slot group: the first
+    # fact, lists and objects included, compares equal to itself and keeps its version
+    memory.graph_upsert(group, relations=[GraphRelation("Ada", "KNOWS", "Cy", attributes)])
+    history = memory.fact_history(group, "Ada")
+    assert sorted(f.target for f in history) == ["Bo", "Cy"]
+    assert {f.version_id for f in history if f.target == "Bo"} == {fact.version_id}

@@ -23,12 +23,19 @@ order in which they were recorded.
 from __future__ import annotations
 
 import dataclasses
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Assertion", "Period", "compute_slot"]
+__all__ = ["Assertion", "Period", "attributes_key", "compute_slot"]
+
+
+def attributes_key(attributes: Mapping[str, Any]) -> str:
+    """A comparable form of a fact's attributes: canonical JSON (values may be lists or
+    objects, which a tuple of items could not hash)."""
+    return json.dumps(attributes, sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -68,7 +75,7 @@ class Period:
             self.valid_at,
             self.invalid_at,
             self.fact,
-            tuple(sorted(self.attributes.items())),
+            attributes_key(self.attributes),
             self.episodes,
         )
 

@@ -18,7 +18,7 @@ from typing import Any
 from psycopg import sql
 
 from .._models import Fact
-from .._timeline import Assertion, Period, compute_slot
+from .._timeline import Assertion, Period, attributes_key, compute_slot
 from ._write import Write, as_stored, json_object, json_text
 
 __all__ = [
@@ -150,7 +150,7 @@ def _row_key(row: Mapping[str, Any]) -> tuple[object, ...]:
         row["valid_at"],
         row["invalid_at"],
         row["fact"],
-        tuple(sorted(json_object(row["attributes"]).items())),
+        attributes_key(json_object(row["attributes"])),
         tuple(row["episodes"]),
     )
 

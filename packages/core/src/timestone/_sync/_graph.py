@@ -609,13 +609,6 @@ def graph_upsert(
                 ends.append(_name_of(w, known[0]))  # an entity named by its id
             else:
                 ends.append(node_id)
-        nested = [k for k, v in r.attributes.items() if isinstance(v, (list, dict))]
-        if nested:
-            raise InvalidInput(
-                f"{r.relation} relation {r.source!r} -> {r.target!r}: attribute {nested[0]!r} "
-                "holds a list or an object; a relation between entities is a fact, whose "
-                "attributes are strings, numbers, booleans or null"
-            )
         facts_in.append(
             FactInput(
                 ends[0], r.relation, ends[1], valid_at=valid_at, attributes=dict(r.attributes)
