@@ -31,7 +31,7 @@ from .._models import Entity, EntityInput
 from .._names import fold, fuzzy_eligible, near_identical, normalize
 from ..ontology import Ontology
 from ._db import Conn
-from ._write import Write, as_stored, json_object, json_text, stored_order
+from ._write import Write, as_stored, json_object, json_text, stored_order, vector_inserts
 
 __all__ = [
     "SUMMARY_CHARS",
@@ -282,21 +282,9 @@ _INSERT_ENTITIES = sql.SQL(
     " AS x(id, name, norm_name, fold_name, entity_type, first, last, attributes, summary,"
     " {name}){join}"
 )
-# new vectors come as a parameter typed by its dumper: the column's type is not named here
-_INSERT_ENTITIES_EMBEDDED = _INSERT_ENTITIES.format(
-    vector=sql.SQL("x.embedding"),
-    column=sql.SQL("%(embedding)b"),
-    name=sql.SQL("embedding"),
-    join=sql.SQL(""),
-)
-# an unchanged name keeps its vector: copied from the version it replaces, as stored
-_INSERT_ENTITIES_KEPT = _INSERT_ENTITIES.format(
-    vector=sql.SQL("o.name_embedding"),
-    column=sql.SQL("%(keep)b::uuid[]"),
-    name=sql.SQL("keep"),
-    join=sql.SQL(
-        " JOIN timestone.entities AS o ON o.group_id = %(group)s AND o.version_id = x.keep"
-    ),
+# new vectors, or each vector copied from the version a row replaces (text unchanged)
+_INSERT_ENTITIES_EMBEDDED, _INSERT_ENTITIES_KEPT = vector_inserts(
+    _INSERT_ENTITIES, "entities", "name_embedding"
 )
 
 

@@ -19,7 +19,7 @@ from psycopg import sql
 
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
-from ._write import Write, as_stored, json_object, json_text
+from ._write import Write, as_stored, json_object, json_text, vector_inserts
 
 __all__ = [
     "FACT_SELECT",
@@ -168,20 +168,8 @@ _INSERT_FACTS = sql.SQL(
     " AS x(version_id, id, source_id, relation, target_id, cardinality, fact, attributes,"
     " first, last, valid_at, invalid_at, {name}){join}"
 )
-# new vectors come as a parameter typed by its dumper: the column's type is not named here
-_INSERT_FACTS_EMBEDDED = _INSERT_FACTS.format(
-    vector=sql.SQL("x.embedding"),
-    column=sql.SQL("%(embedding)b"),
-    name=sql.SQL("embedding"),
-    join=sql.SQL(""),
-)
-# an unchanged sentence keeps its vector: copied from the version it replaces, as stored
-_INSERT_FACTS_KEPT = _INSERT_FACTS.format(
-    vector=sql.SQL("o.embedding"),
-    column=sql.SQL("%(keep)b::uuid[]"),
-    name=sql.SQL("keep"),
-    join=sql.SQL(" JOIN timestone.facts AS o ON o.group_id = %(group)s AND o.version_id = x.keep"),
-)
+# new vectors, or each vector copied from the version a row replaces (text unchanged)
+_INSERT_FACTS_EMBEDDED, _INSERT_FACTS_KEPT = vector_inserts(_INSERT_FACTS, "facts", "embedding")
 
 
 async def recompute_slots(

@@ -9,10 +9,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from psycopg import sql
+
 from ..embedders import Embedder, check_vectors
 from ._db import Conn
 
-__all__ = ["Write", "as_stored", "begin_write", "json_object", "json_text", "stored_order"]
+__all__ = [
+    "Write",
+    "as_stored",
+    "begin_write",
+    "json_object",
+    "json_text",
+    "stored_order",
+    "vector_inserts",
+]
 
 Vector = list[float]
 
@@ -39,6 +49,32 @@ class Write:
     def remember(self, vectors: dict[str, Vector]) -> None:
         """Vectors computed before the transaction began (embedding outside the locks)."""
         self._vectors.update(vectors)
+
+
+def vector_inserts(template: sql.SQL, table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
+    """The two forms of a bulk insert of versioned rows with a vector column.
+
+    ``template`` has the slots ``{vector}`` (the value inserted), ``{column}`` (the
+    unnest argument), ``{name}`` (its alias) and ``{join}``. The first form takes new
+    vectors as a parameter typed by its dumper (the column's type is not named); the
+    second copies each vector, as stored, from the version a row replaces (``keep``),
+    for rows whose text did not change.
+    """
+    embedded = template.format(
+        vector=sql.SQL("x.embedding"),
+        column=sql.SQL("%(embedding)b"),
+        name=sql.SQL("embedding"),
+        join=sql.SQL(""),
+    )
+    kept = template.format(
+        vector=sql.SQL("o.{}").format(sql.Identifier(column)),
+        column=sql.SQL("%(keep)b::uuid[]"),
+        name=sql.SQL("keep"),
+        join=sql.SQL(
+            " JOIN timestone.{} AS o ON o.group_id = %(group)s AND o.version_id = x.keep"
+        ).format(sql.Identifier(table)),
+    )
+    return embedded, kept
 
 
 def json_text(value: Mapping[str, Any]) -> str:
