@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import timestone
@@ -26,3 +27,38 @@ async def test_async_write_and_read_back(amemory: timestone.AsyncMemory, group: 
     )
     [fact] = await amemory.facts(group, relation="WORKS_AT")
     assert fact.target == "Château Sud"
+
+
+def test_the_result_is_what_a_read_gives(memory: timestone.Memory, group: str) -> None:
+    # the write builds its result without reading it back: it must equal a read, attribute
+    # values and key order included (jsonb orders keys shortest first, prints numbers its way)
+    attributes = {
+        "zeta": 1e16,
+        "a": -0.0,
+        "é": {"long key": [1.5, 2, None], "k": True},
+        "mid": "text",
+        "n": 12345678901234567890,
+    }
+    res = memory.add_facts(
+        group,
+        [
+            timestone.FactInput("Ada", "WROTE", "Notes", attributes=attributes),
+            timestone.FactInput("Ada", "KNOWS", "Bo", attributes={"since": 1843}),
+        ],
+        reference_time=datetime(1843, 1, 1, tzinfo=UTC),
+    )
+    read = {f.id: f for f in memory.facts(group, source="Ada", valid_at=None)}
+    assert len(res.facts) == len(read) == 2
+    for fact in res.facts:
+        assert fact == read[fact.id]
+        assert list(fact.attributes) == list(read[fact.id].attributes)
+        assert json.dumps(fact.attributes) == json.dumps(read[fact.id].attributes)
+    entities = {e.id: e for e in res.entities}
+    for entity in entities.values():
+        got = memory.get_entity(group, entity.id)
+        assert got is not None
+        assert (got.name, got.labels, got.attributes) == (
+            entity.name,
+            entity.labels,
+            entity.attributes,
+        )
