@@ -36,7 +36,7 @@ gen-sync: venv
 bench: venv
 	$(RUN) python -m bench.ingest
 	$(RUN) python -m bench.llm_calls
-	$(RUN) python -m bench.search --quick
+	$(RUN) python -m bench.search --sizes 10000 100000
 
 clean:
 	rm -rf $(VENV)
