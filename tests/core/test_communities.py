@@ -4,6 +4,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import pytest
 
 import timestone
@@ -217,3 +218,24 @@ def test_members_left_behind_are_relabelled(memory: timestone.Memory, group: str
     assert a is not None
     memory.update_communities(group, [a.id])  # only A named: B, C and D are relabelled too
     assert _members(memory, group) == [["B", "C", "D"]]
+
+
+def test_purge_erases_what_communities_derived_from_the_episode(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    memory.add_facts(group, WINE, reference_time=T2015)
+    engine = memory.add_facts(group, ENGINE, reference_time=T2015)
+    memory.build_communities(group)
+    memory.remove_episode(group, engine.episode.id)  # history still names Babbage...
+    memory.purge_episode(group, engine.episode.id)  # ...until the episode is erased
+    with psycopg.connect(dsn) as conn:
+        left = conn.execute(
+            "SELECT name || ' ' || summary || ' ' || basis FROM timestone.communities"
+            " WHERE group_id = %s",
+            (group,),
+        ).fetchall()
+    assert left  # the wine community is still there (rebuilt)
+    for (text,) in left:
+        for erased in ("Ada", "Babbage", "Engine", "Notes"):
+            assert erased not in text
+    assert _members(memory, group) == [["Beaujolais", "Château Nord", "Gamay", "Mira"]]

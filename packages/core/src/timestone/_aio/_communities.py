@@ -44,6 +44,7 @@ __all__ = [
     "MAX_UPDATE_ENTITIES",
     "MIN_SUPPORT",
     "build_communities",
+    "communities_built",
     "propagate_labels",
     "update_communities",
 ]
@@ -385,6 +386,17 @@ async def _with_old_members(
         (group_id, list(entities)),
     )
     return list(dict.fromkeys([*entities, *(r["id"] for r in await cur.fetchall())]))
+
+
+async def communities_built(conn: Conn, group_id: str) -> bool:
+    """Whether the group holds communities now (built, and not all removed since)."""
+    cur = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM timestone.communities"
+        " WHERE group_id = %s AND expired_at IS NULL) AS built",
+        (group_id,),
+    )
+    row = await cur.fetchone()
+    return row is not None and bool(row["built"])
 
 
 async def _changed_since_build(conn: Conn, group_id: str) -> list[uuid.UUID]:

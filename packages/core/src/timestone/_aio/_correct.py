@@ -171,6 +171,14 @@ async def purge(w: Write, episode_id: uuid.UUID) -> int:
             (w.group_id, mentioned),
         )
         erased += cur.rowcount
+        # communities are named after their members and summarized by their facts: every
+        # version that held an entity the episode mentioned may quote it, history included
+        # (the caller rebuilds the current ones)
+        cur = await w.conn.execute(
+            "DELETE FROM timestone.communities WHERE group_id = %s AND members && %s::uuid[]",
+            (w.group_id, mentioned),
+        )
+        erased += cur.rowcount
     await w.conn.execute(
         "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
         " VALUES (%s, %s, %s, %s)",

@@ -40,6 +40,7 @@ from ..embedders import Embedder, WordLlamaEmbedder
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
+from ._communities import communities_built
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
@@ -365,13 +366,8 @@ class AsyncMemory:
         async with self._db.transaction(group_id, "removing an episode") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
             report = await remove(w, ident)
-            cur = await conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM timestone.communities"
-                " WHERE group_id = %s AND expired_at IS NULL) AS built",
-                (group_id,),
-            )
-            row = await cur.fetchone()
-        if row is not None and row["built"] and (report.facts_expired or report.facts_created):
+            built = await communities_built(conn, group_id)
+        if built and (report.facts_expired or report.facts_created):
             # communities the episode fed: re-label the neighbourhood of what changed
             await self.update_communities(group_id)
         return report
@@ -386,11 +382,18 @@ class AsyncMemory:
         return report
 
     async def purge_episode(self, group_id: str, episode_id: uuid.UUID | str) -> int:
-        """Physical erasure of the episode and what only it supported; returns rows erased."""
+        """Physical erasure of the episode and what only it supported; returns rows erased.
+
+        Community versions that held an entity the episode mentioned are erased with it,
+        history included, and a group that had communities gets them rebuilt."""
         ident = check_episode_id(episode_id)
         async with self._db.transaction(group_id, "purging an episode") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
-            return await purge(w, ident)
+            built = await communities_built(conn, group_id)
+            erased = await purge(w, ident)
+        if built:
+            await self.build_communities(group_id)
+        return erased
 
     # -- items (key-value memory) --
 

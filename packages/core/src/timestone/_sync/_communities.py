@@ -45,6 +45,7 @@ __all__ = [
     "MAX_UPDATE_ENTITIES",
     "MIN_SUPPORT",
     "build_communities",
+    "communities_built",
     "propagate_labels",
     "update_communities",
 ]
@@ -384,6 +385,17 @@ def _with_old_members(conn: Conn, group_id: str, entities: Sequence[uuid.UUID]) 
         (group_id, list(entities)),
     )
     return list(dict.fromkeys([*entities, *(r["id"] for r in cur.fetchall())]))
+
+
+def communities_built(conn: Conn, group_id: str) -> bool:
+    """Whether the group holds communities now (built, and not all removed since)."""
+    cur = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM timestone.communities"
+        " WHERE group_id = %s AND expired_at IS NULL) AS built",
+        (group_id,),
+    )
+    row = cur.fetchone()
+    return row is not None and bool(row["built"])
 
 
 def _changed_since_build(conn: Conn, group_id: str) -> list[uuid.UUID]:

@@ -41,6 +41,7 @@ from ..embedders import Embedder, WordLlamaEmbedder
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
+from ._communities import communities_built
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
@@ -366,13 +367,8 @@ class Memory:
         with self._db.transaction(group_id, "removing an episode") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
             report = remove(w, ident)
-            cur = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM timestone.communities"
-                " WHERE group_id = %s AND expired_at IS NULL) AS built",
-                (group_id,),
-            )
-            row = cur.fetchone()
-        if row is not None and row["built"] and (report.facts_expired or report.facts_created):
+            built = communities_built(conn, group_id)
+        if built and (report.facts_expired or report.facts_created):
             # communities the episode fed: re-label the neighbourhood of what changed
             self.update_communities(group_id)
         return report
@@ -387,11 +383,18 @@ class Memory:
         return report
 
     def purge_episode(self, group_id: str, episode_id: uuid.UUID | str) -> int:
-        """Physical erasure of the episode and what only it supported; returns rows erased."""
+        """Physical erasure of the episode and what only it supported; returns rows erased.
+
+        Community versions that held an entity the episode mentioned are erased with it,
+        history included, and a group that had communities gets them rebuilt."""
         ident = check_episode_id(episode_id)
         with self._db.transaction(group_id, "purging an episode") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
-            return purge(w, ident)
+            built = communities_built(conn, group_id)
+            erased = purge(w, ident)
+        if built:
+            self.build_communities(group_id)
+        return erased
 
     # -- items (key-value memory) --
 
