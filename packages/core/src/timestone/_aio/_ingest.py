@@ -67,7 +67,13 @@ from ._extract import (
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
 from ._write import Write, begin_write, stored_order
 
-__all__ = ["MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "Ingest", "default_sentence"]
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_FACTS_PER_CALL",
+    "Ingest",
+    "default_sentence",
+    "ingest_outcome",
+]
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
@@ -250,7 +256,7 @@ class Ingest:
                     if existing is not None:
                         return await _existing_result(conn, group_id, existing)
                     written = await self._write_episode(w, episode, vectors[episode_text], prepared)
-                    facts_out, invalidated = await _outcome(w, written)
+                    facts_out, invalidated = await ingest_outcome(w, written)
                     result = IngestResult(
                         episode=written.episode,
                         entities=written.entities(),
@@ -527,7 +533,7 @@ class Ingest:
                         )
                         await write_ledger(conn, group_id, ledger, written.episode.id, w.now)
                         facts_out, invalidated = _closed_apart(
-                            written, *(await _outcome(w, written))
+                            written, *(await ingest_outcome(w, written))
                         )
                         return IngestResult(
                             episode=written.episode,
@@ -669,7 +675,7 @@ async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list
     return [by_id[i] for i in ids if i in by_id]
 
 
-async def _outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
+async def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
     """The facts this episode now supports, and the facts its write closed or expired.
 
     The versions the write inserted are built from what it wrote, not read back: a read

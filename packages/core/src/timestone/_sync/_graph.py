@@ -40,7 +40,7 @@ from ..errors import ForeignNode, InvalidInput
 from ._db import Conn
 from ._entities import entity_from_row, lock_keys, recompute_entities
 from ._facts import held_clause, read_facts, recompute_slots, valid_clause
-from ._ingest import Ingest
+from ._ingest import Ingest, ingest_outcome
 from ._items import put_item
 from ._write import Write
 
@@ -597,18 +597,22 @@ def graph_upsert(
         here.chunks[c.key] = c.key
 
     facts_in: list[FactInput] = []
-    link_in: list[GraphRelation] = []
-    for r in relations:
-        if r.source in here.chunks or r.target in here.chunks:
-            link_in.append(r)
-            continue
-        ends: list[str] = []
-        for node_id in (r.source, r.target):
-            known = here.entities.get(node_id)
-            if known and _uuid_form(node_id) is not None and known[0] == _uuid_form(node_id):
-                ends.append(_name_of(w, known[0]))  # an entity named by its id
-            else:
-                ends.append(node_id)
+
+    def by_id(node_id: str) -> uuid.UUID | None:
+        """The entity a node id names by its id (not by its name), if any."""
+        known = here.entities.get(node_id)
+        form = _uuid_form(node_id)
+        return known[0] if known and form is not None and known[0] == form else None
+
+    entity_relations = [
+        r for r in relations if not (r.source in here.chunks or r.target in here.chunks)
+    ]
+    link_in = [r for r in relations if r.source in here.chunks or r.target in here.chunks]
+    id_names = _names_of(
+        w, {i for r in entity_relations for n in (r.source, r.target) if (i := by_id(n))}
+    )
+    for r in entity_relations:
+        ends = [id_names[i] if (i := by_id(n)) else n for n in (r.source, r.target)]
         facts_in.append(
             FactInput(
                 ends[0], r.relation, ends[1], valid_at=valid_at, attributes=dict(r.attributes)
@@ -664,18 +668,7 @@ def graph_upsert(
             None,
             sql.SQL(""),
         )
-        inserted = list(written.changes.inserted.values())
-        if inserted:
-            found = read_facts(
-                w.conn,
-                w.group_id,
-                valid_at=None,
-                as_of=None,
-                read_time=w.now,
-                limit=None,
-                version_ids=inserted,
-            )
-            facts = [f for f in found if episode_id in f.episodes]
+        facts = (ingest_outcome(w, written))[0]
 
     links = 0
     if link_in:
@@ -683,16 +676,18 @@ def graph_upsert(
             w.conn, w.group_id, [n for r in link_in for n in (r.source, r.target)], None
         )
         link_ends.chunks.update(here.chunks)
-        for r in link_in:
-            source, target = link_ends.keys(r.source)[0], link_ends.keys(r.target)[0]
-            key = _link_key(source, r.relation, target)
-            cur = w.conn.execute(
-                "SELECT value FROM timestone.items WHERE group_id = %s AND namespace = %s"
-                " AND key = %s AND expired_at IS NULL",
-                (w.group_id, list(GRAPH_LINKS), key),
-            )
-            old = cur.fetchone()
-            merged: dict[str, Any] = dict(old["value"].get("attributes", {})) if old else {}
+        ends = [(link_ends.keys(r.source)[0], link_ends.keys(r.target)[0]) for r in link_in]
+        keys = [
+            _link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)
+        ]
+        cur = w.conn.execute(
+            "SELECT key, value FROM timestone.items WHERE group_id = %s AND namespace = %s"
+            " AND key = ANY(%s) AND expired_at IS NULL",
+            (w.group_id, list(GRAPH_LINKS), keys),
+        )
+        held = {row["key"]: dict(row["value"].get("attributes", {})) for row in cur.fetchall()}
+        for r, (source, target), key in zip(link_in, ends, keys, strict=True):
+            merged = held.setdefault(key, {})  # a link given twice merges onto itself
             merged.update(r.attributes)
             value: dict[str, Any] = {
                 "source": source,
@@ -717,15 +712,16 @@ def graph_upsert(
     )
 
 
-def _name_of(w: Write, entity_id: uuid.UUID) -> str:
+def _names_of(w: Write, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The current names of entities, in one query."""
+    if not ids:
+        return {}
     cur = w.conn.execute(
-        "SELECT name FROM timestone.entities WHERE group_id = %s AND id = %s"
+        "SELECT id, name FROM timestone.entities WHERE group_id = %s AND id = ANY(%s)"
         " AND expired_at IS NULL",
-        (w.group_id, entity_id),
+        (w.group_id, list(ids)),
     )
-    row = cur.fetchone()
-    assert row is not None
-    return row["name"]
+    return {row["id"]: row["name"] for row in cur.fetchall()}
 
 
 def _put_vectors(w: Write, vectors: Mapping[str, Sequence[float]], space: str) -> int:

@@ -68,7 +68,13 @@ from ._extract import (
 from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
 from ._write import Write, begin_write, stored_order
 
-__all__ = ["MAX_CONTENT_CHARS", "MAX_FACTS_PER_CALL", "Ingest", "default_sentence"]
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_FACTS_PER_CALL",
+    "Ingest",
+    "default_sentence",
+    "ingest_outcome",
+]
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
@@ -251,7 +257,7 @@ class Ingest:
                     if existing is not None:
                         return _existing_result(conn, group_id, existing)
                     written = self._write_episode(w, episode, vectors[episode_text], prepared)
-                    facts_out, invalidated = _outcome(w, written)
+                    facts_out, invalidated = ingest_outcome(w, written)
                     result = IngestResult(
                         episode=written.episode,
                         entities=written.entities(),
@@ -521,7 +527,9 @@ class Ingest:
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         write_ledger(conn, group_id, ledger, written.episode.id, w.now)
-                        facts_out, invalidated = _closed_apart(written, *(_outcome(w, written)))
+                        facts_out, invalidated = _closed_apart(
+                            written, *(ingest_outcome(w, written))
+                        )
                         return IngestResult(
                             episode=written.episode,
                             entities=written.entities(),
@@ -660,7 +668,7 @@ def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entit
     return [by_id[i] for i in ids if i in by_id]
 
 
-def _outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
+def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
     """The facts this episode now supports, and the facts its write closed or expired.
 
     The versions the write inserted are built from what it wrote, not read back: a read

@@ -41,7 +41,12 @@ from ..embedders import Embedder, WordLlamaEmbedder
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
-from ._communities import communities_built
+from ._communities import (
+    MAX_UPDATE_ENTITIES,
+    build_communities,
+    communities_built,
+    update_communities,
+)
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
@@ -73,6 +78,11 @@ __all__ = ["Memory"]
 
 MAX_LIMIT = 1000
 COMMUNITY_MODES = ("manual", "auto")
+
+
+def _check_communities(mode: object) -> None:
+    if mode not in COMMUNITY_MODES:
+        raise InvalidInput(f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {mode!r}")
 
 
 def _limit(limit: object) -> int:
@@ -109,10 +119,7 @@ class Memory:
         llm: Any = None,
         communities: str = "manual",
     ) -> None:
-        if communities not in COMMUNITY_MODES:
-            raise InvalidInput(
-                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
-            )
+        _check_communities(communities)
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
@@ -143,10 +150,7 @@ class Memory:
         (the default): communities change when you build or update them, and when a
         removal repairs them.
         """
-        if communities not in COMMUNITY_MODES:
-            raise InvalidInput(
-                f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {communities!r}"
-            )
+        _check_communities(communities)
         target = dsn or os.environ.get("TIMESTONE_DSN")
         if target is None:
             target = _compat.to_thread(embedded_dsn, data_dir)
@@ -826,8 +830,6 @@ class Memory:
 
     def build_communities(self, group_id: str) -> CommunityReport:
         """Recompute the group's communities from its current fact graph (label propagation)."""
-        from ._communities import build_communities
-
         return build_communities(self._db, self.embedder, self.llm, group_id)
 
     def update_communities(
@@ -835,8 +837,6 @@ class Memory:
     ) -> CommunityReport:
         """Incremental update after ingestion: re-label only the neighbourhood of ``entities``
         (default: entities whose facts changed since the last build)."""
-        from ._communities import update_communities
-
         return update_communities(self._db, self.embedder, self.llm, group_id, entities)
 
     def _follow(
@@ -857,8 +857,6 @@ class Memory:
             seeds.update(dict.fromkeys(e.id for e in result.entities))
             for fact in (*result.facts, *result.invalidated):
                 seeds.update(dict.fromkeys((fact.source_id, fact.target_id)))
-        from ._communities import MAX_UPDATE_ENTITIES
-
         if len(seeds) > MAX_UPDATE_ENTITIES:
             self.update_communities(group_id)
         elif seeds:
