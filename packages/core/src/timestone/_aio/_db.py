@@ -35,10 +35,14 @@ from ..errors import (
 
 __all__ = [
     "APP_ROLE",
+    "BULK_LOCK",
     "EXTENSIONS",
+    "VECTOR_COLUMNS",
     "Conn",
     "Database",
     "bind_embedder",
+    "build_vector_indexes",
+    "connect_owner",
     "migrate",
     "schema_version",
     "wrap_db_error",
@@ -47,6 +51,7 @@ __all__ = [
 APP_ROLE = "timestone_app"
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
+BULK_LOCK = 0x7473_6275_6C6B  # "tsbulk": held by a bulk load for its whole length
 # The columns the memory's embedder fills: typed vector(d) and HNSW-indexed by the binding.
 VECTOR_COLUMNS = (
     ("episodes", "embedding"),
@@ -112,7 +117,7 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
     return DatabaseError(f"{doing}: {detail}")
 
 
-async def _connect(dsn: str) -> AsyncConnection[DictRow]:
+async def connect_owner(dsn: str) -> AsyncConnection[DictRow]:
     try:
         return await AsyncConnection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
@@ -159,7 +164,7 @@ async def _ensure_extensions(conn: Conn) -> None:
 
 async def migrate(dsn: str) -> int:
     """Bring the schema to this library's version under an advisory lock; idempotent."""
-    conn = await _connect(dsn)
+    conn = await connect_owner(dsn)
     async with conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
@@ -231,10 +236,23 @@ async def _type_new_vectors(conn: Conn, dimension: int) -> None:
                     t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
                 )
             )
-    await _index_vectors(conn)
+    if not await _bulk_loading(conn):  # a bulk load builds them when it ends
+        await build_vector_indexes(conn)
 
 
-async def _index_vectors(conn: Conn) -> None:
+async def _bulk_loading(conn: Conn) -> bool:
+    cur = await conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = (%(k)s::bigint >> 32)::oid"
+        " AND objid = (%(k)s::bigint & 4294967295)::oid AND objsubid = 1) AS busy",
+        {"k": BULK_LOCK},
+    )
+    row = await cur.fetchone()
+    return row is not None and bool(row["busy"])
+
+
+async def build_vector_indexes(conn: Conn) -> None:
     for table, column in VECTOR_COLUMNS:
         await conn.execute(
             sql.SQL(
@@ -255,7 +273,7 @@ def _describe(info: dict[str, Any]) -> str:
 async def bind_embedder(dsn: str, embedder: Embedder) -> None:
     """Record the embedder in a new database and type its vector columns; refuse another one."""
     wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = await _connect(dsn)
+    conn = await connect_owner(dsn)
     async with conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
@@ -263,7 +281,7 @@ async def bind_embedder(dsn: str, embedder: Embedder) -> None:
             if stored is None:
                 async with conn.transaction():
                     await _type_vectors(conn, embedder.dimension)
-                    await _index_vectors(conn)
+                    await build_vector_indexes(conn)
                     await conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s)",
                         (json.dumps(wanted),),
@@ -302,7 +320,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
     from ..embedders import check_vectors
 
     wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = await _connect(dsn)
+    conn = await connect_owner(dsn)
     total = 0
     async with conn:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
@@ -341,7 +359,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                     await conn.execute(
                         sql.SQL("ALTER TABLE timestone.{} FORCE ROW LEVEL SECURITY").format(ident)
                     )
-                await _index_vectors(conn)
+                await build_vector_indexes(conn)
                 await conn.execute(
                     "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -385,7 +403,7 @@ class Database:
         self._since_analyze = 0
         self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
         try:
-            conn = await _connect(self.dsn)
+            conn = await connect_owner(self.dsn)
             async with conn:
                 for table in _ANALYZED:
                     await conn.execute(

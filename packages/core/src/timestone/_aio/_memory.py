@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +41,7 @@ from ..embedders import Embedder, WordLlamaEmbedder
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
+from ._bulk import bulk_load
 from ._communities import (
     MAX_UPDATE_ENTITIES,
     build_communities,
@@ -194,6 +196,24 @@ class AsyncMemory:
         self.embedder = embedder
         self._ingest = Ingest(self._db, embedder, self.ontology)
         return done
+
+    @asynccontextmanager
+    async def bulk_load(
+        self, *, maintenance_work_mem: str = "1GB", workers: int | None = None
+    ) -> AsyncGenerator[None]:
+        """Write inside it with the vector indexes dropped; they are built once on exit.
+
+        For an initial import or a migration window: the indexes are the database's,
+        so for every group vector search is exact (slower) while it runs, and other
+        writers wait for the rebuild. Needs the schema owner (the DSN's user); one bulk
+        load at a time (``ConflictError`` otherwise). ``maintenance_work_mem`` bounds the
+        in-memory build (too small and the build spills to disk, several times slower);
+        ``workers``: parallel build workers (``None``: the server's setting).
+        """
+        async with bulk_load(
+            self._db.dsn, maintenance_work_mem=maintenance_work_mem, workers=workers
+        ):
+            yield
 
     # -- writing ---------------------------------------------------------------------
 

@@ -36,10 +36,14 @@ from ..errors import (
 
 __all__ = [
     "APP_ROLE",
+    "BULK_LOCK",
     "EXTENSIONS",
+    "VECTOR_COLUMNS",
     "Conn",
     "Database",
     "bind_embedder",
+    "build_vector_indexes",
+    "connect_owner",
     "migrate",
     "schema_version",
     "wrap_db_error",
@@ -48,6 +52,7 @@ __all__ = [
 APP_ROLE = "timestone_app"
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
+BULK_LOCK = 0x7473_6275_6C6B  # "tsbulk": held by a bulk load for its whole length
 # The columns the memory's embedder fills: typed vector(d) and HNSW-indexed by the binding.
 VECTOR_COLUMNS = (
     ("episodes", "embedding"),
@@ -113,7 +118,7 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
     return DatabaseError(f"{doing}: {detail}")
 
 
-def _connect(dsn: str) -> Connection[DictRow]:
+def connect_owner(dsn: str) -> Connection[DictRow]:
     try:
         return Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
@@ -158,7 +163,7 @@ def _ensure_extensions(conn: Conn) -> None:
 
 def migrate(dsn: str) -> int:
     """Bring the schema to this library's version under an advisory lock; idempotent."""
-    conn = _connect(dsn)
+    conn = connect_owner(dsn)
     with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
@@ -230,10 +235,23 @@ def _type_new_vectors(conn: Conn, dimension: int) -> None:
                     t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
                 )
             )
-    _index_vectors(conn)
+    if not _bulk_loading(conn):  # a bulk load builds them when it ends
+        build_vector_indexes(conn)
 
 
-def _index_vectors(conn: Conn) -> None:
+def _bulk_loading(conn: Conn) -> bool:
+    cur = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND classid = (%(k)s::bigint >> 32)::oid"
+        " AND objid = (%(k)s::bigint & 4294967295)::oid AND objsubid = 1) AS busy",
+        {"k": BULK_LOCK},
+    )
+    row = cur.fetchone()
+    return row is not None and bool(row["busy"])
+
+
+def build_vector_indexes(conn: Conn) -> None:
     for table, column in VECTOR_COLUMNS:
         conn.execute(
             sql.SQL(
@@ -254,7 +272,7 @@ def _describe(info: dict[str, Any]) -> str:
 def bind_embedder(dsn: str, embedder: Embedder) -> None:
     """Record the embedder in a new database and type its vector columns; refuse another one."""
     wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = _connect(dsn)
+    conn = connect_owner(dsn)
     with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
@@ -262,7 +280,7 @@ def bind_embedder(dsn: str, embedder: Embedder) -> None:
             if stored is None:
                 with conn.transaction():
                     _type_vectors(conn, embedder.dimension)
-                    _index_vectors(conn)
+                    build_vector_indexes(conn)
                     conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s)",
                         (json.dumps(wanted),),
@@ -301,7 +319,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
     from ..embedders import check_vectors
 
     wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = _connect(dsn)
+    conn = connect_owner(dsn)
     total = 0
     with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
@@ -340,7 +358,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                     conn.execute(
                         sql.SQL("ALTER TABLE timestone.{} FORCE ROW LEVEL SECURITY").format(ident)
                     )
-                _index_vectors(conn)
+                build_vector_indexes(conn)
                 conn.execute(
                     "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -384,7 +402,7 @@ class Database:
         self._since_analyze = 0
         self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
         try:
-            conn = _connect(self.dsn)
+            conn = connect_owner(self.dsn)
             with conn:
                 for table in _ANALYZED:
                     conn.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))

@@ -1,0 +1,203 @@
+"""Bulk loading: vector indexes dropped for the load and built once at its end.
+
+Each test runs on a database of its own (``fresh_dsn``): a bulk load acts on the
+whole database, and the other tests share theirs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+import timestone
+from timestone import FactInput
+from timestone._aio._db import VECTOR_COLUMNS
+from timestone._sync._bulk import bulk_load
+from timestone.errors import ConflictError, DatabaseError, InvalidInput
+
+REF = datetime(2024, 1, 1, tzinfo=UTC)
+HNSW = {f"{table}_{column}_hnsw" for table, column in VECTOR_COLUMNS}
+
+
+def _hnsw_indexes(dsn: str) -> set[str]:
+    """The valid HNSW indexes of the timestone schema."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " JOIN pg_am AS a ON a.oid = c.relam WHERE a.amname = 'hnsw' AND i.indisvalid"
+            " AND c.relnamespace = 'timestone'::regnamespace"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _facts(n: int, tag: str) -> list[FactInput]:
+    return [FactInput(f"{tag} {i:04d}", "KNOWS", f"{tag} {(i + 1) % n:04d}") for i in range(n)]
+
+
+def _plan(dsn: str, group: str, vector: list[float]) -> str:
+    """The plan of a nearest-facts query as the library role."""
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET ROLE timestone_app")
+        conn.execute("SELECT set_config('timestone.group_id', %s, false)", (group,))
+        rows = conn.execute(
+            "EXPLAIN SELECT version_id FROM timestone.facts WHERE group_id = %s"
+            " AND expired_at IS NULL ORDER BY embedding <=> %s::vector LIMIT 5",
+            (group, str(vector)),
+        ).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def test_bulk_load_drops_the_indexes_and_builds_them_at_the_end(fresh_dsn: str) -> None:
+    group = "bulk-" + uuid.uuid4().hex[:8]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        with mem.bulk_load(maintenance_work_mem="64MB", workers=0):
+            assert _hnsw_indexes(fresh_dsn) == set()
+            mem.add_facts(group, _facts(200, "Walker"), reference_time=REF)
+            mem.add_facts(group, _facts(50, "Rider"), reference_time=REF)
+            # searching works while the indexes are gone: an exact scan
+            during = [f.fact for f in mem.search(group, "Rider 0007 knows", limit=5).facts]
+            assert during[0] == "Rider 0007 knows Rider 0008."
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        after = [f.fact for f in mem.search(group, "Rider 0007 knows", limit=5).facts]
+        assert after == during
+        vector = mem.embedder.embed(["Rider 0007 knows"])[0]
+        assert "facts_embedding_hnsw" in _plan(fresh_dsn, group, vector)
+        assert mem.stats(group)["facts"]["current"] == 250
+
+
+def test_an_error_inside_still_rebuilds_and_keeps_committed_batches(fresh_dsn: str) -> None:
+    group = "bulk-" + uuid.uuid4().hex[:8]
+    bad = [{"source": "", "relation": "KNOWS", "target": "x"}]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        with mem.bulk_load():
+            mem.add_facts(group, _facts(20, "Walker"), reference_time=REF)
+            with pytest.raises(InvalidInput, match="empty"):
+                mem.add_facts(group, bad, reference_time=REF)
+        with pytest.raises(RuntimeError, match="the loader fails"), mem.bulk_load():
+            raise RuntimeError("the loader fails")
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert len(mem.facts(group, relation="KNOWS")) == 20  # each batch is its own transaction
+
+
+def test_one_bulk_load_at_a_time_and_open_leaves_the_indexes_alone(fresh_dsn: str) -> None:
+    with timestone.Memory.open(fresh_dsn) as mem, mem.bulk_load():
+        with pytest.raises(ConflictError, match="another bulk load"), mem.bulk_load():
+            pass
+        # the refused load neither rebuilt the indexes nor released the lock
+        assert _hnsw_indexes(fresh_dsn) == set()
+        with timestone.Memory.open(fresh_dsn) as other:  # a second process opening the database
+            assert _hnsw_indexes(fresh_dsn) == set()
+            with pytest.raises(ConflictError), other.bulk_load():
+                pass
+    assert _hnsw_indexes(fresh_dsn) == HNSW
+
+
+async def test_async_bulk_load(fresh_dsn: str) -> None:
+    group = "bulk-" + uuid.uuid4().hex[:8]
+    mem = await timestone.AsyncMemory.open(fresh_dsn)
+    try:
+        async with mem.bulk_load():
+            assert _hnsw_indexes(fresh_dsn) == set()
+            await mem.add_facts(group, _facts(30, "Walker"), reference_time=REF)
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert len(await mem.facts(group, relation="KNOWS")) == 30
+    finally:
+        await mem.close()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"maintenance_work_mem": "lots"}, "maintenance_work_mem must be"),
+        ({"maintenance_work_mem": "1GB; DROP TABLE x"}, "maintenance_work_mem must be"),
+        ({"maintenance_work_mem": 1024}, "maintenance_work_mem must be"),
+        ({"workers": -1}, "workers must be"),
+        ({"workers": True}, "workers must be"),
+    ],
+)
+def test_bad_settings_are_refused_before_anything_is_dropped(
+    fresh_dsn: str, kwargs: dict[str, object], message: str
+) -> None:
+    with (
+        timestone.Memory.open(fresh_dsn) as mem,
+        pytest.raises(InvalidInput, match=message),
+        mem.bulk_load(**kwargs),  # type: ignore[arg-type]
+    ):
+        pass
+    assert _hnsw_indexes(fresh_dsn) == HNSW
+
+
+def test_a_user_who_does_not_own_the_schema_is_told_so(fresh_dsn: str) -> None:
+    timestone.Memory.open(fresh_dsn).close()
+    role = "bulk_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("GRANT USAGE ON SCHEMA timestone TO {}").format(sql.Identifier(role)))
+    try:
+        other = make_conninfo(fresh_dsn, user=role)
+        with pytest.raises(DatabaseError, match="owner of the timestone schema"), bulk_load(other):
+            pass
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+    finally:
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def _wait_for_sessions_to_end(dsn: str) -> None:
+    """The server notices a killed client's closed socket on its own schedule."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(300):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+            ).fetchone()
+            if row is not None and row[0] == 0:
+                return
+            time.sleep(0.05)
+    raise AssertionError("the killed loader's session is still open after 15 s")
+
+
+KILLED_LOADER = """
+import sys, time, datetime as d
+import timestone
+mem = timestone.Memory.open(sys.argv[1])
+with mem.bulk_load():
+    facts = [timestone.FactInput(f"Walker {i}", "KNOWS", "Mira") for i in range(20)]
+    mem.add_facts("killed", facts, reference_time=d.datetime(2020, 1, 1, tzinfo=d.UTC))
+    print("loading", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_killed_loader_leaves_the_indexes_to_the_next_open(
+    fresh_dsn: str, tmp_path: Path
+) -> None:
+    timestone.Memory.open(fresh_dsn).close()
+    script = tmp_path / "loader.py"
+    script.write_text(KILLED_LOADER)
+    with subprocess.Popen(
+        [sys.executable, str(script), fresh_dsn], stdout=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "loading"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert _hnsw_indexes(fresh_dsn) == set()
+    _wait_for_sessions_to_end(fresh_dsn)
+    # the dead session released the lock; opening builds what is missing
+    with timestone.Memory.open(fresh_dsn) as mem:
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert len(mem.facts("killed", relation="KNOWS")) == 20
