@@ -10,6 +10,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from timestone._embedded import embedded_dsn
+
 Run = Callable[..., subprocess.CompletedProcess[str]]
 Here = Callable[..., Any]
 
@@ -146,3 +150,25 @@ def test_text_files_and_folders_become_documents(run_here: Here, tmp_path: Path)
     assert all(e["source"] == "document" for e in episodes)
     again = as_json(cli("ingest", str(folder), "--reference-time", "2024-09-01", "--json"))
     assert again["episodes_created"] == 0
+
+
+def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
+    cli_fresh: Run, fresh_data_dir: Path, mira_file: Path, ontology_file: Path
+) -> None:
+    done = as_json(
+        cli_fresh("ingest", str(mira_file), "--ontology", str(ontology_file), "--bulk", "--json")
+    )
+    assert (done["episodes_created"], done["facts_written"]) == (3, 7)
+    with psycopg.connect(embedded_dsn(fresh_data_dir)) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " JOIN pg_am AS a ON a.oid = c.relam WHERE a.amname = 'hnsw' AND i.indisvalid"
+        ).fetchall()
+    assert {r[0] for r in rows} == {
+        "episodes_embedding_hnsw",
+        "entities_name_embedding_hnsw",
+        "facts_embedding_hnsw",
+        "communities_name_embedding_hnsw",
+    }
+    found = as_json(cli_fresh("search", "Which grape does Mira work with?", "--json"))
+    assert any("Cabernet Franc" in f["fact"] for f in found["facts"])

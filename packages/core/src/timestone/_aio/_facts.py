@@ -25,6 +25,7 @@ __all__ = [
     "FACT_SELECT",
     "Asserted",
     "AssertionRow",
+    "Slot",
     "SlotChanges",
     "fact_from_row",
     "held_clause",
@@ -33,7 +34,9 @@ __all__ = [
     "recompute_slots",
 ]
 
-Slot = tuple[uuid.UUID, str]
+# (source, relation): every assertion of the pair; (source, relation, target): the
+# cardinality-many slot of that target alone (and any cardinality-one assertions of the pair)
+Slot = tuple[uuid.UUID, str] | tuple[uuid.UUID, str, uuid.UUID]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -178,13 +181,19 @@ async def recompute_slots(
     """Make the current facts of ``slots`` equal the date fight over their current assertions.
 
     ``asserted``: assertions this write just inserted, taken as given rather than read back.
+    A three-part slot reads one target's cardinality-many slot, not every target of the
+    pair (a busy entity's other facts of the relation stay unread); the pair's
+    cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    wanted = sorted(set(slots))
+    whole = {(s[0], s[1]) for s in slots if len(s) == 2}
+    narrow = {s for s in slots if len(s) == 3 and (s[0], s[1]) not in whole}
+    wanted: list[Slot] = [*sorted(whole), *sorted(narrow)]
     changes = SlotChanges()
     if not wanted:
         return changes
-    sources = [s for s, _ in wanted]
-    relations = [r for _, r in wanted]
+    sources = [s[0] for s in wanted]
+    relations = [s[1] for s in wanted]
+    targets = [s[2] if len(s) == 3 else None for s in wanted]
     assertions: dict[tuple[Any, ...], list[Assertion]] = {}
     # binary: ids, times and arrays come back without text to parse
     async with w.conn.cursor(binary=True) as bcur:
@@ -193,13 +202,18 @@ async def recompute_slots(
             " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
             " a.invalid_at"
             " FROM timestone.assertions AS a"
-            " JOIN unnest(%b::uuid[], %b::text[]) AS s(source_id, relation)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[]) AS s(source_id, relation, target_id)"
             "   ON a.source_id = s.source_id AND a.relation = s.relation"
+            "   AND (s.target_id IS NULL OR a.target_id = s.target_id OR a.cardinality = 'one')"
             " WHERE a.group_id = %s AND a.expired_at IS NULL"
             " AND a.episode_id IS DISTINCT FROM %s::uuid",
-            (sources, relations, w.group_id, asserted.episode_id if asserted else None),
+            (sources, relations, targets, w.group_id, asserted.episode_id if asserted else None),
         )
+        seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in await bcur.fetchall():
+            if row["id"] in seen:
+                continue
+            seen.add(row["id"])
             key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
             assertions.setdefault(key, []).append(
                 Assertion(
@@ -215,9 +229,11 @@ async def recompute_slots(
                 )
             )
         if asserted is not None:  # after the older ones, as a read would list them
-            chosen = set(wanted)
+            pairs = whole | {(s[0], s[1]) for s in narrow}
             for key, found in asserted.by_slot.items():
-                if (key[0], key[1]) in chosen:
+                if (key[0], key[1]) in pairs and (
+                    len(key) == 2 or (key[0], key[1]) in whole or key in narrow
+                ):
                     assertions.setdefault(key, []).extend(found)
         # vectors stay in the database: a kept one is copied there by the insert
         await bcur.execute(
@@ -225,12 +241,13 @@ async def recompute_slots(
             " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
             " f.embedding IS NOT NULL AS embedded"
             " FROM timestone.facts AS f"
-            " JOIN unnest(%b::uuid[], %b::text[]) AS s(source_id, relation)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[]) AS s(source_id, relation, target_id)"
             "   ON f.source_id = s.source_id AND f.relation = s.relation"
+            "   AND (s.target_id IS NULL OR f.target_id = s.target_id OR f.cardinality = 'one')"
             " WHERE f.group_id = %s AND f.expired_at IS NULL",
-            (sources, relations, w.group_id),
+            (sources, relations, targets, w.group_id),
         )
-        fact_rows = await bcur.fetchall()
+        fact_rows = list({row["version_id"]: row for row in await bcur.fetchall()}.values())
     existing: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for row in fact_rows:
         key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])

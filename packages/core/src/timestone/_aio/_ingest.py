@@ -64,7 +64,14 @@ from ._extract import (
     record_spent,
     write_ledger,
 )
-from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
+from ._facts import (
+    AssertionRow,
+    Slot,
+    SlotChanges,
+    insert_assertions,
+    read_facts,
+    recompute_slots,
+)
 from ._write import Write, begin_write, stored_order
 
 __all__ = [
@@ -316,7 +323,13 @@ class Ingest:
             for p in prepared
         ]
         asserted = await insert_assertions(w, episode.id, rows)
-        changes = await recompute_slots(w, {(r.source_id, r.relation) for r in rows}, asserted)
+        slots: set[Slot] = {
+            (r.source_id, r.relation)
+            if r.cardinality == "one"
+            else (r.source_id, r.relation, r.target_id)
+            for r in rows
+        }
+        changes = await recompute_slots(w, slots, asserted)
         current: dict[uuid.UUID, Entity] = {}
         await recompute_entities(w, set(merged) | changes.touched_entities, mentioned, current)
         return _Written(episode=episode, entity_ids=list(merged), changes=changes, current=current)

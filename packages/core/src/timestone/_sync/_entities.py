@@ -302,38 +302,43 @@ def recompute_entities(
     ids = sorted(set(entity_ids))
     if not ids:
         return (0, 0)
-    mentions: dict[uuid.UUID, list[dict[str, Any]]] = {}
     with w.conn.cursor(binary=True) as bcur:
-        bcur.execute(
-            "SELECT entity_id, name, labels, attributes::text AS attributes, summary,"
-            " recorded_at, position, id FROM timestone.mentions"
-            " WHERE group_id = %s AND expired_at IS NULL AND entity_id = ANY(%b::uuid[])"
-            " AND episode_id IS DISTINCT FROM %s::uuid"
-            " ORDER BY recorded_at, position, id",
-            (w.group_id, ids, fresh.episode_id if fresh else None),
-        )
-        for row in bcur.fetchall():
-            row["attributes"] = json_object(row["attributes"])
-            mentions.setdefault(row["entity_id"], []).append(row)
-        if fresh is not None:
-            wanted = set(ids)
-            for ident, rows in fresh.by_entity.items():
-                if ident not in wanted:
-                    continue
-                found = mentions.setdefault(ident, [])
-                later = bool(found) and _mention_order(found[-1]) > _mention_order(rows[0])
-                found.extend(rows)
-                if later:
-                    found.sort(key=_mention_order)
         # vectors stay in the database: a kept one is copied there by the insert
         bcur.execute(
-            "SELECT id, version_id, name, entity_type, labels, attributes::text AS attributes,"
-            " summary, created_at, name_embedding IS NOT NULL AS embedded"
-            " FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL"
-            " AND id = ANY(%b::uuid[])",
-            (w.group_id, ids),
+            "SELECT e.id, e.version_id, e.name, e.entity_type, e.labels,"
+            " e.attributes::text AS attributes, e.summary, e.created_at,"
+            " e.name_embedding IS NOT NULL AS embedded,"
+            " (SELECT max(m.recorded_at) FROM timestone.mentions AS m"
+            "  WHERE m.group_id = e.group_id AND m.entity_id = e.id AND m.expired_at IS NULL"
+            "  AND m.episode_id IS DISTINCT FROM %s::uuid) AS last_mention"
+            " FROM timestone.entities AS e WHERE e.group_id = %s AND e.expired_at IS NULL"
+            " AND e.id = ANY(%b::uuid[])",
+            (fresh.episode_id if fresh else None, w.group_id, ids),
         )
         rows_now = {row["id"]: row for row in bcur.fetchall()}
+        mentions, unread = _folded_so_far(ids, rows_now, fresh)
+        if unread:
+            bcur.execute(
+                "SELECT entity_id, name, labels, attributes::text AS attributes, summary,"
+                " recorded_at, position, id FROM timestone.mentions"
+                " WHERE group_id = %s AND expired_at IS NULL AND entity_id = ANY(%b::uuid[])"
+                " AND episode_id IS DISTINCT FROM %s::uuid"
+                " ORDER BY recorded_at, position, id",
+                (w.group_id, unread, fresh.episode_id if fresh else None),
+            )
+            for row in bcur.fetchall():
+                row["attributes"] = json_object(row["attributes"])
+                mentions.setdefault(row["entity_id"], []).append(row)
+            if fresh is not None:
+                for ident in unread:
+                    rows = fresh.by_entity.get(ident)
+                    if not rows:
+                        continue
+                    found = mentions.setdefault(ident, [])
+                    later = bool(found) and _mention_order(found[-1]) > _mention_order(rows[0])
+                    found.extend(rows)
+                    if later:
+                        found.sort(key=_mention_order)
 
     expire: list[uuid.UUID] = []
     insert: list[tuple[uuid.UUID, _State, uuid.UUID | None]] = []
@@ -397,6 +402,41 @@ def recompute_entities(
         w.conn.execute(_INSERT_ENTITIES_KEPT, params)
     expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
+
+
+def _folded_so_far(
+    ids: Sequence[uuid.UUID],
+    rows_now: Mapping[uuid.UUID, Mapping[str, Any]],
+    fresh: Mentioned | None,
+) -> tuple[dict[uuid.UUID, list[dict[str, Any]]], list[uuid.UUID]]:
+    """The mentions to fold for each entity, where they need no read; and the entities
+    whose mentions must be read.
+
+    An entity's current version is the fold (``_state``) of its current mentions in
+    recording order. When a write only adds mentions that come after all of them, the
+    fold continues from that version: the version stands for the mentions before, and
+    an entity the write does not mention keeps its state. Reading every mention again
+    would cost a read of the whole history of a busy entity on each write. Anything
+    else (no fresh mentions given, a new entity, a mention recorded at or after this
+    write's clock, a version without mentions) is read and folded from the start.
+    """
+    folded: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    unread: list[uuid.UUID] = []
+    for ident in ids:
+        row = rows_now.get(ident)
+        new = fresh.by_entity.get(ident, []) if fresh is not None else None
+        last = row["last_mention"] if row is not None else None
+        if new is None or row is None or last is None or any(last >= m["recorded_at"] for m in new):
+            unread.append(ident)
+            continue
+        so_far = {
+            "name": row["name"],
+            "labels": list(row["labels"]),
+            "attributes": json_object(row["attributes"]),
+            "summary": row["summary"],
+        }
+        folded[ident] = [so_far, *new]
+    return folded, unread
 
 
 def _entity_params(

@@ -65,7 +65,14 @@ from ._extract import (
     record_spent,
     write_ledger,
 )
-from ._facts import AssertionRow, SlotChanges, insert_assertions, read_facts, recompute_slots
+from ._facts import (
+    AssertionRow,
+    Slot,
+    SlotChanges,
+    insert_assertions,
+    read_facts,
+    recompute_slots,
+)
 from ._write import Write, begin_write, stored_order
 
 __all__ = [
@@ -317,7 +324,13 @@ class Ingest:
             for p in prepared
         ]
         asserted = insert_assertions(w, episode.id, rows)
-        changes = recompute_slots(w, {(r.source_id, r.relation) for r in rows}, asserted)
+        slots: set[Slot] = {
+            (r.source_id, r.relation)
+            if r.cardinality == "one"
+            else (r.source_id, r.relation, r.target_id)
+            for r in rows
+        }
+        changes = recompute_slots(w, slots, asserted)
         current: dict[uuid.UUID, Entity] = {}
         recompute_entities(w, set(merged) | changes.touched_entities, mentioned, current)
         return _Written(episode=episode, entity_ids=list(merged), changes=changes, current=current)

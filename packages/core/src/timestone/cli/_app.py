@@ -235,6 +235,14 @@ def ingest(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = True,
+    bulk: Annotated[
+        bool,
+        typer.Option(
+            "--bulk",
+            help="Drop the vector indexes for the load and build them once at its end "
+            "(an initial import: every group's vector search is exact meanwhile).",
+        ),
+    ] = False,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
@@ -246,7 +254,10 @@ def ingest(
 
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
-    with _store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
+    with (
+        _store(dsn, data_dir, embedder, ontology_file=ontology) as mem,
+        mem.bulk_load() if bulk else contextlib.nullcontext(),
+    ):
         summary = ingest_paths(
             mem,
             g,
