@@ -15,8 +15,9 @@ or four ranked lists:
   or from ``center`` (two hops), breadth first, duplicate-free per depth (so
   cycles end), with the time predicate inside the recursion; the facts around
   the named entities (up to ``SEED_FACTS_CAP`` each) and around their
-  neighbours (up to ``HOP_FACTS_CAP`` each) are ranked by similarity to the
-  query, never by a stored weight;
+  neighbours (the ``HOP_FACTS_CAP`` newest in world time each, read from an
+  index that stops there, so a hub costs what a leaf does) are ranked by
+  similarity to the query, never by a stored weight;
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
@@ -345,6 +346,24 @@ def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composab
     ).format(c=c, o=o)
 
 
+_AROUND_CAP = sql.SQL("CASE WHEN w.depth = 0 THEN {} ELSE {} END").format(
+    _L(SEED_FACTS_CAP), _L(HOP_FACTS_CAP)
+)
+
+
+def _around(
+    column: str, held: sql.Composable, valid: sql.Composable, filters: sql.Composable
+) -> sql.Composable:
+    """The facts at one end of a walked entity, newest in world time first, capped: an
+    index scan that stops at the cap, so a hub one hop out costs what a leaf does."""
+    return sql.SQL(
+        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d"
+        " FROM timestone.facts AS f WHERE f.group_id = %(g)s AND f.{c} = w.entity_id"
+        " AND f.embedding IS NOT NULL AND {held} AND {valid} AND {filters}"
+        " ORDER BY f.valid_at DESC LIMIT {cap})"
+    ).format(c=sql.Identifier(column), held=held, valid=valid, filters=filters, cap=_AROUND_CAP)
+
+
 def facts_sql(req: SearchRequest) -> sql.Composed:
     held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
     filters = _fact_filters("f", req)
@@ -355,11 +374,8 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "  row_number() OVER (ORDER BY g.d, g.version_id) AS r FROM ("
         "  SELECT DISTINCT ON (x.version_id) x.version_id, x.d"
         "  FROM walked AS w CROSS JOIN LATERAL ("
-        "   SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d"
-        "   FROM timestone.facts AS f WHERE f.group_id = %(g)s"
-        "    AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
-        "    AND f.embedding IS NOT NULL AND {held} AND {valid} AND {filters}"
-        "   LIMIT CASE WHEN w.depth = 0 THEN {seed_cap} ELSE {hop_cap} END) AS x"
+        "   SELECT y.version_id, y.d FROM ({around_source} UNION ALL {around_target}) AS y"
+        "   LIMIT {cap}) AS x"
         "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
         "  UNION SELECT version_id FROM graph)"
@@ -383,11 +399,10 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         fts=_fts("facts"),
         vec=_vec("facts", "f", "embedding", sql.SQL(" AND ").join([held, valid, filters])),
         walk=_walk(req),
-        held=held,
-        valid=valid,
+        around_source=_around("source_id", held, valid, filters),
+        around_target=_around("target_id", held, valid, filters),
+        cap=_AROUND_CAP,
         filters=filters,
-        seed_cap=_L(SEED_FACTS_CAP),
-        hop_cap=_L(HOP_FACTS_CAP),
         embedding=embedding,
         source_name=_name_lateral("source_id", req.as_of, "s"),
         target_name=_name_lateral("target_id", req.as_of, "t"),
