@@ -15,7 +15,7 @@ import pytest
 import timestone
 from timestone import HashEmbedder
 from timestone._aio import _db as aio_db
-from timestone._embedded import embedded_dsn
+from timestone._embedded import buffer_size, embedded_dsn, size_buffers
 from timestone._sync import _db as sync_db
 from timestone.errors import (
     ConnectionFailed,
@@ -91,6 +91,33 @@ def test_threads_opening_one_fresh_data_dir_share_one_server(tmp_path: Path) -> 
         t.join()
     assert errors == []
     assert len(set(results)) == 1
+
+
+def test_the_embedded_server_sizes_its_buffer_cache(data_dir: Path, dsn: str) -> None:
+    assert 128 <= buffer_size() <= 1024
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT setting::bigint * 8192 / 1048576 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+    assert row == (buffer_size(),)
+    # the data dir's file names the setting now: a second sizing leaves it as it is
+    conf = data_dir / "pg" / "postgresql.auto.conf"
+    before = conf.read_text()
+    size_buffers(data_dir / "pg")
+    assert conf.read_text() == before
+
+
+def test_a_buffer_size_set_by_alter_system_is_kept(tmp_path: Path) -> None:
+    conf = tmp_path / "postgresql.auto.conf"
+    conf.write_text("shared_buffers = '256MB'\n")
+    size_buffers(tmp_path)
+    assert conf.read_text() == "shared_buffers = '256MB'\n"
+    (tmp_path / "other").mkdir()
+    size_buffers(tmp_path / "other")  # a new data dir: the line is added
+    assert (
+        f"shared_buffers = '{buffer_size()}MB'"
+        in (tmp_path / "other" / "postgresql.auto.conf").read_text()
+    )
 
 
 def test_data_dir_that_is_not_writable(tmp_path: Path) -> None:
