@@ -123,6 +123,8 @@ async def test_async_bulk_load(fresh_dsn: str) -> None:
         ({"maintenance_work_mem": "lots"}, "maintenance_work_mem must be"),
         ({"maintenance_work_mem": "1GB; DROP TABLE x"}, "maintenance_work_mem must be"),
         ({"maintenance_work_mem": 1024}, "maintenance_work_mem must be"),
+        ({"maintenance_work_mem": "9999999GB"}, "from 1MB to 2047GB"),
+        ({"maintenance_work_mem": "512kB"}, "from 1MB to 2047GB"),
         ({"workers": -1}, "workers must be"),
         ({"workers": True}, "workers must be"),
     ],

@@ -33,14 +33,23 @@ __all__ = ["BULK_LOCK", "bulk_load", "check_memory_setting"]
 _MEMORY = re.compile(r"[1-9][0-9]{0,6}\s*(kB|MB|GB)")
 
 
+_KB = {"kB": 1, "MB": 1024, "GB": 1024**2}
+_MAX_KB = 2_147_483_647  # Postgres's largest maintenance_work_mem
+
+
 def check_memory_setting(value: object) -> str:
-    """A Postgres memory size such as ``"1GB"`` or ``"512MB"``."""
-    if not isinstance(value, str) or not _MEMORY.fullmatch(value.strip()):
+    """A Postgres memory size such as ``"1GB"`` or ``"512MB"``, within what Postgres takes
+    (checked before anything is dropped, not at the rebuild after the load)."""
+    found = _MEMORY.fullmatch(value.strip()) if isinstance(value, str) else None
+    if found is None:
         raise InvalidInput(
             f"maintenance_work_mem must be a Postgres memory size such as '512MB' or '2GB', "
             f"got {value!r}"
         )
-    return value.strip()
+    kb = int(found.group(0).rstrip("kMGB ")) * _KB[found.group(1)]
+    if not 1024 <= kb <= _MAX_KB:
+        raise InvalidInput(f"maintenance_work_mem must be from 1MB to 2047GB, got {value!r}")
+    return found.group(0)
 
 
 def _check_workers(value: object) -> int | None:
