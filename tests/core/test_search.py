@@ -13,7 +13,8 @@ from psycopg.rows import DictRow, dict_row
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._search import prepare_search, run_search
+from timestone._aio._search import candidate_of, prepare_search, run_search
+from timestone._fusion import rerank
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
@@ -267,3 +268,76 @@ async def test_async_search_matches_sync(
     assert [e.id for e in a.entities] == [e.id for e in s.entities]
     assert a.facts[0].valid_at == T2015
     assert timedelta(0) <= datetime.now(UTC) - a.facts[0].created_at
+
+
+@pytest.mark.parametrize("reranker", ["rrf", "node_distance", "episode_mentions"])
+async def test_the_database_cut_equals_fusion_over_every_candidate(
+    amemory: timestone.AsyncMemory,
+    group: str,
+    app_conn: psycopg.AsyncConnection[DictRow],
+    reranker: str,
+) -> None:
+    """The database orders the candidates by the reranker and sends only ``limit`` rows;
+    the cut must be the first ``limit`` of ``_fusion.rerank`` over every candidate, ties
+    and reciprocal-rank sums included, in every scope."""
+    people = [f"Person {i}" for i in range(40)]
+    await amemory.add_facts(
+        group,
+        [F(p, "WORKS_AT", "Acme", fact=f"{p} works at Acme in Lyon.") for p in people],
+        reference_time=T2015,
+    )
+    await amemory.add_facts(  # a second episode for some: mentions differ, hops too
+        group,
+        [F(p, "LIVES_IN", "Lyon", fact=f"{p} lives in Lyon near Acme.") for p in people[::3]]
+        + [F(p, "WORKS_AT", "Acme", fact=f"{p} works at Acme in Lyon.") for p in people[::4]]
+        # not reached by a walk from Acme or Lyon: no hops
+        + [
+            F(f"Visitor {i}", "VISITS", "Paris", fact=f"Visitor {i} works in Paris.")
+            for i in range(9)
+        ],
+        reference_time=T2023,
+    )
+    for i in range(8):
+        await amemory.add_document(
+            group, f"file:///acme-{i}.md", f"Acme in Lyon hires team {i}.", reference_time=T2015
+        )
+    await amemory.build_communities(group)
+    scopes = ("facts", "entities", "episodes", "communities")
+    query = "Who works at Acme in Lyon?"
+    vector = (await amemory.embedder.aembed([query]))[0]
+    dimension = amemory.embedder.dimension
+
+    sizes: dict[str, int] = {}
+
+    async def hits(method: str, limit: int) -> dict[str, list[object]]:
+        req = prepare_search(
+            query, scopes=scopes, reranker=method, limit=limit, candidates=30, valid_at=None
+        )
+        async with app_conn.transaction():
+            await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+            found = await run_search(app_conn, group, req, vector, dimension)  # pyright: ignore[reportArgumentType]
+        if method == "mmr":  # every candidate, uncut: fuse them here
+            sizes.update({scope: len(h.rows) for scope, h in found.items()})
+            return {
+                scope: [
+                    c.key
+                    for c in rerank(
+                        [candidate_of(row, key) for key, row in h.rows.items()], reranker, 1000
+                    )
+                ]
+                for scope, h in found.items()
+            }
+        assert all(len(h.rows) <= limit for h in found.values())
+        return {scope: [c.key for c in h.ranked] for scope, h in found.items()}
+
+    everything = await hits("mmr", 1000)
+    for limit in range(1, 16):  # a cut at each place, so through ties of the fused score
+        cut = await hits(reranker, limit)
+        assert cut == {scope: keys[:limit] for scope, keys in everything.items()}, limit
+    # the cut did cut: more candidates than kept in the scopes that have them
+    assert {s: n > 15 for s, n in sizes.items()} == {
+        "facts": True,
+        "entities": True,
+        "episodes": False,
+        "communities": False,
+    }, sizes

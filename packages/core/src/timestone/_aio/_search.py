@@ -21,7 +21,11 @@ or four ranked lists:
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
-trip), then ``timestone._fusion`` orders the candidates.
+trip). Each statement fuses its candidates itself (reciprocal rank fusion, bit
+for bit ``timestone._fusion``), orders them by the reranker and sends only the
+``limit`` it keeps, so only those rows travel and have their names looked up;
+MMR, which compares candidates with each other, gets them all. The client then
+runs ``timestone._fusion`` over what arrived, which keeps that order.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from .._fusion import RERANKERS, Candidate, rerank
+from .._fusion import RERANKERS, RRF_K, Candidate, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact, check_relation, check_text, check_uuid
 from .._names import normalize
@@ -55,10 +59,15 @@ from ._facts import fact_from_row
 __all__ = [
     "MAX_QUERY_CHARS",
     "MAX_SEARCH_LIMIT",
+    "RANKED_LISTS",
     "SCOPES",
     "SearchRequest",
+    "candidate_of",
     "community_from_row",
     "embed_query",
+    "fused_sql",
+    "keep_of",
+    "kept_sql",
     "prepare_search",
     "run_search",
     "search",
@@ -231,6 +240,7 @@ def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[
         "depth": CENTER_DEPTH if req.center is not None else WALK_DEPTH,
         "walk_cap": WALK_CAP,
         "ids": list(req.ids) if req.ids is not None else None,
+        "keep": keep_of(req),
     }
 
 
@@ -364,6 +374,45 @@ def _around(
     ).format(c=sql.Identifier(column), held=held, valid=valid, filters=filters, cap=_AROUND_CAP)
 
 
+RANKED_LISTS = {
+    "facts": ("fts", "vec", "graph"),
+    "entities": ("fts", "vec", "graph", "named"),
+    "episodes": ("fts", "vec"),
+    "communities": ("fts", "vec"),
+}
+
+
+def fused_sql(scope: str) -> sql.Composable:
+    """Reciprocal rank fusion in SQL, bit for bit ``_fusion.rrf_score``: the same
+    divisions in double precision, added in the same order (an absent list adds 0)."""
+    return sql.SQL(" + ").join(
+        sql.SQL("coalesce(1.0::float8 / ({} + {}.r), 0)").format(_L(RRF_K), sql.Identifier(name))
+        for name in RANKED_LISTS[scope]
+    )
+
+
+def kept_sql(key: str, req: SearchRequest) -> sql.Composable:
+    """The hits a reranker can return, cut in the database: the order of
+    ``_fusion.rerank`` for the method, then ``%(keep)s`` rows, so only those travel
+    and have their names looked up. MMR compares candidates with each other and
+    takes every one."""
+    k = sql.Identifier(key)
+    order = {
+        "rrf": sql.SQL("fused DESC, {}").format(k),
+        "cross_encoder": sql.SQL("fused DESC, {}").format(k),
+        "node_distance": sql.SQL("hops IS NULL, coalesce(hops, 0), fused DESC, {}").format(k),
+        "episode_mentions": sql.SQL("coalesce(mentions, 0) DESC, fused DESC, {}").format(k),
+    }.get(req.method)
+    if order is None:
+        return sql.SQL("SELECT * FROM hits")
+    return sql.SQL("SELECT * FROM hits ORDER BY {} LIMIT %(keep)s").format(order)
+
+
+def keep_of(req: SearchRequest) -> int:
+    """How many fused hits a search keeps: a cross-encoder rescores all the candidates."""
+    return max(req.candidates, req.limit) if req.method == "cross_encoder" else req.limit
+
+
 def facts_sql(req: SearchRequest) -> sql.Composed:
     held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
     filters = _fact_filters("f", req)
@@ -378,23 +427,24 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "   LIMIT {cap}) AS x"
         "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
-        "  UNION SELECT version_id FROM graph)"
-        " SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
-        "  f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
+        "  UNION SELECT version_id FROM graph),"
+        " hits AS (SELECT f.id, f.version_id, f.group_id, f.source_id, f.relation,"
+        "  f.target_id, f.fact, f.valid_at, f.invalid_at, f.created_at,"
         "  f.expired_at, f.episodes, f.attributes::text AS attributes, fts.r AS fts_rank,"
         "  vec.r AS vec_rank,"
         "  graph.r AS graph_rank, least(ws.depth, wt.depth) AS hops,"
-        "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions"
-        "  {embedding}"
+        "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions,"
+        "  {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS f"
-        " {source_name} {target_name}"
         " LEFT JOIN fts ON fts.version_id = f.version_id"
         " LEFT JOIN vec ON vec.version_id = f.version_id"
         " LEFT JOIN graph ON graph.version_id = f.version_id"
         " LEFT JOIN walked AS ws ON ws.entity_id = f.source_id"
         " LEFT JOIN walked AS wt ON wt.entity_id = f.target_id"
-        " WHERE {filters}"
+        " WHERE {filters})"
+        " SELECT f.*, s.name AS source, t.name AS target FROM ({kept}) AS f"
+        " {source_name} {target_name}"
     ).format(
         fts=_fts("facts"),
         vec=_vec("facts", "f", "embedding", sql.SQL(" AND ").join([held, valid, filters])),
@@ -404,6 +454,8 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         cap=_AROUND_CAP,
         filters=filters,
         embedding=embedding,
+        fused=fused_sql("facts"),
+        kept=kept_sql("version_id", req),
         source_name=_name_lateral("source_id", req.as_of, "s"),
         target_name=_name_lateral("target_id", req.as_of, "t"),
     )
@@ -430,14 +482,14 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         "  FROM walked AS w JOIN timestone.entities AS e ON e.group_id = %(g)s"
         "   AND e.id = w.entity_id WHERE w.depth > 0 AND {filters} LIMIT %(k)s),"
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
-        "  UNION SELECT version_id FROM named UNION SELECT version_id FROM graph)"
-        " SELECT e.id, e.group_id, e.name, e.labels, e.summary, e.attributes::text AS attributes,"
-        "  e.created_at,"
-        "  e.expired_at, fts.r AS fts_rank, vec.r AS vec_rank, named.r AS named_rank,"
+        "  UNION SELECT version_id FROM named UNION SELECT version_id FROM graph),"
+        " hits AS (SELECT e.id, e.group_id, e.name, e.labels, e.summary,"
+        "  e.attributes::text AS attributes, e.created_at, e.expired_at,"
+        "  fts.r AS fts_rank, vec.r AS vec_rank, named.r AS named_rank,"
         "  graph.r AS graph_rank, w.depth AS hops,"
         "  e.name_embedding <=> %(vec)s::vector AS distance,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
-        "   AND m.entity_id = e.id AND {held_m}) AS mentions{embedding}"
+        "   AND m.entity_id = e.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.entities AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS e"
         " LEFT JOIN fts ON fts.version_id = e.version_id"
@@ -445,7 +497,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         " LEFT JOIN named ON named.version_id = e.version_id"
         " LEFT JOIN graph ON graph.version_id = e.version_id"
         " LEFT JOIN walked AS w ON w.entity_id = e.id"
-        " WHERE {filters}"
+        " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("entities"),
         vec=_vec("entities", "e", "name_embedding", filters),
@@ -454,6 +506,8 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         filters=filters,
         held_m=held_clause("m", req.as_of),
         embedding=sql.SQL(", e.name_embedding AS embedding") if req.embeddings else sql.SQL(""),
+        fused=fused_sql("entities"),
+        kept=kept_sql("id", req),
     )
 
 
@@ -466,8 +520,8 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
     filters = sql.SQL(" AND ").join(parts)
     return sql.SQL(
         "WITH RECURSIVE {fts}, {vec}, {walk},"
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec)"
-        " SELECT p.id, p.group_id, p.name, p.content, p.source, p.source_description,"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec),"
+        " hits AS (SELECT p.id, p.group_id, p.name, p.content, p.source, p.source_description,"
         "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
         "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
         "  fts.r AS fts_rank, vec.r AS vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
@@ -475,12 +529,12 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         "   ON w.entity_id = m.entity_id WHERE m.group_id = p.group_id AND m.episode_id = p.id"
         "   AND {held_m}) AS hops,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
-        "   AND m.episode_id = p.id AND {held_m}) AS mentions{embedding}"
+        "   AND m.episode_id = p.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS p"
         " LEFT JOIN fts ON fts.version_id = p.version_id"
         " LEFT JOIN vec ON vec.version_id = p.version_id"
-        " WHERE {filters}"
+        " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("episodes"),
         vec=_vec("episodes", "p", "embedding", filters),
@@ -488,6 +542,8 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         filters=filters,
         held_m=held_clause("m", req.as_of),
         embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
+        fused=fused_sql("episodes"),
+        kept=kept_sql("id", req),
     )
 
 
@@ -504,23 +560,25 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "  FROM timestone.communities AS c WHERE c.group_id = %(g)s AND {filters}"
         "   AND c.name_embedding IS NOT NULL AND vector_dims(c.name_embedding) = {dim}"
         "  ORDER BY 2 LIMIT %(k)s) AS v), {walk},"
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec)"
-        " SELECT c.id, c.version_id, c.group_id, c.name, c.summary, c.members, c.fact_count,"
-        "  c.created_at, c.expired_at, fts.r AS fts_rank, vec.r AS vec_rank,"
+        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec),"
+        " hits AS (SELECT c.id, c.version_id, c.group_id, c.name, c.summary, c.members,"
+        "  c.fact_count, c.created_at, c.expired_at, fts.r AS fts_rank, vec.r AS vec_rank,"
         "  CASE WHEN vector_dims(c.name_embedding) = {dim}"
         "   THEN c.name_embedding <=> %(vec)s::vector END AS distance,"
         "  (SELECT min(w.depth) FROM walked AS w WHERE w.entity_id = ANY(c.members)) AS hops,"
-        "  cardinality(c.members) AS mentions{embedding}"
+        "  cardinality(c.members) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.communities AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS c"
         " LEFT JOIN fts ON fts.version_id = c.version_id"
         " LEFT JOIN vec ON vec.version_id = c.version_id"
-        " WHERE {filters}"
+        " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("communities"),
         filters=filters,
         dim=_L(dimension),
         walk=_walk(req),
+        fused=fused_sql("communities"),
+        kept=kept_sql("version_id", req),
         embedding=sql.SQL(
             ", CASE WHEN vector_dims(c.name_embedding) = {} THEN c.name_embedding END AS embedding"
         ).format(_L(dimension))
@@ -564,6 +622,7 @@ def _shape(req: SearchRequest) -> tuple[object, ...]:
         req.ids is None,
         req.center is None,
         req.embeddings,
+        req.method,
     )
 
 
@@ -584,7 +643,7 @@ def statement(scope: str, req: SearchRequest, dimension: int) -> bytes:
 _RANK_COLUMNS = ("fts_rank", "vec_rank", "graph_rank", "named_rank")
 
 
-def _candidate(row: Mapping[str, Any], key: Any) -> Candidate:
+def candidate_of(row: Mapping[str, Any], key: Any) -> Candidate:
     ranks = {c: int(row[c]) for c in _RANK_COLUMNS if row.get(c) is not None}
     embedding = row.get("embedding")
     return Candidate(
@@ -635,7 +694,8 @@ async def run_search(
             "SELECT set_config('hnsw.ef_search', %s, true),"
             " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             " set_config('join_collapse_limit', '1', true),"
-            " set_config('from_collapse_limit', '1', true)",
+            " set_config('from_collapse_limit', '1', true),"
+            " set_config('plan_cache_mode', 'force_generic_plan', true)",
             (ef_search,),
         )
         center_cur = None
@@ -657,10 +717,8 @@ async def run_search(
     for scope, cur in cursors.items():
         rows = await cur.fetchall()
         keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
-        candidates = [_candidate(row, key) for key, row in keyed.items()]
-        method = req.method
-        keep = req.limit if method != "cross_encoder" else max(req.candidates, req.limit)
-        out[scope] = ScopeHits(scope, keyed, rerank(candidates, method, keep))
+        candidates = [candidate_of(row, key) for key, row in keyed.items()]
+        out[scope] = ScopeHits(scope, keyed, rerank(candidates, req.method, keep_of(req)))
     return out
 
 

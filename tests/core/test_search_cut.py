@@ -1,0 +1,107 @@
+"""The database's cut of fused search hits against ``_fusion.rerank``.
+
+A search asks Postgres to order its candidates by the reranker and send only
+``limit`` rows. Here the SQL pieces that do it run on synthetic candidates with
+many ties (every candidate in one to four small ranked lists, few hop and
+mention values), and the rows that come back must be exactly the first
+``limit`` of what ``rerank`` makes of every candidate.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from psycopg import sql
+
+from timestone._aio._search import RANKED_LISTS, fused_sql, kept_sql, prepare_search
+from timestone._fusion import Candidate, rerank
+
+LISTS = RANKED_LISTS["entities"]  # the scope with the most lists: fts, vec, graph, named
+COLUMNS = {"fts": "fts_rank", "vec": "vec_rank", "graph": "graph_rank", "named": "named_rank"}
+
+candidate = st.fixed_dictionaries(
+    {
+        "lists": st.lists(st.sampled_from(LISTS), min_size=1, max_size=4, unique=True),
+        "hops": st.none() | st.integers(0, 2),
+        "mentions": st.integers(0, 3),
+    }
+)
+
+
+def _database_cut(conn: psycopg.Connection[Any], rows: list[dict[str, Any]], req: Any) -> list[Any]:
+    lists = {
+        name: sql.SQL(
+            "{} (version_id, r) AS (SELECT * FROM unnest({}::uuid[], {}::int8[]))"
+        ).format(
+            sql.Identifier(name),
+            sql.Literal([r["key"] for r in rows if name in r["ranks"]]),
+            sql.Literal([r["ranks"][name] for r in rows if name in r["ranks"]]),
+        )
+        for name in LISTS
+    }
+    joins = sql.SQL(" ").join(
+        sql.SQL("LEFT JOIN {n} ON {n}.version_id = c.version_id").format(n=sql.Identifier(n))
+        for n in LISTS
+    )
+    query = sql.SQL(
+        "WITH {lists}, hits AS (SELECT c.version_id, c.hops, c.mentions, {fused} AS fused"
+        " FROM unnest(%(keys)s::uuid[], %(hops)s::int[], %(mentions)s::int[])"
+        " AS c(version_id, hops, mentions) {joins}) {kept}"
+    ).format(
+        lists=sql.SQL(", ").join(lists.values()),
+        fused=fused_sql("entities"),
+        joins=joins,
+        kept=kept_sql("version_id", req),
+    )
+    cur = conn.execute(
+        query,
+        {
+            "keys": [r["key"] for r in rows],
+            "hops": [r["hops"] for r in rows],
+            "mentions": [r["mentions"] for r in rows],
+            "keep": req.limit,
+        },
+    )
+    return [row[0] for row in cur.fetchall()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    candidates=st.lists(candidate, min_size=1, max_size=14),
+    method=st.sampled_from(["rrf", "node_distance", "episode_mentions"]),
+    limit=st.integers(1, 14),
+)
+def test_the_database_cut_is_the_head_of_rerank(
+    dsn: str, candidates: list[dict[str, Any]], method: str, limit: int
+) -> None:
+    rows: list[dict[str, Any]] = []
+    taken: dict[str, int] = dict.fromkeys(LISTS, 0)
+    for c in candidates:
+        ranks: dict[str, int] = {}
+        for name in c["lists"]:  # ranks are unique in a list, small, so sums tie often
+            taken[name] += 1
+            ranks[name] = taken[name]
+        rows.append(
+            {"key": uuid.uuid4(), "ranks": ranks, "hops": c["hops"], "mentions": c["mentions"]}
+        )
+    req = prepare_search("anything", reranker=method, limit=limit)
+    with psycopg.connect(dsn) as conn:
+        got = _database_cut(conn, rows, req)
+    expected = rerank(
+        [
+            Candidate(
+                r["key"],
+                {COLUMNS[n]: r["ranks"][n] for n in LISTS if n in r["ranks"]},
+                hops=r["hops"],
+                mentions=r["mentions"],
+            )
+            for r in rows
+        ],
+        method,
+        limit,
+    )
+    assert got == [c.key for c in expected]
