@@ -46,11 +46,13 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
-from timestone._aio._search import prepare_search
+from timestone._aio._db import VECTOR_INDEXES
+from timestone._aio._search import fact_vectors, prepare_search, search_params
 from timestone._sync._search import run_search
 from timestone._tokens import default_counter
 
@@ -268,38 +270,42 @@ def _exact_and_ann(
     dsn: str, group: str, mem: timestone.Memory, questions: Sequence[str]
 ) -> tuple[list[list[str]], list[float]]:
     """Per question: the fact sentences exact search returns (the same statement with the
-    facts HNSW index dropped inside a transaction that is rolled back, so the vector list is
-    a full scan and every other index still serves), and the ANN recall@10 of the HNSW
-    vector list against the exact one."""
+    facts HNSW indexes dropped inside a transaction that is rolled back, so the vector list
+    is a full scan and every other index still serves), and the ANN recall@10 of the
+    search's own vector list (its ten nearest, through the indexes as a search reads them)
+    against the exact one."""
     exact_top: list[list[str]] = []
     ann: list[float] = []
-    vec_sql = (
-        "SELECT f.fact FROM timestone.facts AS f WHERE f.group_id = %s AND f.expired_at IS NULL"
-        " AND f.valid_at <= now() AND (f.invalid_at IS NULL OR f.invalid_at > now())"
-        " ORDER BY f.embedding <=> %s::vector LIMIT 10"
-    )
     with psycopg.Connection[DictRow].connect(dsn, row_factory=dict_row) as conn:
         register_vector(conn)
         for q in questions:
             vector = mem.embedder.embed([q])[0]
-            literal = "[" + ",".join(map(repr, vector)) + "]"
+            req = prepare_search(q, limit=10)
+            params = search_params(req, group, vector)
+            vec_sql = sql.SQL(
+                "WITH {} SELECT f.fact FROM vec JOIN timestone.facts AS f"
+                " ON f.group_id = %(g)s AND f.version_id = vec.version_id ORDER BY vec.r LIMIT 10"
+            ).format(fact_vectors(req, sql.SQL("true")))
             with conn.transaction():
                 conn.execute("SET LOCAL ROLE timestone_app")
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-                conn.execute("SET LOCAL hnsw.ef_search = 40")
-                approx = {r["fact"] for r in conn.execute(vec_sql, (group, literal)).fetchall()}
+                conn.execute("SET LOCAL hnsw.ef_search = 40")  # as a search of limit 10 sets
+                approx = {r["fact"] for r in conn.execute(vec_sql, params).fetchall()}
             exact: list[str] = []
             top: list[str] = []
             with conn.transaction():
-                conn.execute("DROP INDEX timestone.facts_embedding_hnsw")  # as the owner
+                for name, table, *_ in VECTOR_INDEXES:  # as the owner
+                    if table == "facts":
+                        conn.execute(
+                            sql.SQL("DROP INDEX timestone.{}").format(sql.Identifier(name))
+                        )
                 conn.execute("SET LOCAL ROLE timestone_app")
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
-                exact = [r["fact"] for r in conn.execute(vec_sql, (group, literal)).fetchall()]
-                req = prepare_search(q, limit=10)
+                exact = [r["fact"] for r in conn.execute(vec_sql, params).fetchall()]
                 hits = run_search(conn, group, req, vector, mem.embedder.dimension)  # pyright: ignore[reportArgumentType]
                 top = [hits["facts"].rows[c.key]["fact"] for c in hits["facts"].ranked]
-                raise psycopg.Rollback  # the index comes back
+                raise psycopg.Rollback  # the indexes come back
             ann.append(len(approx & set(exact)) / max(1, len(exact)))
             exact_top.append(top)
     return exact_top, ann

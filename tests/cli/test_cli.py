@@ -168,6 +168,7 @@ def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
         "episodes_embedding_hnsw",
         "entities_name_embedding_hnsw",
         "facts_embedding_hnsw",
+        "facts_embedding_closed_hnsw",
         "communities_name_embedding_hnsw",
     }
     found = as_json(cli_fresh("search", "Which grape does Mira work with?", "--json"))

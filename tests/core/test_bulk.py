@@ -22,12 +22,12 @@ from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone import FactInput
-from timestone._aio._db import VECTOR_COLUMNS
+from timestone._aio._db import VECTOR_INDEXES
 from timestone._sync._bulk import bulk_load
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
-HNSW = {f"{table}_{column}_hnsw" for table, column in VECTOR_COLUMNS}
+HNSW = {name for name, *_ in VECTOR_INDEXES}
 
 
 def _hnsw_indexes(dsn: str) -> set[str]:
@@ -52,7 +52,8 @@ def _plan(dsn: str, group: str, vector: list[float]) -> str:
         conn.execute("SELECT set_config('timestone.group_id', %s, false)", (group,))
         rows = conn.execute(
             "EXPLAIN SELECT version_id FROM timestone.facts WHERE group_id = %s"
-            " AND expired_at IS NULL ORDER BY embedding <=> %s::vector LIMIT 5",
+            " AND expired_at IS NULL AND invalid_at IS NULL"
+            " ORDER BY embedding <=> %s::vector LIMIT 5",
             (group, str(vector)),
         ).fetchall()
     return "\n".join(r[0] for r in rows)

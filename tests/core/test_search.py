@@ -341,3 +341,79 @@ async def test_the_database_cut_equals_fusion_over_every_candidate(
         "episodes": False,
         "communities": False,
     }, sizes
+
+
+async def _vector_hits(
+    conn: psycopg.AsyncConnection[DictRow],
+    memory: timestone.AsyncMemory,
+    group: str,
+    query: str,
+    **when: datetime | None,
+) -> dict[str, int]:
+    """The facts the vector list found: sentence -> rank."""
+    req = prepare_search(query, limit=50, candidates=50, **when)  # pyright: ignore[reportArgumentType]
+    vector = (await memory.embedder.aembed([query]))[0]
+    async with conn.transaction():
+        await conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        hits = await run_search(conn, group, req, vector, memory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+    return {
+        str(row["fact"]): int(row["vec_rank"])
+        for row in hits["facts"].rows.values()
+        if row["vec_rank"] is not None
+    }
+
+
+async def test_vector_list_reads_open_and_closed_periods_by_the_time_asked(
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+) -> None:
+    """Open periods and closed ones sit in two vector indexes: the present reads the open
+    one plus the periods that end later; the past and all history read the closed one."""
+    soon = datetime.now(UTC) + timedelta(days=365)
+    await amemory.add_facts(
+        group,
+        [
+            F("Mira", "DIRECTS", "Château Nord", invalid_at=T2023),
+            F("Mira", "LEADS", "Project Atlas", invalid_at=soon),
+        ],
+        reference_time=T2015,
+    )
+    await amemory.add_facts(group, [F("Mira", "DIRECTS", "Château Sud")], reference_time=T2023)
+    nord, sud = "Mira directs Château Nord.", "Mira directs Château Sud."
+    atlas = "Mira leads Project Atlas."
+
+    now = await _vector_hits(app_conn, amemory, group, "Mira directs a château")
+    assert (sud in now, atlas in now, nord in now) == (True, True, False)  # to come: counts
+
+    then = await _vector_hits(
+        app_conn,
+        amemory,
+        group,
+        "Mira directs a château",
+        valid_at=datetime(2018, 1, 1, tzinfo=UTC),
+    )
+    assert (nord in then, atlas in then, sud in then) == (True, True, False)
+    # few periods end after 2018: those are ranked exactly
+
+    ever = await _vector_hits(app_conn, amemory, group, "Mira directs a château", valid_at=None)
+    assert {nord, sud, atlas} <= set(ever)
+
+
+async def test_a_search_of_the_present_with_many_periods_ending_later(
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+) -> None:
+    """More periods end later than are ranked exactly: the other branch searches them
+    (every fact here is such a period, so nothing is found unless it does)."""
+    from timestone._aio._search import CLOSING_EXACT
+
+    end = datetime.now(UTC) + timedelta(days=365)
+    await amemory.add_facts(
+        group,
+        [
+            F(f"Worker {i}", "CONTRACTED_BY", "Acme", invalid_at=end)
+            for i in range(CLOSING_EXACT + 20)
+        ],
+        reference_time=T2015,
+    )
+    found = await _vector_hits(app_conn, amemory, group, "Worker 517 contracted by Acme.")
+    # a mean of word vectors: "517", "751", "715"... tie; the sentence is among the nearest
+    assert found.get("Worker 517 contracted by Acme.", 99) <= 6

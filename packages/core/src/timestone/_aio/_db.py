@@ -38,11 +38,13 @@ __all__ = [
     "BULK_LOCK",
     "EXTENSIONS",
     "VECTOR_COLUMNS",
+    "VECTOR_INDEXES",
     "Conn",
     "Database",
     "bind_embedder",
     "build_vector_indexes",
     "connect_owner",
+    "drop_vector_indexes",
     "migrate",
     "schema_version",
     "wrap_db_error",
@@ -58,6 +60,21 @@ VECTOR_COLUMNS = (
     ("entities", "name_embedding"),
     ("facts", "embedding"),
     ("communities", "name_embedding"),
+)
+# The HNSW indexes on them: (name, table, column, rows held). Current rows only; facts in
+# two, the open periods a search of the present reads and the closed ones history reads,
+# so that a search of the present never walks past closed periods in the graph.
+VECTOR_INDEXES = (
+    ("episodes_embedding_hnsw", "episodes", "embedding", "expired_at IS NULL"),
+    ("entities_name_embedding_hnsw", "entities", "name_embedding", "expired_at IS NULL"),
+    ("facts_embedding_hnsw", "facts", "embedding", "expired_at IS NULL AND invalid_at IS NULL"),
+    (
+        "facts_embedding_closed_hnsw",
+        "facts",
+        "embedding",
+        "expired_at IS NULL AND invalid_at IS NOT NULL",
+    ),
+    ("communities_name_embedding_hnsw", "communities", "name_embedding", "expired_at IS NULL"),
 )
 
 Conn = AsyncConnection[DictRow]
@@ -208,9 +225,8 @@ async def stored_embedder(conn: Conn) -> dict[str, Any] | None:
 
 
 async def _type_vectors(conn: Conn, dimension: int) -> None:
+    await drop_vector_indexes(conn)
     for table, column in VECTOR_COLUMNS:
-        index = sql.Identifier(f"{table}_{column}_hnsw")
-        await conn.execute(sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(index))
         await conn.execute(
             sql.SQL("ALTER TABLE timestone.{} ALTER COLUMN {} TYPE vector({}) USING NULL").format(
                 sql.Identifier(table), sql.Identifier(column), sql.Literal(dimension)
@@ -253,16 +269,25 @@ async def _bulk_loading(conn: Conn) -> bool:
 
 
 async def build_vector_indexes(conn: Conn) -> None:
-    for table, column in VECTOR_COLUMNS:
+    """Build the HNSW indexes that are missing (all of them on a new binding)."""
+    for name, table, column, held in VECTOR_INDEXES:
         await conn.execute(
             sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
-                "WHERE expired_at IS NULL"
+                "WHERE {}"
             ).format(
-                sql.Identifier(f"{table}_{column}_hnsw"),
+                sql.Identifier(name),
                 sql.Identifier(table),
                 sql.Identifier(column),
+                sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
             )
+        )
+
+
+async def drop_vector_indexes(conn: Conn) -> None:
+    for name, *_ in VECTOR_INDEXES:
+        await conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(sql.Identifier(name))
         )
 
 

@@ -24,10 +24,16 @@ from collections.abc import Generator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg import sql
 
 from ..errors import ConflictError, DatabaseError, InvalidInput
-from ._db import BULK_LOCK, VECTOR_COLUMNS, Conn, build_vector_indexes, connect_owner, wrap_db_error
+from ._db import (
+    BULK_LOCK,
+    Conn,
+    build_vector_indexes,
+    connect_owner,
+    drop_vector_indexes,
+    wrap_db_error,
+)
 
 __all__ = ["BULK_LOCK", "bulk_load", "check_memory_setting"]
 
@@ -80,12 +86,7 @@ def bulk_load(
         try:
             try:
                 with conn.transaction():
-                    for table, column in VECTOR_COLUMNS:
-                        conn.execute(
-                            sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(
-                                sql.Identifier(f"{table}_{column}_hnsw")
-                            )
-                        )
+                    drop_vector_indexes(conn)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     "bulk_load drops and rebuilds the vector indexes, which takes the owner of "

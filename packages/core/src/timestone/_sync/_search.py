@@ -66,12 +66,14 @@ __all__ = [
     "candidate_of",
     "community_from_row",
     "embed_query",
+    "fact_vectors",
     "fused_sql",
     "keep_of",
     "kept_sql",
     "prepare_search",
     "run_search",
     "search",
+    "search_params",
 ]
 
 SCOPES = ("facts", "entities", "episodes", "communities")
@@ -221,7 +223,8 @@ _CONFIG = {
 }
 
 
-def _params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[str, Any]:
+def search_params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[str, Any]:
+    """The parameters of every statement of ``req`` (each takes the ones it names)."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     return {
@@ -337,6 +340,76 @@ def _vec(table: str, alias: str, column: str, where: sql.Composable) -> sql.Comp
     ).format(a=a, c=c, t=sql.Identifier(table), where=where)
 
 
+CLOSING_EXACT = 1000  # periods ending after the searched moment, scanned exactly up to this
+
+
+def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+    """The vector list of facts, ``vec``, from the index that holds what the search can see.
+
+    Current fact versions sit in two HNSW indexes, open periods and closed ones. Every
+    period true at ``valid_at`` = t is open (``valid_at <= t``) or closed after t: the
+    open index serves the first; for the second, the periods that end after t are read in
+    end order from ``facts_closing`` and, when there are fewer than ``CLOSING_EXACT``
+    (for the present: the few with an end date to come), ranked exactly; otherwise the
+    closed index is searched with the period filter. The choice is a one-time filter on
+    the count, so the branch not taken never runs. Without ``valid_at`` (every period)
+    both indexes are searched; as of a system time, history rows are read, which the
+    indexes do not hold, so the group is scanned exactly.
+    """
+    if req.as_of is not None:
+        where = sql.SQL(" AND ").join(
+            [held_clause("f", req.as_of), valid_clause("f", req.valid_at), filters]
+        )
+        return _vec("facts", "f", "embedding", where)
+    nearest = sql.SQL(
+        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
+        " WHERE f.group_id = %(g)s AND f.embedding IS NOT NULL AND f.expired_at IS NULL"
+        " AND {period} AND {filters} ORDER BY f.embedding <=> %(vec)s::vector LIMIT %(k)s)"
+    )
+    if req.valid_at is None:
+        parts = [
+            nearest.format(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
+            nearest.format(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
+        ]
+        closing = sql.SQL("")
+    else:
+        many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(CLOSING_EXACT))
+        parts = [
+            nearest.format(
+                period=sql.SQL("f.invalid_at IS NULL AND f.valid_at <= %(valid_at)s::timestamptz"),
+                filters=filters,
+            ),
+            sql.SQL(
+                "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM closing"
+                " JOIN timestone.facts AS f ON f.group_id = %(g)s"
+                " AND f.version_id = closing.version_id"
+                " WHERE NOT {many} AND f.embedding IS NOT NULL"
+                " AND f.valid_at <= %(valid_at)s::timestamptz AND {filters}"
+                " ORDER BY 2 LIMIT %(k)s)"
+            ).format(many=many, filters=filters),
+            nearest.format(
+                # "IS TRUE" keeps facts_closing out of this branch: it is taken when
+                # many periods end later, which the closed index finds faster
+                period=sql.SQL(
+                    "{many} AND f.invalid_at IS NOT NULL"
+                    " AND f.valid_at <= %(valid_at)s::timestamptz"
+                    " AND (f.invalid_at > %(valid_at)s::timestamptz) IS TRUE"
+                ).format(many=many),
+                filters=filters,
+            ),
+        ]
+        closing = sql.SQL(
+            "closing AS MATERIALIZED (SELECT c.version_id FROM timestone.facts AS c"
+            " WHERE c.group_id = %(g)s AND c.expired_at IS NULL AND c.invalid_at IS NOT NULL"
+            " AND c.invalid_at > %(valid_at)s::timestamptz ORDER BY c.invalid_at LIMIT {}),"
+        ).format(_L(CLOSING_EXACT))
+    return sql.SQL(
+        "{closing} vec AS MATERIALIZED (SELECT v.version_id,"
+        " row_number() OVER (ORDER BY v.d, v.version_id) AS r FROM (SELECT u.version_id, u.d"
+        " FROM ({parts}) AS u ORDER BY u.d, u.version_id LIMIT %(k)s) AS v)"
+    ).format(closing=closing, parts=sql.SQL(" UNION ALL ").join(parts))
+
+
 def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composable:
     """The endpoint's name: the current version by the partial unique index (one row, even
     for a hub entity with thousands of versions), else its latest; as of a system time,
@@ -448,7 +521,7 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         " {source_name} {target_name}"
     ).format(
         fts=_fts("facts"),
-        vec=_vec("facts", "f", "embedding", sql.SQL(" AND ").join([held, valid, filters])),
+        vec=fact_vectors(req, filters),
         walk=_walk(req),
         around_source=_around("source_id", held, valid, filters),
         around_target=_around("target_id", held, valid, filters),
@@ -685,7 +758,7 @@ def run_search(
     conn: Conn, group_id: str, req: SearchRequest, vector: Sequence[float], dimension: int
 ) -> dict[str, ScopeHits]:
     """Run every scope of ``req`` in one pipeline and fuse each; no cross-encoder yet."""
-    params = _params(req, group_id, vector)
+    params = search_params(req, group_id, vector)
     ef_search = str(min(1000, max(40, req.candidates)))
     with conn.pipeline():
         # The statements are written in the join order they should run in (candidates
