@@ -75,3 +75,16 @@ def test_every_gin_index_keeps_a_short_pending_list(memory: timestone.Memory, ds
         ).fetchone()
         assert count is not None
         assert count[0] >= 6  # the query does see the GIN indexes
+
+
+def test_text_search_plans_its_query_per_call(memory: timestone.Memory, dsn: str) -> None:
+    # searches run with generic plans, and that setting reaches into the function: a
+    # generic plan of its query intersects the text match with every row of the group
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT proconfig FROM pg_proc"
+            " WHERE oid = 'timestone.search_text(text, tsquery, timestamptz, timestamptz,"
+            " text[], text[], integer)'::regprocedure"
+        ).fetchone()
+    assert row is not None
+    assert "plan_cache_mode=force_custom_plan" in row[0]

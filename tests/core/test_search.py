@@ -363,11 +363,26 @@ async def _vector_hits(
     }
 
 
+@pytest.mark.parametrize("others", [0, 1000])
 async def test_vector_list_reads_open_and_closed_periods_by_the_time_asked(
-    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+    amemory: timestone.AsyncMemory,
+    group: str,
+    app_conn: psycopg.AsyncConnection[DictRow],
+    others: int,
 ) -> None:
     """Open periods and closed ones sit in two vector indexes: the present reads the open
-    one plus the periods that end later; the past and all history read the closed one."""
+    one plus the periods that end later; the past and all history read the closed one. A
+    group with few facts is ranked exactly (``others`` = 0); with many, through the
+    indexes."""
+    from timestone._aio._search import EXACT_BELOW
+
+    assert others in (0, EXACT_BELOW)
+    if others:
+        await amemory.add_facts(
+            group,
+            [F(f"Clerk {i}", "FILES", f"Form {i}") for i in range(others)],
+            reference_time=T2015,
+        )
     soon = datetime.now(UTC) + timedelta(days=365)
     await amemory.add_facts(
         group,
@@ -403,17 +418,45 @@ async def test_a_search_of_the_present_with_many_periods_ending_later(
 ) -> None:
     """More periods end later than are ranked exactly: the other branch searches them
     (every fact here is such a period, so nothing is found unless it does)."""
-    from timestone._aio._search import CLOSING_EXACT
+    from timestone._aio._search import EXACT_BELOW
 
     end = datetime.now(UTC) + timedelta(days=365)
     await amemory.add_facts(
         group,
         [
             F(f"Worker {i}", "CONTRACTED_BY", "Acme", invalid_at=end)
-            for i in range(CLOSING_EXACT + 20)
+            for i in range(EXACT_BELOW + 20)
         ],
         reference_time=T2015,
     )
     found = await _vector_hits(app_conn, amemory, group, "Worker 517 contracted by Acme.")
     # a mean of word vectors: "517", "751", "715"... tie; the sentence is among the nearest
     assert found.get("Worker 517 contracted by Acme.", 99) <= 6
+
+
+async def test_a_small_group_is_ranked_exactly_not_through_the_shared_index(
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+) -> None:
+    """The HNSW indexes span every group: filtered to a small one, a scan walks far before
+    it gives up (over 100 ms at 100k rows for a group with nothing). A small group's
+    vector lists rank its rows exactly, and never start a scan of a vector index."""
+    await amemory.add_facts(
+        group, [F("Ada", "WROTE", "Notes"), F("Ada", "KNEW", "Babbage")], reference_time=T2015
+    )
+    query = "Who wrote the notes?"
+    vector = (await amemory.embedder.aembed([query]))[0]
+    for as_group in (group, group + "-empty"):
+        req = prepare_search(query, scopes=("facts", "entities", "episodes"), valid_at=None)
+        async with app_conn.transaction():
+            await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (as_group,))
+            hits = await run_search(app_conn, as_group, req, vector, amemory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+            cur = await app_conn.execute(
+                "SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) AS n FROM pg_index AS i"
+                " JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam"
+                " WHERE a.amname = 'hnsw' AND c.relnamespace = 'timestone'::regnamespace"
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        assert row["n"] == 0
+        found = {str(r["fact"]) for r in hits["facts"].rows.values() if r["vec_rank"] is not None}
+        assert found == ({"Ada wrote Notes.", "Ada knew Babbage."} if as_group == group else set())

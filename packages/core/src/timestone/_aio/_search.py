@@ -329,17 +329,67 @@ def _fts(kind: str) -> sql.Composable:
     ).format(kind=_L(kind), config=_L(_CONFIG[kind]))
 
 
-def _vec(table: str, alias: str, column: str, where: sql.Composable) -> sql.Composable:
+EXACT_BELOW = 1000  # fewer current rows than this in a group (or periods to rank): exact
+
+
+def _ranked(parts: Sequence[sql.Composable], before: sql.Composable) -> sql.Composable:
+    """``vec``: the ``k`` nearest of the union of ``parts``, numbered."""
+    return sql.SQL(
+        "{before} vec AS MATERIALIZED (SELECT v.version_id,"
+        " row_number() OVER (ORDER BY v.d, v.version_id) AS r FROM (SELECT u.version_id, u.d"
+        " FROM ({parts}) AS u ORDER BY u.d, u.version_id LIMIT %(k)s) AS v)"
+    ).format(before=before, parts=sql.SQL(" UNION ALL ").join(parts))
+
+
+def _few(table: str) -> sql.Composable:
+    """``few``: whether the group holds fewer than ``EXACT_BELOW`` current rows of ``table``
+    (an index-only count that stops there)."""
+    return sql.SQL(
+        "few AS MATERIALIZED (SELECT count(*) < {n} AS yes FROM (SELECT 1"
+        " FROM timestone.{t} AS p WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
+        " LIMIT {n}) AS p),"
+    ).format(n=_L(EXACT_BELOW), t=sql.Identifier(table))
+
+
+def _every(table: str, alias: str, column: str, where: sql.Composable) -> sql.Composable:
+    """Every current row of a small group, ranked exactly: read in id order from the
+    group's current-id index (the order and limit keep the plan on that index whatever
+    the planner guesses of the group's size)."""
     a, c = sql.Identifier(alias), sql.Identifier(column)
     return sql.SQL(
-        "vec AS MATERIALIZED (SELECT v.version_id, row_number() OVER (ORDER BY v.d, v.version_id)"
-        " AS r FROM (SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d"
-        " FROM timestone.{t} AS {a} WHERE {a}.group_id = %(g)s AND {a}.{c} IS NOT NULL AND {where}"
-        " ORDER BY {a}.{c} <=> %(vec)s::vector LIMIT %(k)s) AS v)"
-    ).format(a=a, c=c, t=sql.Identifier(table), where=where)
+        "(SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d FROM timestone.{t} AS {a}"
+        " WHERE (SELECT yes FROM few) AND {a}.group_id = %(g)s AND {a}.expired_at IS NULL"
+        " AND {a}.{c} IS NOT NULL AND {where} ORDER BY {a}.id LIMIT {n})"
+    ).format(a=a, c=c, t=sql.Identifier(table), where=where, n=_L(EXACT_BELOW))
 
 
-CLOSING_EXACT = 1000  # periods ending after the searched moment, scanned exactly up to this
+def _vec(
+    table: str, alias: str, column: str, where: sql.Composable, as_of: datetime | None
+) -> sql.Composable:
+    """The vector list of entities or episodes. The HNSW index spans every group: for a
+    group with few rows in a large table, an index scan filtered by group walks a long
+    way (to ``hnsw.max_scan_tuples``, over 100 ms at 100k rows, for a group with none)
+    before it gives up, so a small group is ranked exactly instead, chosen per search by
+    a one-time filter. As of a system time, history rows are read, which the index does
+    not hold: the group is scanned exactly."""
+    a, c = sql.Identifier(alias), sql.Identifier(column)
+    nearest = sql.SQL(
+        "(SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d"
+        " FROM timestone.{t} AS {a} WHERE {gate} {a}.group_id = %(g)s AND {a}.{c} IS NOT NULL"
+        " AND {where} ORDER BY {a}.{c} <=> %(vec)s::vector LIMIT %(k)s)"
+    )
+    t = sql.Identifier(table)
+    if as_of is not None:
+        return _ranked([nearest.format(a=a, c=c, t=t, where=where, gate=sql.SQL(""))], sql.SQL(""))
+    return _ranked(
+        [
+            _every(table, alias, column, where),
+            nearest.format(
+                a=a, c=c, t=t, where=where, gate=sql.SQL("NOT (SELECT yes FROM few) AND")
+            ),
+        ],
+        _few(table),
+    )
 
 
 def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
@@ -348,65 +398,65 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     Current fact versions sit in two HNSW indexes, open periods and closed ones. Every
     period true at ``valid_at`` = t is open (``valid_at <= t``) or closed after t: the
     open index serves the first; for the second, the periods that end after t are read in
-    end order from ``facts_closing`` and, when there are fewer than ``CLOSING_EXACT``
+    end order from ``facts_closing`` and, when there are fewer than ``EXACT_BELOW``
     (for the present: the few with an end date to come), ranked exactly; otherwise the
-    closed index is searched with the period filter. The choice is a one-time filter on
-    the count, so the branch not taken never runs. Without ``valid_at`` (every period)
-    both indexes are searched; as of a system time, history rows are read, which the
-    indexes do not hold, so the group is scanned exactly.
+    closed index is searched with the period filter. Without ``valid_at`` (every period)
+    both indexes are searched. A group with few facts is ranked exactly, as in ``_vec``.
+    Each choice is a one-time filter on a count, so a branch not taken never runs. As of a
+    system time, history rows are read, which the indexes do not hold: the group is
+    scanned exactly.
     """
+    valid = valid_clause("f", req.valid_at)
     if req.as_of is not None:
-        where = sql.SQL(" AND ").join(
-            [held_clause("f", req.as_of), valid_clause("f", req.valid_at), filters]
-        )
-        return _vec("facts", "f", "embedding", where)
+        where = sql.SQL(" AND ").join([held_clause("f", req.as_of), valid, filters])
+        return _vec("facts", "f", "embedding", where, req.as_of)
     nearest = sql.SQL(
         "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
-        " WHERE f.group_id = %(g)s AND f.embedding IS NOT NULL AND f.expired_at IS NULL"
-        " AND {period} AND {filters} ORDER BY f.embedding <=> %(vec)s::vector LIMIT %(k)s)"
+        " WHERE NOT (SELECT yes FROM few) AND f.group_id = %(g)s AND f.embedding IS NOT NULL"
+        " AND f.expired_at IS NULL AND {period} AND {filters}"
+        " ORDER BY f.embedding <=> %(vec)s::vector LIMIT %(k)s)"
     )
+    every = _every("facts", "f", "embedding", sql.SQL(" AND ").join([valid, filters]))
     if req.valid_at is None:
         parts = [
+            every,
             nearest.format(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
             nearest.format(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
         ]
-        closing = sql.SQL("")
-    else:
-        many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(CLOSING_EXACT))
-        parts = [
-            nearest.format(
-                period=sql.SQL("f.invalid_at IS NULL AND f.valid_at <= %(valid_at)s::timestamptz"),
-                filters=filters,
-            ),
-            sql.SQL(
-                "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM closing"
-                " JOIN timestone.facts AS f ON f.group_id = %(g)s"
-                " AND f.version_id = closing.version_id"
-                " WHERE NOT {many} AND f.embedding IS NOT NULL"
-                " AND f.valid_at <= %(valid_at)s::timestamptz AND {filters}"
-                " ORDER BY 2 LIMIT %(k)s)"
-            ).format(many=many, filters=filters),
-            nearest.format(
-                # "IS TRUE" keeps facts_closing out of this branch: it is taken when
-                # many periods end later, which the closed index finds faster
-                period=sql.SQL(
-                    "{many} AND f.invalid_at IS NOT NULL"
-                    " AND f.valid_at <= %(valid_at)s::timestamptz"
-                    " AND (f.invalid_at > %(valid_at)s::timestamptz) IS TRUE"
-                ).format(many=many),
-                filters=filters,
-            ),
-        ]
-        closing = sql.SQL(
-            "closing AS MATERIALIZED (SELECT c.version_id FROM timestone.facts AS c"
-            " WHERE c.group_id = %(g)s AND c.expired_at IS NULL AND c.invalid_at IS NOT NULL"
-            " AND c.invalid_at > %(valid_at)s::timestamptz ORDER BY c.invalid_at LIMIT {}),"
-        ).format(_L(CLOSING_EXACT))
-    return sql.SQL(
-        "{closing} vec AS MATERIALIZED (SELECT v.version_id,"
-        " row_number() OVER (ORDER BY v.d, v.version_id) AS r FROM (SELECT u.version_id, u.d"
-        " FROM ({parts}) AS u ORDER BY u.d, u.version_id LIMIT %(k)s) AS v)"
-    ).format(closing=closing, parts=sql.SQL(" UNION ALL ").join(parts))
+        return _ranked(parts, _few("facts"))
+    many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(EXACT_BELOW))
+    parts = [
+        every,
+        nearest.format(
+            period=sql.SQL("f.invalid_at IS NULL AND f.valid_at <= %(valid_at)s::timestamptz"),
+            filters=filters,
+        ),
+        sql.SQL(
+            "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM closing"
+            " JOIN timestone.facts AS f ON f.group_id = %(g)s"
+            " AND f.version_id = closing.version_id"
+            " WHERE NOT (SELECT yes FROM few) AND NOT {many} AND f.embedding IS NOT NULL"
+            " AND f.valid_at <= %(valid_at)s::timestamptz AND {filters}"
+            " ORDER BY 2 LIMIT %(k)s)"
+        ).format(many=many, filters=filters),
+        nearest.format(
+            # "IS TRUE" keeps facts_closing out of this branch: it is taken when
+            # many periods end later, which the closed index finds faster
+            period=sql.SQL(
+                "{many} AND f.invalid_at IS NOT NULL"
+                " AND f.valid_at <= %(valid_at)s::timestamptz"
+                " AND (f.invalid_at > %(valid_at)s::timestamptz) IS TRUE"
+            ).format(many=many),
+            filters=filters,
+        ),
+    ]
+    closing = sql.SQL(
+        "closing AS MATERIALIZED (SELECT c.version_id FROM timestone.facts AS c"
+        " WHERE NOT (SELECT yes FROM few) AND c.group_id = %(g)s AND c.expired_at IS NULL"
+        " AND c.invalid_at IS NOT NULL AND c.invalid_at > %(valid_at)s::timestamptz"
+        " ORDER BY c.invalid_at LIMIT {}),"
+    ).format(_L(EXACT_BELOW))
+    return _ranked(parts, sql.SQL(" ").join([_few("facts"), closing]))
 
 
 def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composable:
@@ -573,7 +623,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("entities"),
-        vec=_vec("entities", "e", "name_embedding", filters),
+        vec=_vec("entities", "e", "name_embedding", filters, req.as_of),
         walk=_walk(req),
         names=names,
         filters=filters,
@@ -610,7 +660,7 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("episodes"),
-        vec=_vec("episodes", "p", "embedding", filters),
+        vec=_vec("episodes", "p", "embedding", filters, req.as_of),
         walk=_walk(req),
         filters=filters,
         held_m=held_clause("m", req.as_of),
