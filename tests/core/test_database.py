@@ -73,6 +73,42 @@ def test_another_process_shares_the_server(data_dir: Path, dsn: str, group: str)
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
+def test_the_last_process_stops_the_server_after_one_was_killed(tmp_path: Path) -> None:
+    """A process killed with SIGKILL never runs its exit handlers and stays on the list of
+    the server's users; the last one to exit must still stop the server."""
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, timestone\n"
+            "timestone.Memory.open(data_dir=sys.argv[1])\n"
+            "print('open', flush=True)\n"
+            "time.sleep(600)\n",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "open"
+        finally:
+            holder.kill()
+            holder.wait(timeout=30)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, timestone\ntimestone.Memory.open(data_dir=sys.argv[1]).close()\n",
+            str(tmp_path),
+        ],
+        check=True,
+        timeout=120,
+    )
+    # stopped: pg_ctl removes the pid file on a clean shutdown
+    assert not (tmp_path / "pg" / "postmaster.pid").exists()
+
+
 def test_threads_opening_one_fresh_data_dir_share_one_server(tmp_path: Path) -> None:
     results: list[str] = []
     errors: list[BaseException] = []

@@ -89,9 +89,39 @@ def _server(pgdata: Path) -> Any:
             super().ensure_pgdata_inited()
             size_buffers(self.pgdata)
 
+        def _cleanup(self) -> None:
+            forget_dead_users(self)
+            super()._cleanup()
+
     pgdata.mkdir(exist_ok=True)
     known = PostgresServer._instances.get(pgdata)  # pyright: ignore[reportPrivateUsage]
     return known if known is not None else Server(pgdata, cleanup_mode="stop")
+
+
+def forget_dead_users(server: Any) -> None:
+    """Drop processes that are gone from the wheel's list of the server's users.
+
+    A process killed without running its exit handlers (SIGKILL, the OOM killer) stays
+    on the list, and the last process to exit would then leave the server running for
+    ever: each exiting process forgets the dead before the wheel decides whether it is
+    the last.
+    """
+    users = server.global_process_id_list
+    with server._lock:  # the wheel's inter-process lock over the list
+        pids: list[int] = users.get()
+        alive = [p for p in pids if p == os.getpid() or _running(p)]
+        if alive != pids:
+            users.put(alive)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def buffer_size() -> int:
