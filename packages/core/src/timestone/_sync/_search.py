@@ -432,10 +432,12 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
             period=sql.SQL("f.invalid_at IS NULL AND f.valid_at <= %(valid_at)s::timestamptz"),
             filters=filters,
         ),
+        # each period by its key: a lateral lookup that its LIMIT keeps from being
+        # flattened into a join the planner could answer with a scan of the table
         sql.SQL(
             "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM closing"
-            " JOIN timestone.facts AS f ON f.group_id = %(g)s"
-            " AND f.version_id = closing.version_id"
+            " CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x WHERE x.group_id = %(g)s"
+            " AND x.version_id = closing.version_id LIMIT 1) AS f"
             " WHERE NOT (SELECT yes FROM few) AND NOT {many} AND f.embedding IS NOT NULL"
             " AND f.valid_at <= %(valid_at)s::timestamptz AND {filters}"
             " ORDER BY 2 LIMIT %(k)s)"
