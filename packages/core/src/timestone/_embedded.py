@@ -90,7 +90,7 @@ def _server(pgdata: Path) -> Any:
             size_buffers(self.pgdata)
 
         def _cleanup(self) -> None:
-            forget_dead_users(self)
+            _forget_dead_users(self)
             super()._cleanup()
 
     pgdata.mkdir(exist_ok=True)
@@ -98,7 +98,7 @@ def _server(pgdata: Path) -> Any:
     return known if known is not None else Server(pgdata, cleanup_mode="stop")
 
 
-def forget_dead_users(server: Any) -> None:
+def _forget_dead_users(server: Any) -> None:
     """Drop processes that are gone from the wheel's list of the server's users.
 
     A process killed without running its exit handlers (SIGKILL, the OOM killer) stays
