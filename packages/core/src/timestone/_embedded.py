@@ -126,12 +126,14 @@ def _running(pid: int) -> bool:
 
 def buffer_size() -> int:
     """Megabytes of shared buffers for the embedded server: a quarter of the machine's
-    memory, between Postgres's default (128 MB) and 1 GB."""
+    memory (the usual advice for a Postgres server), between Postgres's default (128 MB)
+    and 8 GB. Shared buffers are taken from the system as pages are first used, so a
+    small graph does not occupy the size set here."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     except (ValueError, OSError, AttributeError):
         return 128
-    return max(128, min(1024, total // 4))
+    return max(128, min(8192, total // 4))
 
 
 def size_buffers(pgdata: Path) -> None:
@@ -139,8 +141,9 @@ def size_buffers(pgdata: Path) -> None:
     ``postgresql.auto.conf``, read at the next start. Postgres's default of 128 MB holds
     less than the vectors and the HNSW graph of 100k facts, and a search then reads its
     pages back from the operating system on every call (a quarter of its time at 100k
-    facts in a measurement). A data dir whose file already names the setting (set here
-    before, or by ``ALTER SYSTEM``) is left as it is."""
+    facts in a measurement; at 1M facts, with 1 GB, the graph part of a search read 444
+    pages back for 368 facts and took 8 ms instead of 3). A data dir whose file already
+    names the setting (set here before, or by ``ALTER SYSTEM``) is left as it is."""
     conf = pgdata / "postgresql.auto.conf"
     try:
         text = conf.read_text() if conf.exists() else ""

@@ -1,0 +1,161 @@
+"""Full text search (``timestone.search_text``): what it finds is the exact match.
+
+The function reads two partial text indexes for the current facts (open periods,
+closed periods) and leaves the commonest lexemes of a conjunction out of the index
+condition. Neither may change the answer: each test compares it with a plain scan.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+import timestone
+from timestone import FactInput as F
+
+T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+T2023 = datetime(2023, 1, 1, tzinfo=UTC)
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def _found(
+    conn: Conn,
+    group: str,
+    query: str,
+    *,
+    valid_at: datetime | None,
+    as_of: datetime | None = None,
+) -> list[str]:
+    """What the library role's text search returns, as fact texts in rank order."""
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE timestone_app")
+        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        rows = conn.execute(
+            "SELECT x.fact FROM timestone.search_text('facts',"
+            " websearch_to_tsquery('english', %s), %s, %s, NULL, NULL, 50) AS t"
+            " JOIN timestone.facts AS x ON x.group_id = %s AND x.version_id = t.version_id"
+            " ORDER BY t.rank DESC, t.version_id",
+            (query, as_of, valid_at, group),
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _exact(conn: Conn, group: str, query: str, *, valid_at: datetime | None) -> list[str]:
+    """The same match by a plain scan of the group's current facts, no index involved."""
+    rows = conn.execute(
+        "SELECT f.fact FROM timestone.facts AS f, websearch_to_tsquery('english', %s) AS q"
+        " WHERE f.group_id = %s AND f.expired_at IS NULL AND ts_match_vq(f.fts, q)"
+        " AND (%s::timestamptz IS NULL OR (f.valid_at <= %s"
+        "      AND (f.invalid_at IS NULL OR f.invalid_at > %s)))"
+        " ORDER BY ts_rank_cd(f.fts, q) DESC, f.version_id LIMIT 50",
+        (query, group, valid_at, valid_at, valid_at),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_text_search_reads_open_and_closed_periods_by_the_time_asked(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    soon = datetime.now(UTC) + timedelta(days=365)
+    first = memory.add_facts(
+        group,
+        [
+            F("Mira", "DIRECTS", "Château Nord", invalid_at=T2023),
+            F("Mira", "LEADS", "Project Atlas", invalid_at=soon),
+        ],
+        reference_time=T2015,
+    )
+    memory.add_facts(group, [F("Mira", "DIRECTS", "Château Sud")], reference_time=T2023)
+    nord, sud = "Mira directs Château Nord.", "Mira directs Château Sud."
+    atlas = "Mira leads Project Atlas."
+    with psycopg.connect(dsn) as conn:
+        now = _found(conn, group, "Mira", valid_at=datetime.now(UTC))
+        assert sorted(now) == sorted([sud, atlas])  # the period ending later is still true
+        then = _found(conn, group, "Mira", valid_at=datetime(2018, 1, 1, tzinfo=UTC))
+        assert sorted(then) == sorted([nord, atlas])
+        assert sorted(_found(conn, group, "Mira", valid_at=None)) == sorted([nord, sud, atlas])
+        # as of a moment before the 2023 episode: history rows, read without the indexes
+        before = _found(conn, group, "Mira directs", valid_at=None, as_of=first.recorded_at)
+        assert before == [nord]
+        for when in (datetime.now(UTC), datetime(2018, 1, 1, tzinfo=UTC), None):
+            for query in ("Mira", "Mira directs", "château", "atlas OR nord"):
+                assert _found(conn, group, query, valid_at=when) == _exact(
+                    conn, group, query, valid_at=when
+                )
+
+
+FIRST = [
+    "Karin",
+    "Olga",
+    "Pia",
+    "Dag",
+    "Hugo",
+    "Sara",
+    "Alma",
+    "Aron",
+    "Beda",
+    "Nils",
+    "Ines",
+    "Lars",
+]
+LAST = ["Tal", "Jahn", "Wald", "Berg", "Vik", "Bauer", "Diehl", "Roth", "Lund", "Falk", "Moe"]
+
+
+@pytest.fixture
+def common_words(fresh_dsn: str) -> Iterator[tuple[timestone.Memory, str]]:
+    """A database whose facts all say "lives in" or "works at": after ANALYZE, "live",
+    "work", "citi" and "compani" are each in half the rows, a first or last name in
+    less than a tenth of them, a person's number in two."""
+    group = "words"
+    with timestone.Memory.open(fresh_dsn) as mem:
+        facts: list[F] = []
+        for i in range(300):
+            who = f"{FIRST[i % len(FIRST)]} {LAST[i % len(LAST)]} {i}"
+            city, company = f"City {i % 7}", f"Company {i % 5}"
+            facts.append(F(who, "LIVES_IN", city, fact=f"{who} lives in {city}."))
+            facts.append(F(who, "WORKS_AT", company, fact=f"{who} works at {company}."))
+        mem.add_facts(group, facts, reference_time=T2015)
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE timestone.facts")
+        yield mem, group
+
+
+def test_common_lexemes_are_left_to_the_check_not_the_index(
+    common_words: tuple[timestone.Memory, str], fresh_dsn: str
+) -> None:
+    _, group = common_words
+
+    def index_query(conn: Conn, text: str) -> str:
+        row = conn.execute(
+            "SELECT timestone.index_query(websearch_to_tsquery('english', %s), 'facts')::text",
+            (text,),
+        ).fetchone()
+        assert row is not None
+        return str(row[0])
+
+    with psycopg.connect(fresh_dsn) as conn:
+        assert index_query(conn, "Where does Karin Jahn 12 live?") == "'karin' & 'jahn' & '12'"
+        # one lexeme is left at least: when every one is common, all are read
+        assert index_query(conn, "lives in a city") == "'live' & 'citi'"
+        # anything but a plain conjunction is read as written
+        assert index_query(conn, "Karin or live") == "'karin' | 'live'"
+        assert index_query(conn, "Karin -live") == "'karin' & !'live'"
+        assert index_query(conn, '"Karin Jahn" live') == "'karin' <-> 'jahn' & 'live'"
+
+        now = datetime.now(UTC)
+        # the rows the narrower index condition lets through are checked against it all
+        assert _found(conn, group, "Where does Karin Jahn 12 live?", valid_at=now) == [
+            "Karin Jahn 12 lives in City 5."
+        ]
+        words = ["Karin", "Jahn", "12", "lives", "works", "city", "company", "5", "Olga"]
+        for size in (1, 2, 3):
+            for chosen in itertools.combinations(words, size):
+                query = " ".join(chosen)
+                assert _found(conn, group, query, valid_at=now) == _exact(
+                    conn, group, query, valid_at=now
+                ), query
