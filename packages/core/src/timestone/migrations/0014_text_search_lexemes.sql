@@ -18,7 +18,8 @@
 --    most common elements) put in more than a tenth of the rows are left out
 --    of the index condition, as long as one lexeme is left; every row the
 --    index returns is then checked against the whole query (`ts_match_vq`,
---    a function call the planner does not turn back into an index condition).
+--    a function call the planner does not turn back into an index condition;
+--    a query read whole skips that check, the plan folding `q = p_query`).
 --    The match, and so the rank, is the same; only the work differs. Queries
 --    with OR, NOT or phrases, tables not yet analyzed and lexemes that are not
 --    common are read as written.
@@ -98,7 +99,7 @@ BEGIN
                     (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
                      FROM timestone.facts AS f
                      WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NULL
-                       AND f.fts @@ q AND ts_match_vq(f.fts, p_query)
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
                        AND (p_valid_at IS NULL OR f.valid_at <= p_valid_at)
                        AND (p_relations IS NULL OR f.relation = ANY(p_relations))
                      ORDER BY 2 DESC, 1 LIMIT p_max_rows)
@@ -106,7 +107,7 @@ BEGIN
                     (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
                      FROM timestone.facts AS f
                      WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NOT NULL
-                       AND f.fts @@ q AND ts_match_vq(f.fts, p_query)
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
                        AND (p_valid_at IS NULL OR (f.valid_at <= p_valid_at
                             AND f.invalid_at > p_valid_at))
                        AND (p_relations IS NULL OR f.relation = ANY(p_relations))
@@ -131,7 +132,7 @@ BEGIN
                 SELECT e.version_id, ts_rank_cd(e.fts, p_query)
                 FROM timestone.entities AS e
                 WHERE e.group_id = g AND e.expired_at IS NULL
-                  AND e.fts @@ q AND ts_match_vq(e.fts, p_query)
+                  AND e.fts @@ q AND (q = p_query OR ts_match_vq(e.fts, p_query))
                   AND (p_labels IS NULL OR e.labels && p_labels)
                 ORDER BY 2 DESC, 1 LIMIT p_max_rows;
         ELSE
@@ -150,7 +151,7 @@ BEGIN
                 SELECT p.version_id, ts_rank_cd(p.fts, p_query)
                 FROM timestone.episodes AS p
                 WHERE p.group_id = g AND p.expired_at IS NULL
-                  AND p.fts @@ q AND ts_match_vq(p.fts, p_query)
+                  AND p.fts @@ q AND (q = p_query OR ts_match_vq(p.fts, p_query))
                   AND (p_valid_at IS NULL OR p.reference_time <= p_valid_at)
                 ORDER BY 2 DESC, 1 LIMIT p_max_rows;
         ELSE
