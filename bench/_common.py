@@ -45,6 +45,20 @@ def time_calls(fn: Callable[[], Any], repeat: int) -> list[float]:
     return out
 
 
+def cpu_pace_ms() -> float:
+    """Milliseconds a fixed pure-Python loop takes now (median of three). A shared
+    machine's speed drifts (the same loop has taken from 0.65 to 1.16 s within minutes
+    here): results record it next to the latencies they were measured with."""
+    runs: list[float] = []
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(1_000_000):
+            total += i * i
+        runs.append((time.perf_counter() - start) * 1000)
+    return round(statistics.median(runs), 1)
+
+
 def machine() -> dict[str, Any]:
     import os
 

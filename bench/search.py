@@ -56,7 +56,7 @@ from timestone._aio._search import fact_vectors, prepare_search, search_params
 from timestone._sync._search import run_search
 from timestone._tokens import default_counter
 
-from ._common import percentiles, scratch_data_dir, write_result
+from ._common import cpu_pace_ms, percentiles, scratch_data_dir, write_result
 
 FIRST = [
     "Alma",
@@ -365,11 +365,13 @@ def run_size(
             mem.search(group, q)
         latencies: list[float] = []
         found: list[bool] = []
+        pace = [cpu_pace_ms()]
         for q, answer in sample:
             t0 = time.perf_counter()
             result = mem.search(group, q, limit=10)
             latencies.append((time.perf_counter() - t0) * 1000)
             found.append(any(f.fact == answer for f in result.facts))
+        pace.append(cpu_pace_ms())
         exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
         exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
         hits = sum(found)
@@ -382,6 +384,7 @@ def run_size(
             "ingest": "bulk_load" if bulk else "add_facts",
             "questions": len(sample),
             **percentiles(latencies),
+            "cpu_pace_ms_before_after": pace,
             "recall_at_10": round(hits / len(sample), 4),
             "recall_at_10_where_exact_finds": round(both / max(1, sum(exact_hits)), 4),
             "exact_recall_at_10": round(sum(exact_hits) / len(sample), 4),

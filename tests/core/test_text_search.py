@@ -139,6 +139,9 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
         return str(row[0])
 
     with psycopg.connect(fresh_dsn) as conn:
+        # a table this small is read as written: its lists are short
+        assert index_query(conn, "Karin Jahn 12 live") == "'karin' & 'jahn' & '12' & 'live'"
+        conn.execute("SET timestone.text_narrowing_rows = 0")
         assert index_query(conn, "Where does Karin Jahn 12 live?") == "'karin' & 'jahn' & '12'"
         # one lexeme is left at least: when every one is common, all are read
         assert index_query(conn, "lives in a city") == "'live' & 'citi'"
@@ -152,6 +155,9 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
         assert _found(conn, group, "Where does Karin Jahn 12 live?", valid_at=now) == [
             "Karin Jahn 12 lives in City 5."
         ]
+        # quotes, backslashes and operators reach the function whole and are read as written
+        for odd in ("O'Brien's lives", "Karin \\ live", "'Karin' lives", "Karin - Jahn", '"'):
+            assert _found(conn, group, odd, valid_at=now) == _exact(conn, group, odd, valid_at=now)
         words = ["Karin", "Jahn", "12", "lives", "works", "city", "company", "5", "Olga"]
         for size in (1, 2, 3):
             for chosen in itertools.combinations(words, size):
@@ -159,3 +165,14 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
                 assert _found(conn, group, query, valid_at=now) == _exact(
                     conn, group, query, valid_at=now
                 ), query
+
+
+def test_a_bad_narrowing_setting_is_named(
+    common_words: tuple[timestone.Memory, str], fresh_dsn: str
+) -> None:
+    with psycopg.connect(fresh_dsn) as conn:
+        conn.execute("SET timestone.text_narrowing_rows = 'many'")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="text_narrowing_rows"):
+            conn.execute(
+                "SELECT timestone.index_query(websearch_to_tsquery('english', 'a b c'), 'facts')"
+            )

@@ -136,21 +136,33 @@ def buffer_size() -> int:
     return max(128, min(8192, total // 4))
 
 
+_SIZED = "# set by timestone on creation"
+_OURS = re.compile(r"^shared_buffers = '\d+MB'  " + re.escape(_SIZED) + "$", flags=re.MULTILINE)
+
+
 def size_buffers(pgdata: Path) -> None:
-    """Give a new data dir ``shared_buffers`` (see ``buffer_size``) through its
+    """Give a data dir ``shared_buffers`` (see ``buffer_size``) through its
     ``postgresql.auto.conf``, read at the next start. Postgres's default of 128 MB holds
     less than the vectors and the HNSW graph of 100k facts, and a search then reads its
     pages back from the operating system on every call (a quarter of its time at 100k
     facts in a measurement; at 1M facts, with 1 GB, the graph part of a search read 444
-    pages back for 368 facts and took 8 ms instead of 3). A data dir whose file already
-    names the setting (set here before, or by ``ALTER SYSTEM``) is left as it is."""
+    pages back for 368 facts and took 8 ms instead of 3). A line written here before is
+    brought to the current size (a data dir made by an earlier version, when the cap was
+    1 GB); a setting made otherwise (``ALTER SYSTEM`` rewrites the file without comments,
+    or by hand) is left as it is."""
     conf = pgdata / "postgresql.auto.conf"
+    line = f"shared_buffers = '{buffer_size()}MB'  {_SIZED}"
     try:
         text = conf.read_text() if conf.exists() else ""
+        if _OURS.search(text):
+            updated = _OURS.sub(line, text)
+            if updated != text:
+                conf.write_text(updated)
+            return
         if re.search(r"^\s*shared_buffers\s*=", text, flags=re.MULTILINE):
             return
         with conf.open("a") as out:
-            out.write(f"shared_buffers = '{buffer_size()}MB'  # set by timestone on creation\n")
+            out.write(line + "\n")
     except OSError as exc:
         raise EmbeddedServerError(f"cannot write {conf}: {exc.strerror}") from exc
 
