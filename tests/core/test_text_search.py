@@ -167,10 +167,9 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
                 ), query
 
 
-def test_a_bad_narrowing_setting_is_named(
-    common_words: tuple[timestone.Memory, str], fresh_dsn: str
-) -> None:
-    with psycopg.connect(fresh_dsn) as conn:
+def test_a_bad_narrowing_setting_is_named(memory: timestone.Memory, dsn: str) -> None:
+    del memory  # opened so that the schema exists
+    with psycopg.connect(dsn) as conn:
         conn.execute("SET timestone.text_narrowing_rows = 'many'")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="text_narrowing_rows"):
             conn.execute(
