@@ -33,6 +33,7 @@ RENAMES = {
     "AsyncExitStack": "ExitStack",
     "asynccontextmanager": "contextmanager",
     "aembed": "embed",
+    "aembed_rows": "embed_rows",
     "acomplete": "complete",
     "arerank": "rerank",
     "register_vector_async": "register_vector",

@@ -6,9 +6,12 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import psycopg
 import pytest
 
@@ -301,6 +304,8 @@ class _BrokenEmbedder(HashEmbedder):
         vectors = super().embed(texts)  # type: ignore[arg-type]  # pyright: ignore[reportArgumentType]
         if self.mode == "nan":
             vectors[-1][0] = float("nan")
+        elif self.mode == "huge":  # a finite Python float, infinite as a 4-byte one
+            vectors[-1][0] = 1e39
         elif self.mode == "short":
             vectors[-1] = vectors[-1][:-1]
         else:
@@ -308,16 +313,31 @@ class _BrokenEmbedder(HashEmbedder):
         return vectors
 
 
+class _BrokenArrayEmbedder(_BrokenEmbedder):
+    """The same faults through ``embed_array``, the numpy form Timestone prefers."""
+
+    def embed_array(self, texts: Sequence[str]) -> npt.NDArray[np.float64]:
+        if self.mode == "short":
+            return np.asarray(HashEmbedder.embed(self, texts))[:, :-1]
+        return np.asarray(self.embed(texts), dtype=np.float64)
+
+
+@pytest.mark.parametrize("kind", [_BrokenEmbedder, _BrokenArrayEmbedder])
 @pytest.mark.parametrize(
     ("mode", "message"),
-    [("nan", "NaN"), ("short", "dimension 15"), ("count", "vectors for")],
+    [
+        ("nan", "NaN"),
+        ("huge", "beyond a 4-byte float"),
+        ("short", "dimension 15"),
+        ("count", "vectors for"),
+    ],
 )
 def test_bad_embedder_output_writes_nothing(
-    fresh_dsn: str, group: str, mode: str, message: str
+    fresh_dsn: str, group: str, kind: type[_BrokenEmbedder], mode: str, message: str
 ) -> None:
     timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)).close()
     with (
-        timestone.Memory.open(fresh_dsn, embedder=_BrokenEmbedder(mode)) as mem,
+        timestone.Memory.open(fresh_dsn, embedder=kind(mode)) as mem,
         pytest.raises(EmbedderError, match=message),
     ):
         mem.add_facts(group, [timestone.FactInput("Ada", "KNOWS", "Grace")], reference_time=REF)

@@ -20,21 +20,28 @@ import math
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 from .errors import EmbedderError
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import openai
+
+    Rows = npt.NDArray[np.float32]
 
 __all__ = [
     "Embedder",
     "HashEmbedder",
     "OpenAICompatibleEmbedder",
     "WordLlamaEmbedder",
+    "aembed_rows",
+    "check_rows",
     "check_vectors",
+    "embed_rows",
 ]
 
 Vector = list[float]
@@ -59,28 +66,75 @@ def check_vectors(
     embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]
 ) -> list[Vector]:
     """Refuse a batch of the wrong length, wrong dimension, or with NaN or infinity."""
+    return cast(list[Vector], check_rows(embedder, texts, vectors).tolist())
+
+
+def check_rows(embedder: Embedder, texts: Sequence[str], vectors: object) -> Rows:
+    """``vectors`` as one ``(len(texts), dimension)`` array of 4-byte floats, the form the
+    database stores; a batch of the wrong length, a vector of the wrong dimension, or a
+    value that is NaN, infinite or beyond a 4-byte float's range is refused."""
     import numpy as np
 
-    if len(vectors) != len(texts):
+    given: object = vectors
+    if isinstance(given, np.ndarray) and cast("npt.NDArray[Any]", given).ndim == 2:
+        shape = cast("npt.NDArray[Any]", given).shape
+        count, widths = shape[0], [shape[1]] * shape[0]
+    elif isinstance(given, np.ndarray) and cast("npt.NDArray[Any]", given).size == 0:
+        count, widths = 0, []
+    elif isinstance(given, Sequence) and all(
+        isinstance(v, Sequence | np.ndarray) for v in cast(Sequence[object], given)
+    ):
+        rows = cast(Sequence[Sequence[float]], given)
+        count, widths = len(rows), [len(v) for v in rows]
+    else:
         raise EmbedderError(
-            f"embedder {embedder.name!r} returned {len(vectors)} vectors for {len(texts)} texts"
+            f"embedder {embedder.name!r} returned {type(vectors).__name__}, not a list of vectors"
         )
-    for i, vec in enumerate(vectors):
-        if len(vec) != embedder.dimension:
+    if count != len(texts):
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned {count} vectors for {len(texts)} texts"
+        )
+    for i, width in enumerate(widths):
+        if width != embedder.dimension:
             raise EmbedderError(
-                f"embedder {embedder.name!r} returned a vector of dimension {len(vec)} "
+                f"embedder {embedder.name!r} returned a vector of dimension {width} "
                 f"for text {i}; it declares {embedder.dimension}"
             )
-    if not vectors:
-        return []
-    array = np.asarray(vectors, dtype=np.float64)
+    if not count:
+        return np.empty((0, embedder.dimension), dtype=np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        array = np.asarray(given, dtype=np.float32)
     finite = np.isfinite(array).all(axis=1)
     if not finite.all():
         i = int(np.argmin(finite))
         raise EmbedderError(
-            f"embedder {embedder.name!r} returned NaN or infinity in the vector of text {i}"
+            f"embedder {embedder.name!r} returned NaN, infinity or a value beyond a 4-byte "
+            f"float's range in the vector of text {i}"
         )
-    return cast(list[Vector], array.tolist())
+    return array
+
+
+def embed_rows(embedder: Embedder, texts: Sequence[str]) -> Rows:
+    """The checked vectors of ``texts``, through the embedder's ``embed_array`` if it has one
+    (a numpy array, without the round trip through Python lists)."""
+    fast = getattr(embedder, "embed_array", None)
+    raw: object = (
+        cast(Callable[[Sequence[str]], object], fast)(texts)
+        if callable(fast)
+        else embedder.embed(texts)
+    )
+    return check_rows(embedder, texts, raw)
+
+
+async def aembed_rows(embedder: Embedder, texts: Sequence[str]) -> Rows:
+    """``embed_rows`` for ``AsyncMemory``: ``aembed_array`` if the embedder has it."""
+    fast = getattr(embedder, "aembed_array", None)
+    raw: object = (
+        await cast(Callable[[Sequence[str]], Awaitable[object]], fast)(texts)
+        if callable(fast)
+        else await embedder.aembed(texts)
+    )
+    return check_rows(embedder, texts, raw)
 
 
 class WordLlamaEmbedder:
@@ -120,8 +174,18 @@ class WordLlamaEmbedder:
             return model
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
+        return cast(list[Vector], self.embed_array(texts).tolist())
+
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        return cast(list[Vector], (await self.aembed_array(texts)).tolist())
+
+    def embed_array(self, texts: Sequence[str]) -> Rows:
+        """The vectors of ``texts`` as one ``(len(texts), dimension)`` float32 array."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         if not texts:
-            return []
+            return out
         model: Any = self._model()
         # The tokenizer pads a batch to its longest text: embed texts in order of length so
         # one long text does not inflate a whole batch, and cap what a mean of word vectors
@@ -129,21 +193,17 @@ class WordLlamaEmbedder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         short = [i for i in order if len(texts[i]) <= 512]
         long = [i for i in order if len(texts[i]) > 512]
-        out: list[Vector] = [[] for _ in texts]
         for indices, batch in ((short, 64), (long, 1)):
-            if not indices:
-                continue
-            array = model.embed(
-                [texts[i][: self.max_chars] for i in indices], norm=True, batch_size=batch
-            )
-            for row, i in zip(cast(list[Vector], array.tolist()), indices, strict=True):
-                out[i] = row
+            if indices:
+                out[indices] = model.embed(
+                    [texts[i][: self.max_chars] for i in indices], norm=True, batch_size=batch
+                )
         return out
 
-    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+    async def aembed_array(self, texts: Sequence[str]) -> Rows:
         if len(texts) <= 64:
-            return self.embed(texts)  # microseconds: a thread hop would cost more
-        return await asyncio.to_thread(self.embed, texts)
+            return self.embed_array(texts)  # microseconds: a thread hop would cost more
+        return await asyncio.to_thread(self.embed_array, texts)
 
 
 class HashEmbedder:

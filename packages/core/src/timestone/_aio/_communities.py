@@ -296,7 +296,7 @@ async def _rebuild(
                         n.basis,
                         n.members,
                         n.fact_count,
-                        str(vectors[n.name]),
+                        vectors[n.name],
                         w.now,
                     )
                     for n in inserts

@@ -22,6 +22,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from .._groups import check_group
+from .._vectors import register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -399,6 +400,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 
 async def _configure(conn: AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
+    register_vector_array(conn)
     await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
     await conn.commit()

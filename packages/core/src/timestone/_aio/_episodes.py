@@ -8,13 +8,16 @@ import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from .._models import Episode
 from ._db import Conn
 from ._write import Write
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = ["EpisodeRow", "episode_from_row", "find_by_key", "idempotency_key", "insert_episode"]
 
@@ -89,7 +92,7 @@ async def find_by_key(conn: Conn, group_id: str, key: str) -> Episode | None:
     return episode_from_row(row) if row is not None else None
 
 
-async def insert_episode(w: Write, episode: EpisodeRow, vector: list[float] | None) -> Episode:
+async def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> Episode:
     ident = uuid.uuid4()
     cur = await w.conn.execute(
         sql.SQL(
@@ -122,17 +125,10 @@ async def insert_episode(w: Write, episode: EpisodeRow, vector: list[float] | No
             episode.llm_calls,
             episode.llm_tokens,
             w.now,
-            _vec(vector) if vector is not None else None,
+            vector,
             w.now,
         ),
     )
     row = await cur.fetchone()
     assert row is not None
     return episode_from_row(row)
-
-
-def _vec(values: list[float]) -> Any:
-    """A vector parameter typed by its dumper: the column's type is not named in the SQL."""
-    import numpy as np
-
-    return np.asarray(values, dtype=np.float32)

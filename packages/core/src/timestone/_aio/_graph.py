@@ -19,7 +19,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
@@ -42,6 +42,9 @@ from ._facts import held_clause, read_facts, recompute_slots, valid_clause
 from ._ingest import Ingest, ingest_outcome
 from ._items import put_item
 from ._write import Write
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = [
     "graph_edges",
@@ -579,7 +582,7 @@ async def graph_upsert(
     space: str,
     reference_time: datetime,
     valid_at: datetime,
-    episode_vector: list[float] | None,
+    episode_vector: Row | None,
 ) -> GraphWrite:
     """Chunks, then entities and the facts between them (one episode), then links and
     vectors; ``ingest`` is the memory's ``Ingest`` (its resolution and date fight)."""

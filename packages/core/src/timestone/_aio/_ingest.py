@@ -15,7 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from psycopg import sql
 
@@ -34,7 +34,7 @@ from .._models import (
     check_text,
 )
 from .._time import aware
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_rows
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..llm import LLM
 from ..ontology import Ontology
@@ -73,6 +73,9 @@ from ._facts import (
     recompute_slots,
 )
 from ._write import Write, begin_write, stored_order
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = [
     "MAX_CONTENT_CHARS",
@@ -201,17 +204,11 @@ class Ingest:
             )
         return parsed, prepared
 
-    async def vectors(self, texts: Iterable[str]) -> dict[str, list[float]]:
+    async def vectors(self, texts: Iterable[str]) -> dict[str, Row]:
         unique = list(dict.fromkeys(texts))
         if not unique:
             return {}
-        return dict(
-            zip(
-                unique,
-                check_vectors(self.embedder, unique, await self.embedder.aembed(unique)),
-                strict=True,
-            )
-        )
+        return dict(zip(unique, await aembed_rows(self.embedder, unique), strict=True))
 
     # -- add_facts -------------------------------------------------------------------
 
@@ -283,7 +280,7 @@ class Ingest:
         self,
         w: Write,
         row: EpisodeRow,
-        vector: list[float] | None,
+        vector: Row | None,
         prepared: Sequence[_Prepared],
         entities_: Sequence[EntityInput] = (),
         decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,

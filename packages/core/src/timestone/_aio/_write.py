@@ -7,12 +7,15 @@ import decimal
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from psycopg import sql
 
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_rows
 from ._db import Conn
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = [
     "Write",
@@ -24,8 +27,6 @@ __all__ = [
     "vector_inserts",
 ]
 
-Vector = list[float]
-
 
 @dataclasses.dataclass
 class Write:
@@ -35,20 +36,24 @@ class Write:
     group_id: str
     now: datetime
     embedder: Embedder
-    _vectors: dict[str, Vector] = dataclasses.field(default_factory=dict[str, Vector])
+    _vectors: dict[str, Row] = dataclasses.field(default_factory=lambda: _no_vectors())
 
-    async def embed(self, texts: Iterable[str]) -> dict[str, Vector]:
+    async def embed(self, texts: Iterable[str]) -> dict[str, Row]:
         """Vectors for ``texts``, embedding only those not seen in this write, in one batch."""
         wanted = list(dict.fromkeys(texts))
         missing = [t for t in wanted if t not in self._vectors]
         if missing:
-            vectors = check_vectors(self.embedder, missing, await self.embedder.aembed(missing))
+            vectors = await aembed_rows(self.embedder, missing)
             self._vectors.update(zip(missing, vectors, strict=True))
         return {t: self._vectors[t] for t in wanted}
 
-    def remember(self, vectors: dict[str, Vector]) -> None:
+    def remember(self, vectors: Mapping[str, Row]) -> None:
         """Vectors computed before the transaction began (embedding outside the locks)."""
         self._vectors.update(vectors)
+
+
+def _no_vectors() -> dict[str, Row]:
+    return {}
 
 
 def vector_inserts(template: sql.SQL, table: str, column: str) -> tuple[sql.Composed, sql.Composed]:

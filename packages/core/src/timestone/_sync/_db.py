@@ -23,6 +23,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from .._groups import check_group
+from .._vectors import register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -396,6 +397,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 
 def _configure(conn: Connection[Any]) -> None:
     register_vector(conn)
+    register_vector_array(conn)
     conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
     conn.commit()

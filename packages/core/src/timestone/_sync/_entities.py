@@ -30,6 +30,7 @@ from psycopg import sql
 
 from .._models import Entity, EntityInput
 from .._names import fold, fuzzy_eligible, near_identical, normalize
+from .._vectors import VectorArray
 from ..ontology import Ontology
 from ._db import Conn
 from ._write import Write, as_stored, json_object, json_text, stored_order, vector_inserts
@@ -394,7 +395,9 @@ def recompute_entities(
     if fresh_names:
         vectors = w.embed(s.name for _, s, _ in fresh_names)
         params = _entity_params(w, fresh_names)
-        params["embedding"] = [_vec(vectors[s.name]) for _, s, _ in fresh_names]
+        params["embedding"] = VectorArray(
+            [vectors[s.name] for _, s, _ in fresh_names], w.embedder.dimension
+        )
         w.conn.execute(_INSERT_ENTITIES_EMBEDDED, params)
     if kept:
         params = _entity_params(w, kept)
@@ -463,12 +466,6 @@ def _entity_params(
         "attributes": [json_text(s.attributes) for _, s, _ in insert],
         "summary": [s.summary for _, s, _ in insert],
     }
-
-
-def _vec(values: list[float]) -> Any:
-    import numpy as np
-
-    return np.asarray(values, dtype=np.float32)
 
 
 def _state(mentions: Sequence[Mapping[str, Any]]) -> _State:

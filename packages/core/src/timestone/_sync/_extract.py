@@ -29,7 +29,7 @@ import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import pydantic
 from psycopg import sql
@@ -45,6 +45,9 @@ from ._db import Conn, Database
 from ._entities import SUMMARY_CHARS, entity_key
 from ._episodes import EPISODE_COLUMNS, episode_from_row
 from ._write import Write
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = [
     "MAX_EPISODE_CHARS",
@@ -509,12 +512,12 @@ class Plan:
     decided: dict[tuple[str, str | None], uuid.UUID]
 
 
-def _vec_text(v: Sequence[float]) -> str:
-    return "[" + ",".join(repr(float(x)) for x in v) + "]"
+def _vec_text(v: Row) -> str:
+    return "[" + ",".join(repr(x) for x in v.tolist()) + "]"
 
 
 def _entity_candidates(
-    conn: Conn, group_id: str, names: Sequence[str], vectors: Mapping[str, list[float]]
+    conn: Conn, group_id: str, names: Sequence[str], vectors: Mapping[str, Row]
 ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
     """Exact matches by normalized name, and trigram + embedding candidates of the rest."""
     norms = list(dict.fromkeys(normalize(n) for n in names))
@@ -591,7 +594,7 @@ def maybe_same(a: str, b: str) -> bool:
 def _fact_candidates(
     conn: Conn,
     group_id: str,
-    queries: Sequence[tuple[int, uuid.UUID | None, uuid.UUID | None, str, list[float]]],
+    queries: Sequence[tuple[int, uuid.UUID | None, uuid.UUID | None, str, Row]],
 ) -> dict[int, list[dict[str, Any]]]:
     """Open cardinality-many facts on the new facts' endpoints, nearest in meaning first."""
     if not queries:
@@ -641,7 +644,7 @@ def plan(
     ledger: Ledger,
     extracted: Sequence[Extracted],
     ontology: Ontology,
-    vectors: Mapping[str, list[float]],
+    vectors: Mapping[str, Row],
 ) -> list[Plan]:
     """Calls 2 and 3 (and condensation), batched over every episode in ``extracted``.
 
@@ -726,7 +729,7 @@ def plan(
 
     # fact resolution: cardinality-many facts with a known endpoint
     flat: list[tuple[int, int, FactInput]] = []
-    queries: list[tuple[int, uuid.UUID | None, uuid.UUID | None, str, list[float]]] = []
+    queries: list[tuple[int, uuid.UUID | None, uuid.UUID | None, str, Row]] = []
     for xi, x in enumerate(extracted):
         for fi, f in enumerate(x.facts):
             if ontology.cardinality(f.relation) == "one":

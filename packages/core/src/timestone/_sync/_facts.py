@@ -20,6 +20,7 @@ from psycopg import sql
 
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
+from .._vectors import VectorArray
 from ._write import Write, as_stored, json_object, json_text, vector_inserts
 
 __all__ = [
@@ -287,7 +288,9 @@ def recompute_slots(
     if fresh:
         vectors = w.embed(p.fact for _, _, p, _ in fresh)
         params = _fact_params(w, changes, fresh)
-        params["embedding"] = [_vec(vectors[p.fact]) for _, _, p, _ in fresh]
+        params["embedding"] = VectorArray(
+            [vectors[p.fact] for _, _, p, _ in fresh], w.embedder.dimension
+        )
         w.conn.execute(_INSERT_FACTS_EMBEDDED, params)
     if kept:
         params = _fact_params(w, changes, kept)
@@ -331,12 +334,6 @@ def _fact_params(
         "valid_at": [p.valid_at for _, _, p, _ in inserts],
         "invalid_at": [p.invalid_at for _, _, p, _ in inserts],
     }
-
-
-def _vec(values: list[float]) -> Any:
-    import numpy as np
-
-    return np.asarray(values, dtype=np.float32)
 
 
 FACT_SELECT = sql.SQL(

@@ -1,0 +1,106 @@
+"""Vectors on the wire: the one-pass ``vector[]`` parameter and the embedders' array form."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+import psycopg
+import pytest
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+
+from timestone import Memory, WordLlamaEmbedder
+from timestone._vectors import VectorArray, register_vector_array
+from timestone.embedders import aembed_rows, check_rows, embed_rows
+from timestone.errors import EmbedderError
+
+
+@pytest.fixture
+def conn(memory: Memory) -> psycopg.Connection[tuple[object, ...]]:
+    conn = psycopg.connect(memory.dsn)  # the memory created the extensions
+    register_vector(conn)
+    register_vector_array(conn)
+    return conn
+
+
+def test_vector_array_reads_back_as_each_vector_dumped_alone(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    rows = np.array(
+        [[0.5, -1.25, 3.0e38, 1e-30, 0.0], [1.0, 2.0, 3.0, 4.0, 5.0], [-0.1, 0.2, -0.3, 0.4, -0.5]],
+        dtype=np.float32,
+    )
+    with conn:
+        got = conn.execute(
+            "SELECT ord, v::vector(5) FROM unnest(%b) WITH ORDINALITY AS x(v, ord) ORDER BY ord",
+            (VectorArray(list(rows), 5),),
+        ).fetchall()
+        one_by_one = conn.execute(
+            "SELECT v FROM unnest(%b::vector[]) AS v", ([Vector(r) for r in rows],)
+        ).fetchall()
+    assert [r[0] for r in got] == [1, 2, 3]
+    read = np.stack([cast(Vector, v).to_numpy() for _, v in got])
+    assert read.dtype == np.float32
+    np.testing.assert_array_equal(read, rows)  # bit for bit: float32 both ways
+    assert [v for _, v in got] == [v for (v,) in one_by_one]
+
+
+def test_an_empty_vector_array_is_an_empty_array(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    with conn:
+        row = conn.execute(
+            "SELECT cardinality(%b), pg_typeof(%b)::text", (VectorArray([], 7),) * 2
+        ).fetchone()
+    assert row == (0, "vector[]")
+
+
+def test_a_vector_of_another_dimension_is_refused_by_the_column(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    with conn, pytest.raises(psycopg.errors.DataException, match="expected 3 dimensions"):
+        conn.execute(
+            "SELECT v::vector(3) FROM unnest(%b) AS v",
+            (VectorArray([np.ones(4, dtype=np.float32)], 4),),
+        )
+
+
+def test_wordllama_array_form_is_its_list_form() -> None:
+    embedder = WordLlamaEmbedder()
+    texts = ["Mira works at Acme.", "!", "x" * 600, "Where does Mira work?"]
+    array = embedder.embed_array(texts)
+    assert array.shape == (4, 256)
+    assert array.dtype == np.float32
+    assert array.tolist() == embedder.embed(texts)
+    assert embedder.embed_array([]).shape == (0, 256)
+
+
+async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
+    class ArrayOnly(WordLlamaEmbedder):
+        def embed(self, texts: object) -> list[list[float]]:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+            raise AssertionError("the list form was used")
+
+        async def aembed(self, texts: object) -> list[list[float]]:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]
+            raise AssertionError("the list form was used")
+
+    embedder = ArrayOnly()
+    texts = [f"fact number {i}" for i in range(100)]
+    expected = WordLlamaEmbedder().embed_array(texts)
+    np.testing.assert_array_equal(embed_rows(embedder, texts), expected)
+    np.testing.assert_array_equal(await aembed_rows(embedder, texts), expected)
+
+
+@pytest.mark.parametrize(
+    ("vectors", "message"),
+    [
+        (np.zeros((2, 256)), "2 vectors for 1 texts"),
+        (np.zeros((1, 255)), "dimension 255"),
+        (np.full((1, 256), np.inf), "NaN, infinity"),
+        ({"not": "vectors"}, "returned dict, not a list of vectors"),
+        ([[1e300] * 256], "beyond a 4-byte float"),
+    ],
+)
+def test_check_rows_names_what_is_wrong(vectors: object, message: str) -> None:
+    with pytest.raises(EmbedderError, match=message):
+        check_rows(WordLlamaEmbedder(), ["one text"], vectors)
