@@ -1,4 +1,4 @@
-"""Bulk loading: vector indexes dropped for the load and built once at its end.
+"""Bulk loading: vector and read indexes dropped for the load and built once at its end.
 
 Each test runs on a database of its own (``fresh_dsn``): a bulk load acts on the
 whole database, and the other tests share theirs.
@@ -22,12 +22,13 @@ from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone import FactInput
-from timestone._aio._db import VECTOR_INDEXES
+from timestone._aio._db import LOAD_INDEXES, VECTOR_INDEXES
 from timestone._sync._bulk import bulk_load
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
 HNSW = {name for name, *_ in VECTOR_INDEXES}
+READ = set(LOAD_INDEXES)
 
 
 def _hnsw_indexes(dsn: str) -> set[str]:
@@ -37,6 +38,19 @@ def _hnsw_indexes(dsn: str) -> set[str]:
             "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
             " JOIN pg_am AS a ON a.oid = c.relam WHERE a.amname = 'hnsw' AND i.indisvalid"
             " AND c.relnamespace = 'timestone'::regnamespace"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _read_indexes(dsn: str) -> set[str]:
+    """The definitions, as the server prints them, of the valid indexes a load drops."""
+    names = [d.split()[2] for d in LOAD_INDEXES]
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT pg_get_indexdef(i.indexrelid) FROM pg_index AS i"
+            " JOIN pg_class AS c ON c.oid = i.indexrelid WHERE i.indisvalid"
+            " AND c.relnamespace = 'timestone'::regnamespace AND c.relname = ANY(%s)",
+            (names,),
         ).fetchall()
     return {r[0] for r in rows}
 
@@ -63,16 +77,36 @@ def test_bulk_load_drops_the_indexes_and_builds_them_at_the_end(fresh_dsn: str) 
     group = "bulk-" + uuid.uuid4().hex[:8]
     with timestone.Memory.open(fresh_dsn) as mem:
         assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert _read_indexes(fresh_dsn) == READ  # the list says what the migrations built
         with mem.bulk_load(maintenance_work_mem="64MB", workers=0):
             assert _hnsw_indexes(fresh_dsn) == set()
+            assert _read_indexes(fresh_dsn) == set()
             mem.add_facts(group, _facts(200, "Walker"), reference_time=REF)
             mem.add_facts(group, _facts(50, "Rider"), reference_time=REF)
-            # searching works while the indexes are gone: an exact scan
+            mem.add_facts(
+                group,
+                [
+                    FactInput(
+                        "Walker 0001", "KNOWS", "Walker 0002", invalid_at=REF.replace(year=2025)
+                    )
+                ],
+                reference_time=REF,
+            )
+            # searching and reading history work while the indexes are gone: scans
             during = [f.fact for f in mem.search(group, "Rider 0007 knows", limit=5).facts]
             assert during[0] == "Rider 0007 knows Rider 0008."
+            history = mem.timeline(group, "Walker 0001")
+            current = mem.facts(group, source="Walker 0001", valid_at=REF.replace(year=2026))
         assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert _read_indexes(fresh_dsn) == READ
         after = [f.fact for f in mem.search(group, "Rider 0007 knows", limit=5).facts]
         assert after == during
+        assert mem.timeline(group, "Walker 0001") == history
+        assert mem.facts(group, source="Walker 0001", valid_at=REF.replace(year=2026)) == current
+        assert current == []  # its one fact was closed in 2025 by the correction
+        assert [(f.target, f.invalid_at) for f in history if f.source == "Walker 0001"] == [
+            ("Walker 0002", REF.replace(year=2025))
+        ]
         vector = mem.embedder.embed(["Rider 0007 knows"])[0]
         assert "facts_embedding_hnsw" in _plan(fresh_dsn, group, vector)
         assert mem.stats(group)["facts"]["current"] == 250
@@ -199,8 +233,10 @@ def test_a_killed_loader_leaves_the_indexes_to_the_next_open(
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     assert _hnsw_indexes(fresh_dsn) == set()
+    assert _read_indexes(fresh_dsn) == set()
     _wait_for_sessions_to_end(fresh_dsn)
     # the dead session released the lock; opening builds what is missing
     with timestone.Memory.open(fresh_dsn) as mem:
         assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert _read_indexes(fresh_dsn) == READ
         assert len(mem.facts("killed", relation="KNOWS")) == 20

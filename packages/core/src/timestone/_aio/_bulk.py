@@ -1,13 +1,16 @@
-"""Bulk loading: the vector indexes built once after a load, not row by row during it.
+"""Bulk loading: indexes built once after a load, not row by row during it.
 
 An HNSW index grows one insert at a time at a cost of milliseconds per row
 (each insert searches the graph and rewrites its neighbours' pages); built
 from the finished table in memory it costs a fraction of that. ``bulk_load``
-drops the HNSW indexes of the vector columns, lets the caller write, and
-builds them again on the way out, whatever happened inside.
+drops the HNSW indexes of the vector columns, and the indexes of facts that
+only reads use (``LOAD_INDEXES``: history, the walk, closing times, full
+text), lets the caller write, and builds them again on the way out, whatever
+happened inside.
 
 It acts on the whole database, every group: while it runs, vector searches are
-exact scans (correct, slower), and the rebuild holds a lock that makes other
+exact scans and history reads, the walk and full-text search scan more (all
+correct, slower), and the rebuild holds a lock that makes other
 writers to the indexed tables wait until it is done. It is for an initial
 import or a migration window, run as the schema owner (the DSN's user, like
 migrations). One bulk load at a time: a session advisory lock says who has it,
@@ -28,8 +31,10 @@ from ..errors import ConflictError, DatabaseError, InvalidInput
 from ._db import (
     BULK_LOCK,
     Conn,
+    build_load_indexes,
     build_vector_indexes,
     connect_owner,
+    drop_load_indexes,
     drop_vector_indexes,
     wrap_db_error,
 )
@@ -86,6 +91,7 @@ async def bulk_load(
             try:
                 async with conn.transaction():
                     await drop_vector_indexes(conn)
+                    await drop_load_indexes(conn)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     "bulk_load drops and rebuilds the vector indexes, which takes the owner of "
@@ -110,6 +116,7 @@ async def _rebuild(conn: Conn, memory: str, workers: int | None) -> None:
                     "SELECT set_config('max_parallel_maintenance_workers', %s, true)",
                     (str(workers),),
                 )
+            await build_load_indexes(conn)
             await build_vector_indexes(conn)
     except psycopg.Error as exc:
         raise wrap_db_error(

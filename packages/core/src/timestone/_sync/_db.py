@@ -39,13 +39,16 @@ __all__ = [
     "APP_ROLE",
     "BULK_LOCK",
     "EXTENSIONS",
+    "LOAD_INDEXES",
     "VECTOR_COLUMNS",
     "VECTOR_INDEXES",
     "Conn",
     "Database",
     "bind_embedder",
+    "build_load_indexes",
     "build_vector_indexes",
     "connect_owner",
+    "drop_load_indexes",
     "drop_vector_indexes",
     "migrate",
     "schema_version",
@@ -77,6 +80,27 @@ VECTOR_INDEXES = (
         "expired_at IS NULL AND invalid_at IS NOT NULL",
     ),
     ("communities_name_embedding_hnsw", "communities", "name_embedding", "expired_at IS NULL"),
+)
+# Indexes of facts that serve reads (history, the walk, closing times, full text) and that
+# no write reads: a bulk load drops them with the HNSW indexes and builds them at its end,
+# where a build from the finished table costs a fraction of an insert per row. Each is
+# written as the server prints it (``pg_get_indexdef``); a test holds them to the schema.
+LOAD_INDEXES = (
+    "CREATE INDEX facts_history_source ON timestone.facts"
+    " USING btree (group_id, source_id, created_at)",
+    "CREATE INDEX facts_history_target ON timestone.facts"
+    " USING btree (group_id, target_id, created_at)",
+    "CREATE INDEX facts_source_recent ON timestone.facts"
+    " USING btree (group_id, source_id, valid_at) WHERE (expired_at IS NULL)",
+    "CREATE INDEX facts_target_recent ON timestone.facts"
+    " USING btree (group_id, target_id, valid_at) WHERE (expired_at IS NULL)",
+    "CREATE INDEX facts_closing ON timestone.facts USING btree (group_id, invalid_at)"
+    " INCLUDE (version_id) WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
+    "CREATE INDEX facts_fts_open ON timestone.facts USING gin (fts)"
+    " WITH (gin_pending_list_limit='256') WHERE ((expired_at IS NULL) AND (invalid_at IS NULL))",
+    "CREATE INDEX facts_fts_closed ON timestone.facts USING gin (fts)"
+    " WITH (gin_pending_list_limit='256')"
+    " WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
 )
 
 Conn = Connection[DictRow]
@@ -253,6 +277,7 @@ def _type_new_vectors(conn: Conn, dimension: int) -> None:
                 )
             )
     if not _bulk_loading(conn):  # a bulk load builds them when it ends
+        build_load_indexes(conn)
         build_vector_indexes(conn)
 
 
@@ -280,6 +305,31 @@ def build_vector_indexes(conn: Conn) -> None:
                 sql.Identifier(table),
                 sql.Identifier(column),
                 sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
+            )
+        )
+
+
+def _load_index_name(definition: str) -> str:
+    return definition.split()[2]
+
+
+def build_load_indexes(conn: Conn) -> None:
+    """Build the read indexes a bulk load dropped (those missing)."""
+    for definition in LOAD_INDEXES:
+        cur = conn.execute(
+            "SELECT to_regclass(%s) IS NULL AS missing",
+            ("timestone." + _load_index_name(definition),),
+        )
+        row = cur.fetchone()
+        if row is not None and row["missing"]:
+            conn.execute(sql.SQL(definition))  # pyright: ignore[reportArgumentType]  # a constant above
+
+
+def drop_load_indexes(conn: Conn) -> None:
+    for definition in LOAD_INDEXES:
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(
+                sql.Identifier(_load_index_name(definition))
             )
         )
 
