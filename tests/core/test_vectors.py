@@ -99,6 +99,10 @@ async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
         (np.full((1, 256), np.inf), "NaN, infinity"),
         ({"not": "vectors"}, "returned dict, not a list of vectors"),
         ([[1e300] * 256], "beyond a 4-byte float"),
+        ([["0.5"] * 255 + ["half"]], "not numbers"),
+        ([[None] * 256], "NaN"),  # numpy reads None as NaN: refused as such
+        (np.zeros((1, 1, 256)), "returned ndarray, not a list of vectors"),
+        ([0.5] * 256, "returned list, not a list of vectors"),
     ],
 )
 def test_check_rows_names_what_is_wrong(vectors: object, message: str) -> None:

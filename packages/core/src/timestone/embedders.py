@@ -3,6 +3,9 @@
 An embedder has a ``name`` and a ``dimension`` (the database records both and
 refuses to open with another), and two methods, ``embed`` (blocking, used by
 ``Memory``) and ``aembed`` (used by ``AsyncMemory``), each taking a batch.
+An embedder may also have ``embed_array`` / ``aembed_array``, returning the
+batch as one ``(texts, dimension)`` numpy array: Timestone then uses it, and
+the vectors reach the database without a round trip through Python lists.
 
 - ``WordLlamaEmbedder``: the default; local and offline (the weights ship in
   the wheel), 256 dimensions, fast on a CPU.
@@ -102,8 +105,13 @@ def check_rows(embedder: Embedder, texts: Sequence[str], vectors: object) -> Row
             )
     if not count:
         return np.empty((0, embedder.dimension), dtype=np.float32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        array = np.asarray(given, dtype=np.float32)
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            array = np.asarray(given, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbedderError(
+            f"embedder {embedder.name!r} returned vectors with values that are not numbers: {exc}"
+        ) from exc
     finite = np.isfinite(array).all(axis=1)
     if not finite.all():
         i = int(np.argmin(finite))
