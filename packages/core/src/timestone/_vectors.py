@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     Row = npt.NDArray[np.float32]  # one vector, or several as rows
 
-__all__ = ["Row", "VectorArray", "register_vector_array"]
+__all__ = ["VectorArray", "register_vector_array"]  # and, for type checking, Row
 
 
 class VectorArray:
