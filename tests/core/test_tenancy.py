@@ -10,7 +10,10 @@ import psycopg
 import pytest
 
 import timestone
-from timestone.errors import InvalidGroup
+from timestone._sync import _db as sync_db
+from timestone._sync import _search as sync_search
+from timestone._sync._search import prepare_search, search_hits
+from timestone.errors import InvalidGroup, TimestoneError
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
 
@@ -169,3 +172,63 @@ def test_bad_group_ids_are_refused(memory: timestone.Memory, bad: object) -> Non
             [timestone.FactInput("A", "R", "B")],
             reference_time=datetime(2020, 1, 1, tzinfo=UTC),
         )
+
+
+@pytest.fixture
+def one_connection(dsn: str, memory: timestone.Memory) -> Iterator[sync_db.Database]:
+    """A pool of one connection: every search and check below uses the same session."""
+    del memory
+    db = sync_db.Database.open(dsn, max_size=1)
+    yield db
+    db.close()
+
+
+def _session_state(db: sync_db.Database) -> tuple[bool, str, str, str]:
+    with db.pool.connection() as conn:
+        autocommit = conn.autocommit
+        row = conn.execute(
+            "SELECT coalesce(current_setting('timestone.group_id', true), '') AS g,"
+            " current_setting('plan_cache_mode') AS ef, current_setting('join_collapse_limit') AS j"
+        ).fetchone()
+        conn.rollback()
+    assert row is not None
+    return autocommit, row["g"], row["ef"], row["j"]
+
+
+def test_a_search_leaves_its_connection_as_it_found_it(
+    memory: timestone.Memory, two_groups: tuple[str, str], one_connection: sync_db.Database
+) -> None:
+    """A search runs in one implicit transaction (autocommit, one pipeline): its group and
+    settings end with it, and the pooled connection goes back to transactions."""
+    a, b = two_groups
+    before = _session_state(one_connection)
+    assert before == (False, "", "auto", "8")
+    for g in (a, b, a):
+        req = prepare_search("Who directs the winery?", scopes=("facts", "entities"))
+        hits = search_hits(one_connection, memory.embedder, g, req)
+        facts = {str(r["fact"]) for r in hits["facts"].rows.values()}
+        assert facts == {f"Mira directs Winery of {g}."}
+        assert _session_state(one_connection) == before
+
+
+def test_a_failed_search_leaves_its_connection_usable(
+    memory: timestone.Memory,
+    two_groups: tuple[str, str],
+    one_connection: sync_db.Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, _ = two_groups
+    before = _session_state(one_connection)
+    from psycopg import sql
+
+    def failing(scope: str, req: object, dimension: int) -> sql.Composable:
+        return sql.SQL("SELECT 1 / (count(*) - count(*)) AS x FROM timestone.facts")
+
+    req = prepare_search("Who directs the winery?", scopes=("facts", "episodes"))
+    with monkeypatch.context() as patch:
+        patch.setattr(sync_search, "statement", failing)
+        with pytest.raises(TimestoneError, match="division by zero"):
+            search_hits(one_connection, memory.embedder, a, req)
+    assert _session_state(one_connection) == before
+    hits = search_hits(one_connection, memory.embedder, a, req)
+    assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}

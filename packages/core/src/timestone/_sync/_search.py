@@ -822,16 +822,19 @@ def run_search(
     params = search_params(req, group_id, vector)
     ef_search = str(min(1000, max(40, req.candidates)))
     with conn.pipeline():
+        # Every setting is local to the transaction: in autocommit (``search_hits``), the
+        # implicit one the statements share until the pipeline's sync; the group first.
         # The statements are written in the join order they should run in (candidates
         # first, then their rows, then the small rank lists): keeping that order spares
         # the planner its search over a dozen relations, a third of the planning time.
         conn.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true),"
+            "SELECT set_config('timestone.group_id', %s, true),"
+            " set_config('hnsw.ef_search', %s, true),"
             " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
             " set_config('join_collapse_limit', '1', true),"
             " set_config('from_collapse_limit', '1', true),"
             " set_config('plan_cache_mode', 'force_generic_plan', true)",
-            (ef_search,),
+            (group_id, ef_search),
         )
         center_cur = None
         if req.center is not None:
@@ -908,11 +911,17 @@ def search_hits(
     vector = embed_query(embedder, req.query)
     group = check_group(group_id)
     try:
-        # one read transaction in one pipeline: BEGIN, the group setting and every
-        # statement travel together, then COMMIT; two round trips in all
-        with db.pool.connection() as conn, conn.pipeline(), conn.transaction():
-            conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
-            hits = run_search(conn, group, req, vector, embedder.dimension)
+        # One round trip: in autocommit, the statements of a pipeline up to its sync run
+        # in one implicit transaction, which ends there, and the group setting with it;
+        # there is no BEGIN to send nor COMMIT to wait for. (A sync in the middle would
+        # leave the later statements without a group: they would see no rows, not
+        # another group's.)
+        with db.pool.connection() as conn:
+            conn.set_autocommit(True)
+            try:
+                hits = run_search(conn, group, req, vector, embedder.dimension)
+            finally:
+                conn.set_autocommit(False)
     except TimestoneError:
         raise
     except psycopg.Error as exc:
