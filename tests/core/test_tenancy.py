@@ -232,3 +232,26 @@ def test_a_failed_search_leaves_its_connection_usable(
     assert _session_state(one_connection) == before
     hits = search_hits(one_connection, memory.embedder, a, req)
     assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}
+
+
+def test_a_search_whose_connection_dies_says_so(
+    dsn: str,
+    memory: timestone.Memory,
+    two_groups: tuple[str, str],
+    one_connection: sync_db.Database,
+) -> None:
+    """The server ends the pooled session before a search: the error is the server's
+    (not the autocommit that could not be restored after it), and the pool replaces it."""
+    a, _ = two_groups
+    with one_connection.pool.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid() AS pid").fetchone()
+        conn.rollback()
+    assert row is not None
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (row["pid"],))
+    req = prepare_search("Who directs the winery?", scopes=("facts",))
+    # the server's own words, not the later failure to restore the session's autocommit
+    with pytest.raises(TimestoneError, match=r"terminat|server closed the connection"):
+        search_hits(one_connection, memory.embedder, a, req)
+    hits = search_hits(one_connection, memory.embedder, a, req)
+    assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}

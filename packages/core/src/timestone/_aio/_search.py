@@ -236,7 +236,7 @@ def search_params(
         "text": req.query,
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
-        "vec": np.asarray(vector, dtype=np.float32),  # a float32 array as it is
+        "vec": np.asarray(vector, dtype=np.float32),  # a float32 array passes unchanged
         "as_of": req.as_of,
         "valid_at": req.valid_at,
         "relations": list(req.edge_types) if req.edge_types is not None else None,
@@ -923,7 +923,8 @@ async def search_hits(
             try:
                 hits = await run_search(conn, group, req, vector, embedder.dimension)
             finally:
-                await conn.set_autocommit(False)
+                if not conn.broken:  # a broken one leaves the pool; its error is the news
+                    await conn.set_autocommit(False)
     except TimestoneError:
         raise
     except psycopg.Error as exc:

@@ -29,6 +29,10 @@ __all__ = [
 ]
 
 
+def _no_vectors() -> dict[str, Row]:
+    return {}
+
+
 @dataclasses.dataclass
 class Write:
     """One write transaction of one group: ``now`` is its system time, for every row it writes."""
@@ -37,7 +41,7 @@ class Write:
     group_id: str
     now: datetime
     embedder: Embedder
-    _vectors: dict[str, Row] = dataclasses.field(default_factory=lambda: _no_vectors())
+    _vectors: dict[str, Row] = dataclasses.field(default_factory=_no_vectors)
 
     def embed(self, texts: Iterable[str]) -> dict[str, Row]:
         """Vectors for ``texts``, embedding only those not seen in this write, in one batch."""
@@ -51,10 +55,6 @@ class Write:
     def remember(self, vectors: Mapping[str, Row]) -> None:
         """Vectors computed before the transaction began (embedding outside the locks)."""
         self._vectors.update(vectors)
-
-
-def _no_vectors() -> dict[str, Row]:
-    return {}
 
 
 def vector_inserts(template: sql.SQL, table: str, column: str) -> tuple[sql.Composed, sql.Composed]:
