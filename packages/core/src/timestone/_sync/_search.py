@@ -294,7 +294,13 @@ def _fact_filters(alias: str, req: SearchRequest) -> sql.Composable:
 
 
 def _walk(req: SearchRequest) -> sql.Composable:
-    """The seeds, the recursive walk, and ``walked(entity_id, depth)``."""
+    """The seeds, the recursive walk, and ``walked(entity_id, depth)``.
+
+    Each step looks up the facts out of and into an entity separately, in a subquery
+    that ``OFFSET 0`` keeps whole, so each is an index lookup per entity reached: joined
+    with one ``OR`` condition, the generic plan of a database of few groups read the
+    group's facts whole (every fact, for a group estimated at half the table) at each
+    step of the walk."""
     if req.center is not None:
         match = sql.SQL("(e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)")
     else:
@@ -310,11 +316,14 @@ def _walk(req: SearchRequest) -> sql.Composable:
         " walk(entity_id, depth) AS ("
         "  SELECT id, 0 FROM seeds"
         "  UNION"
-        "  SELECT CASE WHEN f.source_id = w.entity_id THEN f.target_id ELSE f.source_id END,"
-        "   w.depth + 1"
-        "  FROM walk AS w JOIN timestone.facts AS f ON f.group_id = %(g)s"
-        "   AND (f.source_id = w.entity_id OR f.target_id = w.entity_id)"
-        "  WHERE w.depth < %(depth)s AND {held_f} AND {valid_f} AND {relation}),"
+        "  SELECT n.entity_id, w.depth + 1 FROM walk AS w CROSS JOIN LATERAL ("
+        "   SELECT f.target_id AS entity_id FROM timestone.facts AS f WHERE f.group_id = %(g)s"
+        "    AND f.source_id = w.entity_id AND {held_f} AND {valid_f} AND {relation}"
+        "   UNION ALL"
+        "   SELECT f.source_id FROM timestone.facts AS f WHERE f.group_id = %(g)s"
+        "    AND f.target_id = w.entity_id AND {held_f} AND {valid_f} AND {relation}"
+        "   OFFSET 0) AS n"
+        "  WHERE w.depth < %(depth)s),"
         " walked AS (SELECT s.entity_id, min(s.depth) AS depth"
         "  FROM (SELECT entity_id, depth FROM walk LIMIT %(walk_cap)s) AS s GROUP BY s.entity_id)"
     ).format(
@@ -358,15 +367,21 @@ def _few(table: str) -> sql.Composable:
 
 
 def _every(table: str, alias: str, column: str, where: sql.Composable) -> sql.Composable:
-    """Every current row of a small group, ranked exactly: read in id order from the
-    group's current-id index (the order and limit keep the plan on that index whatever
-    the planner guesses of the group's size)."""
-    a, c = sql.Identifier(alias), sql.Identifier(column)
+    """Every current row of a small group, ranked exactly. The ids come from the group's
+    current-id index (index-only, in key order, stopping at ``EXACT_BELOW``), and the rows
+    are then read through the same index by those keys: an array whose length the planner
+    cannot see, so it never weighs a scan of the table against it. Filtering the table
+    itself left the access path to the planner, whose generic plan, in a database of few
+    groups (each estimated at a large share of the table), read the whole table and
+    sorted it: 9 ms for the vector list of a 278-fact group among 9k facts, 1.7 ms now."""
+    a, c, t = sql.Identifier(alias), sql.Identifier(column), sql.Identifier(table)
     return sql.SQL(
         "(SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d FROM timestone.{t} AS {a}"
-        " WHERE (SELECT yes FROM few) AND {a}.group_id = %(g)s AND {a}.expired_at IS NULL"
-        " AND {a}.{c} IS NOT NULL AND {where} ORDER BY {a}.id LIMIT {n})"
-    ).format(a=a, c=c, t=sql.Identifier(table), where=where, n=_L(EXACT_BELOW))
+        " WHERE {a}.group_id = %(g)s AND {a}.expired_at IS NULL AND {a}.id = ANY(ARRAY("
+        "SELECT i.id FROM timestone.{t} AS i WHERE (SELECT yes FROM few) AND i.group_id = %(g)s"
+        " AND i.expired_at IS NULL ORDER BY i.id LIMIT {n}))"
+        " AND {a}.{c} IS NOT NULL AND {where})"
+    ).format(a=a, c=c, t=t, where=where, n=_L(EXACT_BELOW))
 
 
 def _vec(
@@ -544,6 +559,9 @@ def keep_of(req: SearchRequest) -> int:
     return max(req.candidates, req.limit) if req.method == "cross_encoder" else req.limit
 
 
+# Each scope reads its candidates' rows by key in a lateral lookup whose LIMIT 1 (the
+# key is unique) keeps it from being flattened into a join: as a join, the generic plan of
+# a database of few groups hashed every current row of the group instead.
 def facts_sql(req: SearchRequest) -> sql.Composed:
     held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
     filters = _fact_filters("f", req)
@@ -567,7 +585,7 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions,"
         "  {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
-        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS f"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS f"
         " LEFT JOIN fts ON fts.version_id = f.version_id"
         " LEFT JOIN vec ON vec.version_id = f.version_id"
         " LEFT JOIN graph ON graph.version_id = f.version_id"
@@ -622,7 +640,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
         "   AND m.entity_id = e.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.entities AS x"
-        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS e"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS e"
         " LEFT JOIN fts ON fts.version_id = e.version_id"
         " LEFT JOIN vec ON vec.version_id = e.version_id"
         " LEFT JOIN named ON named.version_id = e.version_id"
@@ -662,7 +680,7 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
         "   AND m.episode_id = p.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
-        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS p"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS p"
         " LEFT JOIN fts ON fts.version_id = p.version_id"
         " LEFT JOIN vec ON vec.version_id = p.version_id"
         " WHERE {filters}) {kept}"
@@ -699,7 +717,7 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "  (SELECT min(w.depth) FROM walked AS w WHERE w.entity_id = ANY(c.members)) AS hops,"
         "  cardinality(c.members) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.communities AS x"
-        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id) AS c"
+        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS c"
         " LEFT JOIN fts ON fts.version_id = c.version_id"
         " LEFT JOIN vec ON vec.version_id = c.version_id"
         " WHERE {filters}) {kept}"
