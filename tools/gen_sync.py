@@ -27,6 +27,7 @@ RENAMES = {
     "AsyncConnection": "Connection",
     "AsyncConnectionPool": "ConnectionPool",
     "AsyncCursor": "Cursor",
+    "AsyncRawCursor": "RawCursor",
     "AsyncMemory": "Memory",
     "AsyncIterator": "Iterator",
     "AsyncGenerator": "Generator",

@@ -219,10 +219,9 @@ def test_a_failed_search_leaves_its_connection_usable(
 ) -> None:
     a, _ = two_groups
     before = _session_state(one_connection)
-    from psycopg import sql
 
-    def failing(scope: str, req: object, dimension: int) -> sql.Composable:
-        return sql.SQL("SELECT 1 / (count(*) - count(*)) AS x FROM timestone.facts")
+    def failing(scope: str, req: object, dimension: int) -> tuple[bytes, tuple[str, ...]]:
+        return b"SELECT 1 / (count(*) - count(*)) AS x FROM timestone.facts", ()
 
     req = prepare_search("Who directs the winery?", scopes=("facts", "episodes"))
     with monkeypatch.context() as patch:

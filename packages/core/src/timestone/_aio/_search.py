@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import psycopg
-from psycopg import sql
+from psycopg import AsyncRawCursor, sql
+from psycopg.rows import DictRow
 
 from .._fusion import RERANKERS, RRF_K, Candidate, rerank
 from .._groups import check_group
@@ -774,17 +775,33 @@ def _shape(req: SearchRequest) -> tuple[object, ...]:
     )
 
 
-_STATEMENTS: dict[tuple[object, ...], bytes] = {}
+_STATEMENTS: dict[tuple[object, ...], tuple[bytes, tuple[str, ...]]] = {}
+_PLACEHOLDER = re.compile(rb"%\((\w+)\)s")
 
 
-def statement(scope: str, req: SearchRequest, dimension: int) -> bytes:
+def statement(scope: str, req: SearchRequest, dimension: int) -> tuple[bytes, tuple[str, ...]]:
     """The SQL of one scope, composed once per request shape (a few dozen exist): the
     same text on every call, so the server reuses its prepared plan, and nothing is
-    composed per search."""
+    composed per search. Its placeholders are numbered (``$1``...) once here, and the
+    names of its parameters returned in that order: psycopg parses the placeholders of
+    a statement longer than 4 kB on every call (its cache stops there), a quarter of a
+    millisecond for the facts statement, so a search sends the numbered form through a
+    raw cursor."""
     key = (scope, dimension, *_shape(req))
     found = _STATEMENTS.get(key)
     if found is None:
-        found = _STATEMENTS[key] = _BUILDERS[scope](req, dimension).as_bytes(None)
+        names: list[str] = []
+
+        def number(m: re.Match[bytes]) -> bytes:
+            name = m.group(1).decode()
+            if name not in names:
+                names.append(name)
+            return b"$%d" % (names.index(name) + 1)
+
+        text = _PLACEHOLDER.sub(number, _BUILDERS[scope](req, dimension).as_bytes(None))
+        if b"%" in text:  # a binary placeholder or an escaped percent sign: not handled
+            raise AssertionError(f"the {scope} statement has a placeholder left: {text!r}")
+        found = _STATEMENTS[key] = (text, tuple(names))
     return found
 
 
@@ -860,10 +877,11 @@ async def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
-        cursors = {
-            scope: await conn.execute(statement(scope, req, dimension), params)
-            for scope in req.scopes
-        }
+        cursors: dict[str, AsyncRawCursor[DictRow]] = {}
+        for scope in req.scopes:
+            text, names = statement(scope, req, dimension)
+            cursors[scope] = cur = AsyncRawCursor(conn)
+            await cur.execute(text, [params[name] for name in names])
     if center_cur is not None:
         found = await center_cur.fetchone()
         if found is None or found["n"] == 0:
