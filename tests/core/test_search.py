@@ -488,8 +488,10 @@ def test_a_small_group_among_few_groups_reads_its_rows_through_an_index(fresh_ds
         mem.add_facts(
             "small", [F("Ada", "WROTE", "Notes"), F("Ada", "KNEW", "Babbage")], reference_time=T2015
         )
+        for group_id in ("big", "small"):
+            mem.build_communities(group_id)
         with psycopg.connect(fresh_dsn, autocommit=True) as owner:
-            for table in ("facts", "entities", "mentions", "episodes", "assertions"):
+            for table in ("facts", "entities", "mentions", "episodes", "assertions", "communities"):
                 owner.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
         query = "Who wrote the notes?"
         vector = mem.embedder.embed([query])[0]
@@ -501,7 +503,7 @@ def test_a_small_group_among_few_groups_reads_its_rows_through_an_index(fresh_ds
             conn.execute("SET ROLE timestone_app")
             with conn.transaction():
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (as_group,))
-                req = prepare_search(query, scopes=("facts", "entities", "episodes"))
+                req = prepare_search(query, scopes=("facts", "entities", "episodes", "communities"))
                 hits = run_search_sync(conn, as_group, req, vector, dimension)  # pyright: ignore[reportArgumentType]
                 # the big group's 1,000 people and 2,000 fact versions must not be read;
                 # the episodes table (three rows) may be scanned whole
