@@ -388,15 +388,10 @@ def run_size(
         sample = rng.sample(questions, min(n_questions, len(questions)))
         for q, _ in sample[:20]:  # warm caches
             mem.search(group, q)
-        latencies: list[float] = []
-        found: list[bool] = []
         pace = [cpu_pace_ms()]
-        for q, answer in sample:
-            t0 = time.perf_counter()
-            result = mem.search(group, q, limit=10)
-            latencies.append((time.perf_counter() - t0) * 1000)
-            found.append(any(f.fact == answer for f in result.facts))
+        latencies, answered = _ask(mem, group, [q for q, _ in sample])
         pace.append(cpu_pace_ms())
+        found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
         small = small_groups(mem, group, [q for q, _ in sample])
         exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
         exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
@@ -417,6 +412,21 @@ def run_size(
             "ann_recall_at_10": round(statistics.mean(ann), 4),
             "small_groups": small,
         }
+
+
+def _ask(
+    mem: timestone.Memory, group: str, questions: Sequence[str]
+) -> tuple[list[float], list[list[str]]]:
+    """Each question's ``search(group, question, limit=10)``: its latency end to end in
+    milliseconds, and the sentences of the facts it returned."""
+    latencies: list[float] = []
+    answered: list[list[str]] = []
+    for q in questions:
+        t0 = time.perf_counter()
+        result = mem.search(group, q, limit=10)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        answered.append([f.fact for f in result.facts])
+    return latencies, answered
 
 
 SMALL_FACTS = 300  # a tenant far below the exact-ranking threshold
@@ -444,31 +454,19 @@ def small_groups(
     asked = list(big_questions[:n_questions])
     for q in asked[:10]:  # warm
         mem.search(empty, q)
-    latencies: list[float] = []
-    leaked = 0
-    for q in asked:
-        t0 = time.perf_counter()
-        result = mem.search(empty, q, limit=10)
-        latencies.append((time.perf_counter() - t0) * 1000)
-        leaked += len(result.facts)
+    latencies, answered = _ask(mem, empty, asked)
     out["empty"] = {
         "facts_current": mem.stats(empty).get("facts", {}).get("current", 0),
         **percentiles(latencies),
-        "facts_returned": leaked,
+        "facts_returned": sum(len(facts) for facts in answered),
     }
     sample = random.Random(17).sample(questions, min(n_questions, len(questions)))
     for q, _ in sample[:10]:
         mem.search(few, q)
-    latencies = []
-    found: list[bool] = []
-    for q, answer in sample:
-        t0 = time.perf_counter()
-        result = mem.search(few, q, limit=10)
-        latencies.append((time.perf_counter() - t0) * 1000)
-        found.append(any(f.fact == answer for f in result.facts))
-    current = mem.stats(few).get("facts", {}).get("current")
+    latencies, answered = _ask(mem, few, [q for q, _ in sample])
+    found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
     out["small"] = {
-        "facts_current": current,
+        "facts_current": mem.stats(few).get("facts", {}).get("current"),
         **percentiles(latencies),
         "recall_at_10": round(sum(found) / len(found), 4),
     }

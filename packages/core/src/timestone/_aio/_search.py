@@ -790,18 +790,15 @@ def statement(scope: str, req: SearchRequest, dimension: int) -> tuple[bytes, tu
     key = (scope, dimension, *_shape(req))
     found = _STATEMENTS.get(key)
     if found is None:
-        names: list[str] = []
+        numbers: dict[str, int] = {}  # each name's number, in order of first use
 
         def number(m: re.Match[bytes]) -> bytes:
-            name = m.group(1).decode()
-            if name not in names:
-                names.append(name)
-            return b"$%d" % (names.index(name) + 1)
+            return b"$%d" % numbers.setdefault(m.group(1).decode(), len(numbers) + 1)
 
         text = _PLACEHOLDER.sub(number, _BUILDERS[scope](req, dimension).as_bytes(None))
         if b"%" in text:  # a binary placeholder or an escaped percent sign: not handled
             raise AssertionError(f"the {scope} statement has a placeholder left: {text!r}")
-        found = _STATEMENTS[key] = (text, tuple(names))
+        found = _STATEMENTS[key] = (text, tuple(numbers))
     return found
 
 
