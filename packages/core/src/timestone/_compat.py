@@ -1,8 +1,9 @@
 """The primitives that differ between the async code and its blocking twin.
 
 ``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``ASemaphore`` to ``Semaphore``,
-``asleep`` to ``sleep``, ``agather`` to ``gather`` and ``ato_thread`` to ``to_thread``;
-everything else is the same code.
+``asleep`` to ``sleep``, ``agather`` to ``gather``, ``ato_thread`` to ``to_thread``, and
+``aspawn``, ``ajoin`` and ``asettle`` to ``spawn``, ``join`` and ``settle``; everything else
+is the same code.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any, TypeVar
 
 __all__ = [
@@ -19,10 +22,16 @@ __all__ = [
     "Lock",
     "Semaphore",
     "agather",
+    "ajoin",
+    "asettle",
     "asleep",
+    "aspawn",
     "ato_thread",
     "gather",
+    "join",
+    "settle",
     "sleep",
+    "spawn",
     "to_thread",
 ]
 
@@ -56,3 +65,39 @@ async def ato_thread(fn: Callable[..., T], *args: Any) -> T:
 def to_thread(fn: Callable[..., T], *args: Any) -> T:
     """The blocking twin of ``ato_thread``: just call it."""
     return fn(*args)
+
+
+# Work that runs beside the caller's: a task on the event loop, or in the blocking twin a
+# thread (a search of a large group reads one of its lists on a second connection).
+# ``spawn`` starts it, ``join`` waits for its result (raising its error) and ``settle``
+# waits for it to end whatever happened, its outcome left unread: what cleans up after
+# it (returning its connection to the pool) must not run while it still works.
+
+
+async def aspawn(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> asyncio.Task[T]:
+    return asyncio.ensure_future(fn(*args))
+
+
+async def ajoin(task: asyncio.Task[T]) -> T:
+    return await task
+
+
+async def asettle(task: asyncio.Task[Any]) -> None:
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # read, so that an error joined by no one is not reported later
+
+
+_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timestone")
+
+
+def spawn(fn: Callable[..., T], *args: Any) -> Future[T]:
+    return _THREADS.submit(fn, *args)
+
+
+def join(future: Future[T]) -> T:
+    return future.result()
+
+
+def settle(future: Future[Any]) -> None:
+    wait_futures([future])

@@ -21,8 +21,10 @@ or four ranked lists:
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
-trip). Each statement fuses its candidates itself (reciprocal rank fusion, bit
-for bit ``timestone._fusion``), orders them by the reranker and sends only the
+trip); in a large facts table, the full-text list of facts is read on a second
+connection, in the same snapshot, beside the others (``run_search``). Each
+statement fuses its candidates itself (reciprocal rank fusion, bit for bit
+``timestone._fusion``), orders them by the reranker and sends only the
 ``limit`` it keeps, so only those rows travel and have their names looked up;
 MMR, which compares candidates with each other, gets them all. The client then
 runs ``timestone._fusion`` over what arrived, which keeps that order.
@@ -35,6 +37,7 @@ import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -43,6 +46,7 @@ import psycopg
 from psycopg import AsyncRawCursor, sql
 from psycopg.rows import DictRow
 
+from .._compat import ajoin, asettle, aspawn
 from .._fusion import RERANKERS, RRF_K, Candidate, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact, check_relation, check_text, check_uuid
@@ -52,7 +56,7 @@ from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, aembed_rows
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ..rerankers import Reranker
-from ._db import Conn, Database, wrap_db_error
+from ._db import Conn, Database, autocommit, wrap_db_error
 from ._entities import entity_from_row
 from ._episodes import episode_from_row
 from ._facts import fact_from_row
@@ -88,6 +92,10 @@ WALK_CAP = 5000  # rows the walk may visit
 SEED_FACTS_CAP = 5000  # facts read around each named entity (ranked by relevance)
 HOP_FACTS_CAP = 50  # facts read around each entity one hop out
 _MAX_NAME_NGRAMS = 2000
+# from this many rows in the facts table (its planner estimate), the facts statement is
+# split over two connections when the pool has one idle (``run_search``): below, the
+# round trips it adds cost about what the lists read side by side save
+SPLIT_ROWS = 500_000
 _MAX_FILTER_VALUES = 1000
 
 
@@ -559,22 +567,36 @@ def keep_of(req: SearchRequest) -> int:
     return max(req.candidates, req.limit) if req.method == "cross_encoder" else req.limit
 
 
-# Each scope reads its candidates' rows by key in a lateral lookup whose LIMIT 1 (the
-# key is unique) keeps it from being flattened into a join: as a join, the generic plan of
-# a database of few groups hashed every current row of the group instead.
-def facts_sql(req: SearchRequest) -> sql.Composed:
+def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+    """``vec``, the walk (``walked``) and ``graph``: every ranked list of facts but the
+    full-text one."""
     held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
-    filters = _fact_filters("f", req)
-    embedding = sql.SQL(", f.embedding") if req.embeddings else sql.SQL("")
     return sql.SQL(
-        "WITH RECURSIVE {fts}, {vec}, {walk},"
+        "{vec}, {walk},"
         " graph AS MATERIALIZED (SELECT g.version_id,"
         "  row_number() OVER (ORDER BY g.d, g.version_id) AS r FROM ("
         "  SELECT DISTINCT ON (x.version_id) x.version_id, x.d"
         "  FROM walked AS w CROSS JOIN LATERAL ("
         "   SELECT y.version_id, y.d FROM ({around_source} UNION ALL {around_target}) AS y"
         "   LIMIT {cap}) AS x"
-        "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s),"
+        "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s)"
+    ).format(
+        vec=fact_vectors(req, filters),
+        walk=_walk(req),
+        around_source=_around("source_id", held, valid, filters),
+        around_target=_around("target_id", held, valid, filters),
+        cap=_AROUND_CAP,
+    )
+
+
+# Each scope reads its candidates' rows by key in a lateral lookup whose LIMIT 1 (the
+# key is unique) keeps it from being flattened into a join: as a join, the generic plan of
+# a database of few groups hashed every current row of the group instead.
+def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+    """The candidates of ``fts``, ``vec`` and ``graph``, their rows and fused score, cut
+    to what the reranker keeps, with the names of their endpoints."""
+    embedding = sql.SQL(", f.embedding") if req.embeddings else sql.SQL("")
+    return sql.SQL(
         " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
         "  UNION SELECT version_id FROM graph),"
         " hits AS (SELECT f.id, f.version_id, f.group_id, f.source_id, f.relation,"
@@ -595,18 +617,59 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         " SELECT f.*, s.name AS source, t.name AS target FROM ({kept}) AS f"
         " {source_name} {target_name}"
     ).format(
-        fts=_fts("facts"),
-        vec=fact_vectors(req, filters),
-        walk=_walk(req),
-        around_source=_around("source_id", held, valid, filters),
-        around_target=_around("target_id", held, valid, filters),
-        cap=_AROUND_CAP,
         filters=filters,
         embedding=embedding,
         fused=fused_sql("facts"),
         kept=kept_sql("version_id", req),
         source_name=_name_lateral("source_id", req.as_of, "s"),
         target_name=_name_lateral("target_id", req.as_of, "t"),
+    )
+
+
+def facts_sql(req: SearchRequest) -> sql.Composed:
+    filters = _fact_filters("f", req)
+    return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(
+        fts=_fts("facts"), lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
+    )
+
+
+# A search of a large group can split the facts statement over two connections of the
+# pool that share one snapshot: the full-text list on one while the other ranks the
+# vector and graph lists, then fuses the three. Each list travels back as the text of an
+# array (ids in rank order), which is sent back unchanged: nothing is parsed in Python.
+def facts_text_sql(req: SearchRequest) -> sql.Composed:
+    """The full-text list of facts alone: ``fts``, its ids in rank order."""
+    return sql.SQL(
+        "WITH {fts} SELECT (SELECT array_agg(version_id ORDER BY r) FROM fts)::text AS fts_ids"
+    ).format(fts=_fts("facts"))
+
+
+def facts_lists_sql(req: SearchRequest) -> sql.Composed:
+    """The other lists of facts: ``vec`` and ``graph`` in rank order, and the walk."""
+    return sql.SQL(
+        "WITH RECURSIVE {lists}"
+        " SELECT (SELECT array_agg(version_id ORDER BY r) FROM vec)::text AS vec_ids,"
+        " (SELECT array_agg(version_id ORDER BY r) FROM graph)::text AS graph_ids,"
+        " (SELECT array_agg(entity_id ORDER BY entity_id) FROM walked)::text AS walked_ids,"
+        " (SELECT array_agg(depth ORDER BY entity_id) FROM walked)::text AS walked_depths"
+    ).format(lists=_facts_lists(req, _fact_filters("f", req)))
+
+
+def facts_given_sql(req: SearchRequest) -> sql.Composed:
+    """The facts statement fed the lists computed apart: the same fusion and cut."""
+    ranked = sql.SQL(
+        "{name} AS (SELECT u.version_id, u.r"
+        " FROM unnest(%({name}_ids)s::uuid[]) WITH ORDINALITY AS u(version_id, r)),"
+    )
+    return sql.SQL(
+        "WITH {fts} {vec} {graph} walked AS (SELECT w.entity_id, w.depth"
+        " FROM unnest(%(walked_ids)s::uuid[], %(walked_depths)s::int[]) AS w(entity_id, depth)),"
+        "{fused}"
+    ).format(
+        fts=ranked.format(name=sql.SQL("fts")),
+        vec=ranked.format(name=sql.SQL("vec")),
+        graph=ranked.format(name=sql.SQL("graph")),
+        fused=_facts_fused(req, _fact_filters("f", req)),
     )
 
 
@@ -755,6 +818,9 @@ def community_from_row(row: Mapping[str, Any]) -> Community:
 
 _BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
     "facts": lambda req, _: facts_sql(req),
+    "facts:text": lambda req, _: facts_text_sql(req),
+    "facts:lists": lambda req, _: facts_lists_sql(req),
+    "facts:given": lambda req, _: facts_given_sql(req),
     "entities": lambda req, _: entities_sql(req),
     "episodes": lambda req, _: episodes_sql(req),
     "communities": communities_sql,
@@ -842,31 +908,103 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
     return f"{row['name']}: {row['summary']}".strip(": ")
 
 
+# Every setting is local to the transaction: in autocommit (``search_hits``), the implicit
+# one the statements of a pipeline share until its sync; the group first. The statements
+# are written in the join order they should run in (candidates first, then their rows,
+# then the small rank lists): keeping that order spares the planner its search over a
+# dozen relations, a third of the planning time.
+_SETTINGS = (
+    "SELECT set_config('timestone.group_id', %s, true),"
+    " set_config('hnsw.ef_search', %s, true),"
+    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+    " set_config('join_collapse_limit', '1', true),"
+    " set_config('from_collapse_limit', '1', true),"
+    " set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
+_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+
+
+async def _send(
+    conn: Conn, name: str, req: SearchRequest, params: Mapping[str, Any], dimension: int
+) -> AsyncRawCursor[DictRow]:
+    text, names = statement(name, req, dimension)
+    cur = AsyncRawCursor(conn)
+    await cur.execute(text, [params[n] for n in names])
+    return cur
+
+
+async def _text_list(
+    conn: Conn,
+    snapshot: str,
+    settings: tuple[str, str],
+    req: SearchRequest,
+    params: Mapping[str, Any],
+    dimension: int,
+) -> DictRow:
+    """The full-text list of facts, read on ``conn`` in the snapshot of the search."""
+    async with conn.pipeline():
+        await conn.execute(_BEGIN)
+        await conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+        await conn.execute(_SETTINGS, settings)
+        cur = await _send(conn, "facts:text", req, params, dimension)
+        await conn.execute("COMMIT")
+    row = await cur.fetchone()
+    assert row is not None
+    return row
+
+
+async def _send_scopes(
+    conn: Conn,
+    scopes: Iterable[str],
+    req: SearchRequest,
+    params: Mapping[str, Any],
+    dimension: int,
+    into: dict[str, AsyncRawCursor[DictRow]],
+) -> None:
+    for scope in scopes:
+        into[scope] = await _send(conn, scope, req, params, dimension)
+
+
+# The first step of a split search: its snapshot, and whether the group has fewer than
+# ``SPLIT_FACTS`` current facts (an index-only count that stops there): the lists of a
+# group that small cost less than the round trips of the split, and run as one statement.
+_SPLIT_PROBE = (
+    "SELECT pg_export_snapshot() AS snapshot, (SELECT count(*) < %(n)s FROM (SELECT 1"
+    " FROM timestone.facts AS p WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
+    " LIMIT %(n)s) AS p) AS few"
+)
+SPLIT_FACTS = EXACT_BELOW
+
+
 async def run_search(
     conn: Conn,
     group_id: str,
     req: SearchRequest,
     vector: Row | Sequence[float],
     dimension: int,
+    spare: Conn | None = None,
+    db: Database | None = None,
 ) -> dict[str, ScopeHits]:
-    """Run every scope of ``req`` in one pipeline and fuse each; no cross-encoder yet."""
+    """Run every scope of ``req`` and fuse each; no cross-encoder yet.
+
+    Without ``spare``, every statement goes in one pipeline, one round trip. With it (both
+    connections in autocommit), ``conn`` opens a read-only repeatable-read transaction,
+    exports its snapshot and counts the group's facts up to ``SPLIT_FACTS``. A group
+    with fewer runs its statements in that transaction (and ``db`` notes it small, so
+    that its next searches go the first way). Otherwise the facts statement
+    is split: ``spare`` reads the full-text list in the exported snapshot while ``conn``
+    reads the other lists (and the other scopes), then ``conn`` fuses the three in its
+    transaction. Either way the result is the one statement's, read in one snapshot."""
     params = search_params(req, group_id, vector)
-    ef_search = str(min(1000, max(40, req.candidates)))
+    settings = (group_id, str(min(1000, max(40, req.candidates))))
+    cursors: dict[str, AsyncRawCursor[DictRow]] = {}
     async with conn.pipeline():
-        # Every setting is local to the transaction: in autocommit (``search_hits``), the
-        # implicit one the statements share until the pipeline's sync; the group first.
-        # The statements are written in the join order they should run in (candidates
-        # first, then their rows, then the small rank lists): keeping that order spares
-        # the planner its search over a dozen relations, a third of the planning time.
-        await conn.execute(
-            "SELECT set_config('timestone.group_id', %s, true),"
-            " set_config('hnsw.ef_search', %s, true),"
-            " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-            " set_config('join_collapse_limit', '1', true),"
-            " set_config('from_collapse_limit', '1', true),"
-            " set_config('plan_cache_mode', 'force_generic_plan', true)",
-            (group_id, ef_search),
-        )
+        if spare is not None:
+            await conn.execute(_BEGIN)
+        await conn.execute(_SETTINGS, settings)
+        probe = None
+        if spare is not None:
+            probe = await conn.execute(_SPLIT_PROBE, {"g": group_id, "n": SPLIT_FACTS})
         center_cur = None
         if req.center is not None:
             center_cur = await conn.execute(
@@ -874,18 +1012,35 @@ async def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
-        cursors: dict[str, AsyncRawCursor[DictRow]] = {}
-        for scope in req.scopes:
-            text, names = statement(scope, req, dimension)
-            cursors[scope] = cur = AsyncRawCursor(conn)
-            await cur.execute(text, [params[name] for name in names])
+        if spare is None:
+            await _send_scopes(conn, req.scopes, req, params, dimension, cursors)
     if center_cur is not None:
         found = await center_cur.fetchone()
         if found is None or found["n"] == 0:
             raise NotFound(f"center {req.center!r} is not an entity of group {group_id!r}")
+    probed = await probe.fetchone() if probe is not None else None
+    if spare is not None and probed is not None and probed["few"]:
+        if db is not None:
+            db.note_small(group_id)
+        async with conn.pipeline():
+            await _send_scopes(conn, req.scopes, req, params, dimension, cursors)
+            await conn.execute("COMMIT")
+    elif spare is not None and probed is not None:
+        text = await aspawn(_text_list, spare, probed["snapshot"], settings, req, params, dimension)
+        try:
+            async with conn.pipeline():
+                lists = await _send(conn, "facts:lists", req, params, dimension)
+                others = [scope for scope in req.scopes if scope != "facts"]
+                await _send_scopes(conn, others, req, params, dimension, cursors)
+            given = {**params, **(await lists.fetchone() or {}), **(await ajoin(text))}
+        finally:
+            await asettle(text)
+        async with conn.pipeline():
+            cursors["facts"] = await _send(conn, "facts:given", req, given, dimension)
+            await conn.execute("COMMIT")
     out: dict[str, ScopeHits] = {}
-    for scope, cur in cursors.items():
-        rows = await cur.fetchall()
+    for scope in req.scopes:
+        rows = await cursors[scope].fetchall()
         keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
         candidates = [candidate_of(row, key) for key, row in keyed.items()]
         out[scope] = ScopeHits(scope, keyed, rerank(candidates, req.method, keep_of(req)))
@@ -950,14 +1105,15 @@ async def search_hits(
         # in one implicit transaction, which ends there, and the group setting with it;
         # there is no BEGIN to send nor COMMIT to wait for. (A sync in the middle would
         # leave the later statements without a group: they would see no rows, not
-        # another group's.)
-        async with db.pool.connection() as conn:
-            await conn.set_autocommit(True)
-            try:
-                hits = await run_search(conn, group, req, vector, embedder.dimension)
-            finally:
-                if not conn.broken:  # a broken one leaves the pool; its error is the news
-                    await conn.set_autocommit(False)
+        # another group's.) A large facts table: see ``SPLIT_ROWS``.
+        async with db.pool.connection() as conn, autocommit(conn):
+            large = (
+                "facts" in req.scopes
+                and not db.small(group)
+                and await db.facts_rows(conn) >= SPLIT_ROWS
+            )
+            async with db.spare() if large else nullcontext() as spare:
+                hits = await run_search(conn, group, req, vector, embedder.dimension, spare, db)
     except TimestoneError:
         raise
     except psycopg.Error as exc:

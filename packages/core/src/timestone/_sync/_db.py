@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import re
+import time
 from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import Connection, sql
+from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .._groups import check_group
 from .._vectors import register_vector_array
@@ -453,6 +455,26 @@ def _configure(conn: Connection[Any]) -> None:
     conn.commit()
 
 
+_SPARE_WAIT = 0.0005  # seconds: the pool's wait cannot be zero
+_ESTIMATE_TTL = 60.0  # seconds a row estimate is kept
+_SMALL_KEPT = 10_000  # groups remembered as small, at most
+
+
+@contextmanager
+def autocommit(conn: Conn) -> Generator[Conn]:
+    """``conn`` in autocommit for a read that manages its own transaction (statements of
+    one pipeline share an implicit one; an explicit ``BEGIN`` opens a longer one), put
+    back as the pool lends it: a transaction left open or failed is rolled back."""
+    conn.set_autocommit(True)
+    try:
+        yield conn
+    finally:
+        if not conn.broken:  # a broken one leaves the pool; its error is the news
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()
+            conn.set_autocommit(False)
+
+
 class Database:
     """A pool of connections acting as the library role, and tenant transactions on it."""
 
@@ -461,6 +483,34 @@ class Database:
         self.pool = pool
         self._since_analyze = 0
         self._analyze_every = _ANALYZE_FIRST
+        self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
+        self._small: dict[str, float] = {}  # group -> monotonic time it was found small
+
+    def small(self, group_id: str) -> bool:
+        """Whether ``group_id`` was found to hold few facts (``note_small``) within the
+        last ``_ESTIMATE_TTL`` seconds."""
+        return time.monotonic() - self._small.get(group_id, -_ESTIMATE_TTL) < _ESTIMATE_TTL
+
+    def note_small(self, group_id: str) -> None:
+        if len(self._small) >= _SMALL_KEPT:
+            self._small.clear()
+        self._small[group_id] = time.monotonic()
+
+    def facts_rows(self, conn: Conn) -> float:
+        """The planner's estimate of the rows of the facts table (every group, every
+        version), read on ``conn`` at most once per ``_ESTIMATE_TTL`` seconds; 0 for a
+        table never analyzed."""
+        rows, read = self._facts_rows
+        now = time.monotonic()
+        if now - read >= _ESTIMATE_TTL:
+            cur = conn.execute(
+                "SELECT greatest(reltuples, 0)::float8 AS n FROM pg_class"
+                " WHERE oid = 'timestone.facts'::regclass"
+            )
+            found = cur.fetchone()
+            rows = float(found["n"]) if found is not None else 0.0
+            self._facts_rows = (rows, now)
+        return rows
 
     def note_writes(self, rows: int) -> None:
         """Keep planner statistics fresh through a bulk load.
@@ -506,6 +556,23 @@ class Database:
 
     def close(self) -> None:
         self.pool.close()
+
+    @contextmanager
+    def spare(self) -> Generator[Conn | None]:
+        """A second connection, in autocommit, for work beside the caller's, if the pool
+        has one idle now, else ``None`` at once (the pool grows, up to its size, for a
+        later call): a caller holding one connection never waits for another, so callers
+        that each hold one cannot starve each other."""
+        try:
+            conn = self.pool.getconn(timeout=_SPARE_WAIT)
+        except PoolTimeout:
+            yield None
+            return
+        try:
+            with autocommit(conn):
+                yield conn
+        finally:
+            self.pool.putconn(conn)
 
     @contextmanager
     def transaction(self, group_id: str, doing: str) -> Generator[Conn]:
