@@ -13,6 +13,7 @@ after a success and after a failure.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -317,3 +318,49 @@ def test_a_group_found_small_is_not_probed_again(
     assert not db.small(group)
     split_memory.search(group, "Who directs the château?")
     assert spares == [1, 1]
+
+
+async def test_a_cancelled_async_split_search_hands_both_connections_back(
+    dsn: str, group: str, memory: timestone.Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cancelled while the second connection still reads, the search waits for that read
+    to end (it may fail: the transaction whose snapshot it imports may have ended with
+    the cancelled statement of the first connection) before the connection goes back to
+    the pool: both come back idle, and the next search runs."""
+    _seed(memory, group)
+    _splits(monkeypatch, asearch)
+    text_list = asearch._text_list  # pyright: ignore[reportPrivateUsage]
+    reading = asyncio.Event()
+    ended: list[int] = []
+
+    async def slow(*args: Any) -> Any:
+        reading.set()
+        try:
+            await asyncio.sleep(0.3)
+            return await text_list(*args)
+        finally:
+            ended.append(1)
+
+    monkeypatch.setattr(asearch, "_text_list", slow)
+    amem = await timestone.AsyncMemory.open(dsn, pool_size=3)
+    try:
+        pool = amem._db.pool  # pyright: ignore[reportPrivateUsage]
+        async with pool.connection(), pool.connection():
+            pass
+        search = asyncio.ensure_future(amem.search(group, "Who directs the château?"))
+        await reading.wait()
+        search.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await search
+        assert ended == [1]  # the second connection's read ended before it went back
+        stats = pool.get_stats()
+        assert stats["pool_available"] == stats["pool_size"] >= 2
+        for _ in range(stats["pool_size"]):
+            async with pool.connection() as conn:
+                assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                assert not conn.autocommit
+        monkeypatch.setattr(asearch, "_text_list", text_list)
+        found = await amem.search(group, "Who directs the château?")
+        assert "Mira directs the winery Château Sud." in {f.fact for f in found.facts}
+    finally:
+        await amem.close()

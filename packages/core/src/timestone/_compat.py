@@ -79,13 +79,22 @@ async def aspawn(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> async
 
 
 async def ajoin(task: asyncio.Task[T]) -> T:
-    return await task
+    # shielded: a caller cancelled here leaves the work running, as a thread would be;
+    # ``asettle`` then waits for it
+    return await asyncio.shield(task)
 
 
 async def asettle(task: asyncio.Task[Any]) -> None:
-    await asyncio.wait([task])
-    if not task.cancelled():
-        task.exception()  # read, so that an error joined by no one is not reported later
+    try:
+        await asyncio.wait([task])
+    except asyncio.CancelledError:
+        # cancelled again while waiting: the work is cancelled too, and still waited for
+        task.cancel()
+        await asyncio.wait([task])
+        raise
+    finally:
+        if task.done() and not task.cancelled():
+            task.exception()  # read, so that an error joined by no one is not reported later
 
 
 _THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timestone")
