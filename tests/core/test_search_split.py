@@ -259,13 +259,24 @@ def test_the_connections_go_back_clean(
 def test_without_an_idle_connection_the_search_is_one_statement(
     dsn: str, group: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A pool of one connection has none to spare: the search does not wait for one."""
+    """A pool of one connection has none to spare: the search does not wait for one,
+    nor ask the pool for one."""
     mem = timestone.Memory.open(dsn, pool_size=1)
     try:
         between = _seed(mem, group)
         calls = _splits(monkeypatch, ssearch)
+        pool = mem._db.pool  # pyright: ignore[reportPrivateUsage]
+        asked: list[float | None] = []
+        getconn = pool.getconn
+
+        def counted(timeout: float | None = None) -> Any:
+            asked.append(timeout)
+            return getconn(timeout)
+
+        monkeypatch.setattr(pool, "getconn", counted)
         alone = [_shown(mem.search(group, q, as_of=between)) for q in QUERIES]
         assert calls == []
+        assert asked == [None] * len(QUERIES)  # each search's own connection only
     finally:
         mem.close()
     monkeypatch.setattr(ssearch, "SPLIT_ROWS", NEVER)

@@ -568,6 +568,10 @@ class Database:
         has one idle now, else ``None`` at once (the pool grows, up to its size, for a
         later call): a caller holding one connection never waits for another, so callers
         that each hold one cannot starve each other."""
+        stats = self.pool.get_stats()
+        if stats["pool_available"] == 0 and stats["pool_size"] >= self.pool.max_size:
+            yield None  # none idle, and the pool cannot grow: not even the short wait
+            return
         try:
             conn = await self.pool.getconn(timeout=_SPARE_WAIT)
         except PoolTimeout:
