@@ -150,7 +150,9 @@ class Memory:
         ``communities="auto"``: every write to a group is followed by an incremental
         community update of what it changed (see ``update_communities``); ``"manual"``
         (the default): communities change when you build or update them, and when a
-        removal repairs them.
+        removal repairs them. ``pool_size``: connections to the database at most; a
+        search of a table of 500,000 facts or more takes a second one when one is idle
+        (its full-text list is read beside the rest), never waiting for it.
         """
         _check_communities(communities)
         target = dsn or os.environ.get("TIMESTONE_DSN")
