@@ -909,7 +909,8 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
 
 
 # Every setting is local to the transaction: in autocommit (``search_hits``), the implicit
-# one the statements of a pipeline share until its sync; the group first. The statements
+# one the statements of a pipeline share until its sync, or the explicit one of a split
+# search (``run_search``); the group first. The statements
 # are written in the join order they should run in (candidates first, then their rows,
 # then the small rank lists): keeping that order spares the planner its search over a
 # dozen relations, a third of the planning time.
