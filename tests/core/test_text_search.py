@@ -89,6 +89,70 @@ def test_text_search_reads_open_and_closed_periods_by_the_time_asked(
                 )
 
 
+def _exact_as_of(
+    conn: Conn, group: str, query: str, *, as_of: datetime, valid_at: datetime | None
+) -> list[str]:
+    """The versions held at ``as_of`` by a plain scan of every row of the group."""
+    rows = conn.execute(
+        "SELECT f.fact FROM timestone.facts AS f, websearch_to_tsquery('english', %s) AS q"
+        " WHERE f.group_id = %s AND f.created_at <= %s"
+        " AND (f.expired_at IS NULL OR f.expired_at > %s) AND ts_match_vq(f.fts, q)"
+        " AND (%s::timestamptz IS NULL OR (f.valid_at <= %s"
+        "      AND (f.invalid_at IS NULL OR f.invalid_at > %s)))"
+        " ORDER BY ts_rank_cd(f.fts, q) DESC, f.version_id LIMIT 50",
+        (query, group, as_of, as_of, valid_at, valid_at, valid_at),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_as_of_text_search_is_the_scan_of_the_versions_held_then(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """As of each moment of a history (a contradiction that closes a period, a
+    correction that expires a version, a fact added later, an episode removed), the
+    text search (current indexes, plus the versions that ended after the moment) finds
+    what a scan of every version held then finds, in the same order."""
+    moments = [datetime.now(UTC)]
+    memory.add_facts(
+        group,
+        [
+            F("Mira", "DIRECTS", "Château Nord"),
+            F("Mira", "LEADS", "Project Atlas", invalid_at=datetime(2030, 1, 1, tzinfo=UTC)),
+            F("Mira", "WORKS_WITH_GRAPE", "Gamay"),
+        ],
+        reference_time=T2015,
+    )
+    moments.append(datetime.now(UTC))
+    memory.add_facts(group, [F("Mira", "DIRECTS", "Château Sud")], reference_time=T2023)
+    moments.append(datetime.now(UTC))
+    memory.add_facts(
+        group,
+        [F("Mira", "WORKS_WITH_GRAPE", "Gamay", fact="Mira works with the Gamay grape.")],
+        reference_time=T2015,
+    )
+    moments.append(datetime.now(UTC))
+    later = memory.add_facts(
+        group, [F("Mira", "STUDIED_AT", "Dijon Wine School")], reference_time=T2023
+    )
+    moments.append(datetime.now(UTC))
+    memory.remove_episode(group, later.episode.id)
+    moments.append(datetime.now(UTC))
+    queries = ("Mira", "Mira directs", "château", "atlas OR nord", "grape", "-gamay mira")
+    seen: set[tuple[str, ...]] = set()
+    with psycopg.connect(dsn) as conn:
+        for moment in moments:
+            for when in (None, datetime.now(UTC), datetime(2018, 1, 1, tzinfo=UTC)):
+                for query in queries:
+                    found = _found(conn, group, query, valid_at=when, as_of=moment)
+                    assert found == _exact_as_of(conn, group, query, as_of=moment, valid_at=when), (
+                        moment,
+                        when,
+                        query,
+                    )
+                    seen.add(tuple(found))
+    assert len(seen) > 8  # the moments and filters tell different stories
+
+
 FIRST = [
     "Karin",
     "Olga",

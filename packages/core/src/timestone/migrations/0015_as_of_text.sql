@@ -1,0 +1,147 @@
+-- As-of full text of facts reads indexes, and stays exact.
+--
+-- A fact version held at a moment T (created_at <= T < expired_at) is either
+-- current now and created by T, which the two current text indexes hold (open
+-- and closed periods, 0014), or a version that ended after T. Those are found
+-- through a new index on the end of ended versions (facts_ended, history rows
+-- only, so small), and matched one by one. The three parts are ranked as the
+-- plain scan ranked them, so the list is the same; the scan of every row of
+-- the group is gone (67 ms for that list at 100k facts).
+
+CREATE INDEX facts_ended ON timestone.facts (group_id, expired_at)
+    WHERE expired_at IS NOT NULL;
+
+CREATE OR REPLACE FUNCTION timestone.search_text(
+    p_kind text, p_query tsquery, p_as_of timestamptz, p_valid_at timestamptz,
+    p_relations text[], p_labels text[], p_max_rows integer
+)
+RETURNS TABLE (version_id uuid, rank real)
+LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 30
+SET search_path = pg_catalog, public
+SET plan_cache_mode = force_custom_plan
+AS $fn$
+DECLARE
+    g text := current_setting('timestone.group_id', true);
+    q tsquery;
+BEGIN
+    IF g IS NULL OR g = '' OR p_query IS NULL OR numnode(p_query) = 0 THEN
+        RETURN;
+    END IF;
+    IF p_kind = 'facts' THEN
+        IF p_as_of IS NULL THEN
+            q := timestone.index_query(p_query, 'facts');
+            RETURN QUERY
+                SELECT x.version_id, x.rank FROM (
+                    (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
+                     FROM timestone.facts AS f
+                     WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NULL
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
+                       AND (p_valid_at IS NULL OR f.valid_at <= p_valid_at)
+                       AND (p_relations IS NULL OR f.relation = ANY(p_relations))
+                     ORDER BY 2 DESC, 1 LIMIT p_max_rows)
+                    UNION ALL
+                    (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
+                     FROM timestone.facts AS f
+                     WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NOT NULL
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
+                       AND (p_valid_at IS NULL OR (f.valid_at <= p_valid_at
+                            AND f.invalid_at > p_valid_at))
+                       AND (p_relations IS NULL OR f.relation = ANY(p_relations))
+                     ORDER BY 2 DESC, 1 LIMIT p_max_rows)
+                ) AS x
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        ELSE
+            -- held at p_as_of: current now and created by then (the two current
+            -- indexes), or a version that ended after it (facts_ended)
+            q := timestone.index_query(p_query, 'facts');
+            RETURN QUERY
+                SELECT x.version_id, x.rank FROM (
+                    (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
+                     FROM timestone.facts AS f
+                     WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NULL
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
+                       AND f.created_at <= p_as_of
+                       AND (p_valid_at IS NULL OR f.valid_at <= p_valid_at)
+                       AND (p_relations IS NULL OR f.relation = ANY(p_relations))
+                     ORDER BY 2 DESC, 1 LIMIT p_max_rows)
+                    UNION ALL
+                    (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
+                     FROM timestone.facts AS f
+                     WHERE f.group_id = g AND f.expired_at IS NULL AND f.invalid_at IS NOT NULL
+                       AND f.fts @@ q AND (q = p_query OR ts_match_vq(f.fts, p_query))
+                       AND f.created_at <= p_as_of
+                       AND (p_valid_at IS NULL OR (f.valid_at <= p_valid_at
+                            AND f.invalid_at > p_valid_at))
+                       AND (p_relations IS NULL OR f.relation = ANY(p_relations))
+                     ORDER BY 2 DESC, 1 LIMIT p_max_rows)
+                    UNION ALL
+                    (SELECT f.version_id, ts_rank_cd(f.fts, p_query) AS rank
+                     FROM timestone.facts AS f
+                     WHERE f.group_id = g AND f.expired_at IS NOT NULL
+                       AND f.expired_at > p_as_of AND f.created_at <= p_as_of
+                       AND f.fts @@ p_query
+                       AND (p_valid_at IS NULL OR (f.valid_at <= p_valid_at
+                            AND (f.invalid_at IS NULL OR f.invalid_at > p_valid_at)))
+                       AND (p_relations IS NULL OR f.relation = ANY(p_relations))
+                     ORDER BY 2 DESC, 1 LIMIT p_max_rows)
+                ) AS x
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        END IF;
+    ELSIF p_kind = 'entities' THEN
+        IF p_as_of IS NULL THEN
+            q := timestone.index_query(p_query, 'entities');
+            RETURN QUERY
+                SELECT e.version_id, ts_rank_cd(e.fts, p_query)
+                FROM timestone.entities AS e
+                WHERE e.group_id = g AND e.expired_at IS NULL
+                  AND e.fts @@ q AND (q = p_query OR ts_match_vq(e.fts, p_query))
+                  AND (p_labels IS NULL OR e.labels && p_labels)
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        ELSE
+            RETURN QUERY
+                SELECT e.version_id, ts_rank_cd(e.fts, p_query)
+                FROM timestone.entities AS e
+                WHERE e.group_id = g AND e.created_at <= p_as_of
+                  AND (e.expired_at IS NULL OR e.expired_at > p_as_of) AND e.fts @@ p_query
+                  AND (p_labels IS NULL OR e.labels && p_labels)
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        END IF;
+    ELSIF p_kind = 'episodes' THEN
+        IF p_as_of IS NULL THEN
+            q := timestone.index_query(p_query, 'episodes');
+            RETURN QUERY
+                SELECT p.version_id, ts_rank_cd(p.fts, p_query)
+                FROM timestone.episodes AS p
+                WHERE p.group_id = g AND p.expired_at IS NULL
+                  AND p.fts @@ q AND (q = p_query OR ts_match_vq(p.fts, p_query))
+                  AND (p_valid_at IS NULL OR p.reference_time <= p_valid_at)
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        ELSE
+            RETURN QUERY
+                SELECT p.version_id, ts_rank_cd(p.fts, p_query)
+                FROM timestone.episodes AS p
+                WHERE p.group_id = g AND p.created_at <= p_as_of
+                  AND (p.expired_at IS NULL OR p.expired_at > p_as_of) AND p.fts @@ p_query
+                  AND (p_valid_at IS NULL OR p.reference_time <= p_valid_at)
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        END IF;
+    ELSIF p_kind = 'communities' THEN
+        IF p_as_of IS NULL THEN
+            RETURN QUERY
+                SELECT c.version_id, ts_rank_cd(c.fts, p_query)
+                FROM timestone.communities AS c
+                WHERE c.group_id = g AND c.expired_at IS NULL AND c.fts @@ p_query
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        ELSE
+            RETURN QUERY
+                SELECT c.version_id, ts_rank_cd(c.fts, p_query)
+                FROM timestone.communities AS c
+                WHERE c.group_id = g AND c.created_at <= p_as_of
+                  AND (c.expired_at IS NULL OR c.expired_at > p_as_of) AND c.fts @@ p_query
+                ORDER BY 2 DESC, 1 LIMIT p_max_rows;
+        END IF;
+    ELSE
+        RAISE EXCEPTION 'unknown search kind %', p_kind USING ERRCODE = '22023';
+    END IF;
+END
+$fn$;
