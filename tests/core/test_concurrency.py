@@ -102,11 +102,18 @@ import sys, time, datetime as d
 import timestone
 from timestone._sync import _ingest
 
-def stall(*args, **kwargs):
-    print("inside the transaction", flush=True)
+def stall(w, *args, **kwargs):
+    # the episode, its mentions, assertions and fact versions are in (a read waits for the
+    # statements sent before it), the entities not yet
+    row = w.conn.execute(
+        "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s) AS episodes,"
+        " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s) AS facts",
+        {"g": w.group_id},
+    ).fetchone()
+    print("inside the transaction", row["episodes"], row["facts"], flush=True)
     time.sleep(600)
 
-_ingest.recompute_entities = stall
+_ingest.write_entities = stall
 mem = timestone.Memory.open(sys.argv[1])
 facts = [timestone.FactInput(f"Person {i}", "KNOWS", "Mira") for i in range(50)]
 mem.add_facts(sys.argv[2], facts, reference_time=d.datetime(2020, 1, 1, tzinfo=d.UTC), name="doomed")
@@ -129,7 +136,9 @@ def test_writer_killed_mid_transaction_leaves_nothing(
         [sys.executable, str(script), dsn, group], stdout=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "inside the transaction"
+        inside = proc.stdout.readline().split()
+        assert before is not None
+        assert inside == ["inside", "the", "transaction", str(before[0] + 1), str(before[1] + 50)]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     with psycopg.connect(dsn) as conn:

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from psycopg import sql
+from psycopg import AsyncCursor, sql
+from psycopg.rows import DictRow
 
 from .._models import Episode
 from ._db import Conn
@@ -19,7 +20,14 @@ from ._write import Write
 if TYPE_CHECKING:
     from .._vectors import Row
 
-__all__ = ["EpisodeRow", "episode_from_row", "find_by_key", "idempotency_key", "insert_episode"]
+__all__ = [
+    "EpisodeRow",
+    "SentEpisode",
+    "episode_from_row",
+    "find_by_key",
+    "idempotency_key",
+    "insert_episode",
+]
 
 EPISODE_COLUMNS = sql.SQL(
     "id, group_id, name, content, source, source_description, reference_time, saga,"
@@ -92,7 +100,23 @@ async def find_by_key(conn: Conn, group_id: str, key: str) -> Episode | None:
     return episode_from_row(row) if row is not None else None
 
 
-async def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> Episode:
+@dataclasses.dataclass(frozen=True, slots=True)
+class SentEpisode:
+    """An episode's insert, sent: its id is known at once, its stored row once read."""
+
+    id: uuid.UUID
+    cursor: AsyncCursor[DictRow]
+
+    async def stored(self) -> Episode:
+        """The row as stored (in a pipeline, this waits for the statements sent before)."""
+        row = await self.cursor.fetchone()
+        assert row is not None
+        return episode_from_row(row)
+
+
+async def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> SentEpisode:
+    """Send the insert; its result is read by ``SentEpisode.stored``, so that in a pipeline
+    the write goes on while the database stores the episode."""
     ident = uuid.uuid4()
     cur = await w.conn.execute(
         sql.SQL(
@@ -129,6 +153,4 @@ async def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> E
             w.now,
         ),
     )
-    row = await cur.fetchone()
-    assert row is not None
-    return episode_from_row(row)
+    return SentEpisode(id=ident, cursor=cur)

@@ -28,11 +28,16 @@ __all__ = [
     "AssertionRow",
     "Slot",
     "SlotChanges",
+    "SlotPlan",
+    "SlotReads",
     "fact_from_row",
+    "fight_slots",
     "held_clause",
     "insert_assertions",
     "read_facts",
+    "read_slots",
     "recompute_slots",
+    "write_slots",
 ]
 
 # (source, relation): every assertion of the pair; (source, relation, target): the
@@ -176,6 +181,27 @@ _INSERT_FACTS = sql.SQL(
 _INSERT_FACTS_EMBEDDED, _INSERT_FACTS_KEPT = vector_inserts(_INSERT_FACTS, "facts", "embedding")
 
 
+@dataclasses.dataclass
+class SlotReads:
+    """What the date fight over some slots reads: their assertions (other episodes'), by
+    slot key, and their current fact versions as rows."""
+
+    whole: set[tuple[uuid.UUID, str]]
+    narrow: set[tuple[uuid.UUID, str, uuid.UUID]]
+    assertions: dict[tuple[Any, ...], list[Assertion]]
+    fact_rows: list[dict[str, Any]]
+
+
+@dataclasses.dataclass
+class SlotPlan:
+    """The outcome of a date fight, before it is written: ``changes`` knows what it expires
+    and the entities it touches; ``inserts`` are the versions to write, as (slot key,
+    cardinality, period, version whose vector it keeps)."""
+
+    changes: SlotChanges
+    inserts: list[tuple[tuple[Any, ...], str, Period, uuid.UUID | None]]
+
+
 async def recompute_slots(
     w: Write, slots: Iterable[Slot], asserted: Asserted | None = None
 ) -> SlotChanges:
@@ -186,16 +212,25 @@ async def recompute_slots(
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
+    reads = await read_slots(w, slots, asserted.episode_id if asserted else None)
+    return await write_slots(w, fight_slots(reads, asserted))
+
+
+async def read_slots(
+    w: Write, slots: Iterable[Slot], episode_id: uuid.UUID | None = None
+) -> SlotReads:
+    """The current assertions of ``slots`` (but those of ``episode_id``, which the write
+    gives to ``fight_slots``) and their current fact versions. Neither read depends on
+    the episode's own rows: a write may read before it inserts them."""
     whole = {(s[0], s[1]) for s in slots if len(s) == 2}
     narrow = {s for s in slots if len(s) == 3 and (s[0], s[1]) not in whole}
+    reads = SlotReads(whole=whole, narrow=narrow, assertions={}, fact_rows=[])
     wanted: list[Slot] = [*sorted(whole), *sorted(narrow)]
-    changes = SlotChanges()
     if not wanted:
-        return changes
+        return reads
     sources = [s[0] for s in wanted]
     relations = [s[1] for s in wanted]
     targets = [s[2] if len(s) == 3 else None for s in wanted]
-    assertions: dict[tuple[Any, ...], list[Assertion]] = {}
     # binary: ids, times and arrays come back without text to parse
     async with w.conn.cursor(binary=True) as bcur:
         await bcur.execute(
@@ -208,7 +243,7 @@ async def recompute_slots(
             "   AND (s.target_id IS NULL OR a.target_id = s.target_id OR a.cardinality = 'one')"
             " WHERE a.group_id = %s AND a.expired_at IS NULL"
             " AND a.episode_id IS DISTINCT FROM %s::uuid",
-            (sources, relations, targets, w.group_id, asserted.episode_id if asserted else None),
+            (sources, relations, targets, w.group_id, episode_id),
         )
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in await bcur.fetchall():
@@ -216,7 +251,7 @@ async def recompute_slots(
                 continue
             seen.add(row["id"])
             key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
-            assertions.setdefault(key, []).append(
+            reads.assertions.setdefault(key, []).append(
                 Assertion(
                     id=row["id"],
                     episode_id=row["episode_id"],
@@ -229,13 +264,6 @@ async def recompute_slots(
                     attributes=json_object(row["attributes"]),
                 )
             )
-        if asserted is not None:  # after the older ones, as a read would list them
-            pairs = whole | {(s[0], s[1]) for s in narrow}
-            for key, found in asserted.by_slot.items():
-                if (key[0], key[1]) in pairs and (
-                    len(key) == 2 or (key[0], key[1]) in whole or key in narrow
-                ):
-                    assertions.setdefault(key, []).extend(found)
         # vectors stay in the database: a kept one is copied there by the insert
         await bcur.execute(
             "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
@@ -248,13 +276,29 @@ async def recompute_slots(
             " WHERE f.group_id = %s AND f.expired_at IS NULL",
             (sources, relations, targets, w.group_id),
         )
-        fact_rows = list({row["version_id"]: row for row in await bcur.fetchall()}.values())
+        reads.fact_rows = list({row["version_id"]: row for row in await bcur.fetchall()}.values())
+    return reads
+
+
+def fight_slots(reads: SlotReads, asserted: Asserted | None = None) -> SlotPlan:
+    """The date fight over what ``read_slots`` read and the write's own ``asserted`` (after
+    the older assertions, as a read would list them), diffed against the current versions.
+    No I/O."""
+    whole, narrow = reads.whole, reads.narrow
+    assertions = reads.assertions
+    if asserted is not None:
+        pairs = whole | {(s[0], s[1]) for s in narrow}
+        for key, found in asserted.by_slot.items():
+            if (key[0], key[1]) in pairs and (
+                len(key) == 2 or (key[0], key[1]) in whole or key in narrow
+            ):
+                assertions.setdefault(key, []).extend(found)
     existing: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for row in fact_rows:
+    for row in reads.fact_rows:
         key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
         existing.setdefault(key, []).append(row)
 
-    # (key, cardinality, period, version whose vector it keeps)
+    changes = SlotChanges()
     inserts: list[tuple[tuple[Any, ...], str, Period, uuid.UUID | None]] = []
     for key in set(assertions) | set(existing):
         periods = compute_slot(assertions.get(key, []))
@@ -277,7 +321,13 @@ async def recompute_slots(
             )
             inserts.append((key, cardinality, period, keep))
             changes.touched_entities.update((key[0], period.target_id))
+    return SlotPlan(changes=changes, inserts=inserts)
 
+
+async def write_slots(w: Write, plan: SlotPlan) -> SlotChanges:
+    """Expire the versions the fight replaced and insert the new ones (no result is read:
+    in a pipeline the statements run while the write goes on)."""
+    changes, inserts = plan.changes, plan.inserts
     if changes.expired:
         await w.conn.execute(
             "UPDATE timestone.facts SET expired_at = %s"

@@ -46,8 +46,9 @@ from ._entities import (
     entity_key,
     insert_mentions,
     lock_keys,
-    recompute_entities,
+    read_entities,
     resolve_entities,
+    write_entities,
 )
 from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
 from ._extract import (
@@ -68,9 +69,11 @@ from ._facts import (
     AssertionRow,
     Slot,
     SlotChanges,
+    fight_slots,
     insert_assertions,
     read_facts,
-    recompute_slots,
+    read_slots,
+    write_slots,
 )
 from ._write import Write, begin_write, stored_order
 
@@ -248,7 +251,7 @@ class Ingest:
         vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
         for attempt in range(_RETRIES):
             try:
-                async with self.db.transaction(group_id, "adding facts") as conn:
+                async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
                     w = await begin_write(
                         conn,
                         group_id,
@@ -286,10 +289,17 @@ class Ingest:
         decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
     ) -> _Written:
         """``entities_``: entities the episode names besides its facts' endpoints (extraction);
-        ``decided``: the LLM tier's choices for ambiguous names, made before the write."""
-        episode = await insert_episode(w, row, vector)
+        ``decided``: the LLM tier's choices for ambiguous names, made before the write.
+
+        The reads come first (resolution, then the touched slots: neither depends on this
+        episode's rows), then the inserts are sent, and the date fight and the entities'
+        fold run in Python while the database stores them: in a pipeline
+        (``Database.transaction(..., pipeline=True)``) no insert is waited for until the
+        episode's row is read back at the end.
+        """
         if not prepared and not entities_:
-            return _Written(episode=episode, entity_ids=[], changes=SlotChanges())
+            sent = await insert_episode(w, row, vector)
+            return _Written(episode=await sent.stored(), entity_ids=[], changes=SlotChanges())
         entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
         ids = await resolve_entities(w, entities, self.ontology, decided)
         merged: dict[uuid.UUID, EntityInput] = {}
@@ -301,11 +311,6 @@ class Ingest:
             attributes.setdefault(ident, {}).update(
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
-        mentioned = await insert_mentions(
-            w,
-            episode.id,
-            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
-        )
         rows = [
             AssertionRow(
                 source_id=ids[entity_key(p.source)],
@@ -319,17 +324,27 @@ class Ingest:
             )
             for p in prepared
         ]
-        asserted = await insert_assertions(w, episode.id, rows)
         slots: set[Slot] = {
             (r.source_id, r.relation)
             if r.cardinality == "one"
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
-        changes = await recompute_slots(w, slots, asserted)
+        reads = await read_slots(w, slots)
+        sent = await insert_episode(w, row, vector)
+        mentioned = await insert_mentions(
+            w,
+            sent.id,
+            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
+        )
+        fight = fight_slots(reads, await insert_assertions(w, sent.id, rows))
+        touched = await read_entities(w, set(merged) | fight.changes.touched_entities, mentioned)
+        changes = await write_slots(w, fight)
         current: dict[uuid.UUID, Entity] = {}
-        await recompute_entities(w, set(merged) | changes.touched_entities, mentioned, current)
-        return _Written(episode=episode, entity_ids=list(merged), changes=changes, current=current)
+        await write_entities(w, touched, current)
+        return _Written(
+            episode=await sent.stored(), entity_ids=list(merged), changes=changes, current=current
+        )
 
     # -- add_document ----------------------------------------------------------------
 
@@ -375,7 +390,7 @@ class Ingest:
                 *(e.name for e in names),
             ]
         )
-        async with self.db.transaction(group_id, "adding a document") as conn:
+        async with self.db.transaction(group_id, "adding a document", pipeline=True) as conn:
             w = await begin_write(
                 conn, group_id, self.embedder, keys=["document\x1f" + uri, *lock_keys(names)]
             )
@@ -526,7 +541,9 @@ class Ingest:
         try:
             for attempt in range(_RETRIES):
                 try:
-                    async with self.db.transaction(group_id, "adding an episode") as conn:
+                    async with self.db.transaction(
+                        group_id, "adding an episode", pipeline=True
+                    ) as conn:
                         w = await begin_write(
                             conn,
                             group_id,

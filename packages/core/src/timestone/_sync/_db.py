@@ -579,13 +579,24 @@ class Database:
             self.pool.putconn(conn)
 
     @contextmanager
-    def transaction(self, group_id: str, doing: str) -> Generator[Conn]:
-        """One transaction that sees only ``group_id``; psycopg errors become Timestone's."""
+    def transaction(self, group_id: str, doing: str, *, pipeline: bool = False) -> Generator[Conn]:
+        """One transaction that sees only ``group_id``; psycopg errors become Timestone's.
+
+        ``pipeline``: statements are sent without waiting for each other's results; one
+        waits only where a result is read (and at the end, where any error surfaces, before
+        the commit). A write whose inserts nothing reads back runs its Python work while the
+        database runs them. Code inside must not read ``rowcount`` of a statement whose
+        result it has not fetched.
+        """
         group = check_group(group_id)
         try:
             with self.pool.connection() as conn, conn.transaction():
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
-                yield conn
+                if pipeline:
+                    with conn.pipeline():
+                        yield conn
+                else:
+                    yield conn
         except TimestoneError:
             raise
         except psycopg.Error as exc:

@@ -37,11 +37,14 @@ from ._write import Write, as_stored, json_object, json_text, stored_order, vect
 
 __all__ = [
     "SUMMARY_CHARS",
+    "EntityReads",
     "MentionRow",
     "Mentioned",
     "insert_mentions",
+    "read_entities",
     "recompute_entities",
     "resolve_entities",
+    "write_entities",
 ]
 
 SUMMARY_CHARS = 2000
@@ -288,6 +291,16 @@ _INSERT_ENTITIES_EMBEDDED, _INSERT_ENTITIES_KEPT = vector_inserts(
 )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class EntityReads:
+    """What recomputing some entities reads: their current versions, and the mentions to
+    fold for each (``_folded_so_far``)."""
+
+    ids: list[uuid.UUID]
+    rows_now: dict[uuid.UUID, dict[str, Any]]
+    mentions: dict[uuid.UUID, list[dict[str, Any]]]
+
+
 def recompute_entities(
     w: Write,
     entity_ids: Iterable[uuid.UUID],
@@ -300,9 +313,18 @@ def recompute_entities(
     ``current``: filled with the current version of every entity that keeps one.
     Returns (entities expired for lack of any mention, entities given a new version).
     """
+    return write_entities(w, read_entities(w, entity_ids, fresh), current)
+
+
+def read_entities(
+    w: Write, entity_ids: Iterable[uuid.UUID], fresh: Mentioned | None = None
+) -> EntityReads:
+    """The reads of ``recompute_entities``. They skip ``fresh``'s episode, so a write may
+    read before its own mentions are in."""
     ids = sorted(set(entity_ids))
+    mentions: dict[uuid.UUID, list[dict[str, Any]]] = {}
     if not ids:
-        return (0, 0)
+        return EntityReads(ids=ids, rows_now={}, mentions=mentions)
     with w.conn.cursor(binary=True) as bcur:
         # vectors stay in the database: a kept one is copied there by the insert
         bcur.execute(
@@ -340,7 +362,15 @@ def recompute_entities(
                     found.extend(rows)
                     if later:
                         found.sort(key=_mention_order)
+    return EntityReads(ids=ids, rows_now=rows_now, mentions=mentions)
 
+
+def write_entities(
+    w: Write, reads: EntityReads, current: dict[uuid.UUID, Entity] | None = None
+) -> tuple[int, int]:
+    """Fold what ``read_entities`` read and write the versions that changed (no result is
+    read: in a pipeline the statements run while the write goes on)."""
+    ids, rows_now, mentions = reads.ids, reads.rows_now, reads.mentions
     expire: list[uuid.UUID] = []
     insert: list[tuple[uuid.UUID, _State, uuid.UUID | None]] = []
     for ident in ids:

@@ -1,0 +1,157 @@
+"""Writes run in a pipeline: the inserts are sent without waiting, the reads wait for them.
+
+A statement the database refuses late in the pipeline (after the write has gone on
+without its result) must still undo the whole write and leave the connection usable.
+Each case refuses one table's insert with a check constraint added for the test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+import timestone
+from timestone import FactInput
+from timestone.errors import ConflictError
+
+REF = datetime(2024, 1, 1, tzinfo=UTC)
+TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
+POISON_NAME = "Poison Entity"
+POISON_FACT = "Poison fact."
+POISON_EPISODE = "poison episode"
+
+# (table, the check that refuses the poisoned row); the statements go in this order except
+# the entities, written last
+REFUSALS = {
+    "episodes": f"name <> '{POISON_EPISODE}'",
+    "mentions": f"name <> '{POISON_NAME}'",
+    "assertions": f"fact <> '{POISON_FACT}'",
+    "facts": f"fact <> '{POISON_FACT}'",
+    "entities": f"name <> '{POISON_NAME}'",
+}
+
+
+@pytest.fixture(scope="module")
+def owner_dsn(dsn: str) -> Iterator[str]:
+    """A database of its own: the constraints added here never touch another test's."""
+    name = "t_pipeline_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield make_conninfo(dsn, dbname=name)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="module")
+def mem(owner_dsn: str) -> Iterator[timestone.Memory]:
+    m = timestone.Memory.open(owner_dsn)
+    yield m
+    m.close()
+
+
+def _counts(dsn: str, group: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        return {
+            t: conn.execute(
+                sql.SQL("SELECT count(*) FROM timestone.{} WHERE group_id = %s").format(
+                    sql.Identifier(t)
+                ),
+                (group,),
+            ).fetchone()[0]  # type: ignore[index]
+            for t in TABLES
+        }
+
+
+def _refuse(dsn: str, table: str, check: str | None) -> None:
+    """Add (or with ``None`` drop) the test's check constraint on ``table``."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        name = sql.Identifier(f"refuse_{table}")
+        target = sql.SQL("timestone.{}").format(sql.Identifier(table))
+        if check is None:
+            conn.execute(sql.SQL("ALTER TABLE {} DROP CONSTRAINT {}").format(target, name))
+        else:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} CHECK ({}) NOT VALID").format(
+                    target,
+                    name,
+                    sql.SQL(check),  # pyright: ignore[reportArgumentType]  # a constant above
+                )
+            )
+
+
+def _poisoned() -> list[FactInput]:
+    """Facts of known people, a new one, and the poisoned name and sentence."""
+    return [
+        FactInput("Ada", "KNOWS", "Bo", valid_at=datetime(2023, 1, 1, tzinfo=UTC)),
+        FactInput("Ada", "WORKS_AT", "Acme", valid_at=datetime(2023, 6, 1, tzinfo=UTC)),
+        FactInput(POISON_NAME, "KNOWS", "Ada"),
+        FactInput("Bo", "KNOWS", "Cy", fact=POISON_FACT),
+    ]
+
+
+def _first(mem: timestone.Memory, group: str) -> None:
+    mem.add_facts(
+        group,
+        [FactInput("Ada", "KNOWS", "Bo"), FactInput("Ada", "WORKS_AT", "Initech")],
+        reference_time=REF,
+    )
+
+
+@pytest.mark.parametrize("table", list(REFUSALS))
+def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
+    mem: timestone.Memory, owner_dsn: str, group: str, table: str
+) -> None:
+    _first(mem, group)
+    before = _counts(owner_dsn, group)
+    _refuse(owner_dsn, table, REFUSALS[table])
+    try:
+        with pytest.raises(ConflictError, match=f"refuse_{table}"):
+            mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
+    finally:
+        _refuse(owner_dsn, table, None)
+    assert _counts(owner_dsn, group) == before
+    assert mem.get_entity(group, POISON_NAME) is None
+    # the pooled connections came back out of the failed pipeline: the same write goes in,
+    # and leaves what it leaves in a group that never saw the refusal
+    res = mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
+    assert res.created
+    assert sorted(f.fact for f in res.facts) == sorted(
+        ["Ada knows Bo.", "Ada works at Acme.", "Poison Entity knows Ada.", POISON_FACT]
+    )
+    control = group + "-control"
+    _first(mem, control)
+    mem.add_facts(control, _poisoned(), reference_time=REF, name=POISON_EPISODE)
+    assert _counts(owner_dsn, group) == _counts(owner_dsn, control)
+    assert _counts(owner_dsn, group) != before
+
+
+async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
+    owner_dsn: str, group: str
+) -> None:
+    amem = await timestone.AsyncMemory.open(owner_dsn)
+    try:
+        first = [FactInput("Ada", "KNOWS", "Bo")]
+        await amem.add_facts(group, first, reference_time=REF)
+        before = _counts(owner_dsn, group)
+        _refuse(owner_dsn, "facts", REFUSALS["facts"])
+        try:
+            with pytest.raises(ConflictError, match="refuse_facts"):
+                await amem.add_facts(group, _poisoned(), reference_time=REF)
+        finally:
+            _refuse(owner_dsn, "facts", None)
+        assert _counts(owner_dsn, group) == before
+        res = await amem.add_facts(group, _poisoned(), reference_time=REF)
+        assert res.created
+        assert len(res.facts) == 4
+        control = group + "-control"
+        await amem.add_facts(control, first, reference_time=REF)
+        await amem.add_facts(control, _poisoned(), reference_time=REF)
+        assert _counts(owner_dsn, group) == _counts(owner_dsn, control) != before
+    finally:
+        await amem.close()
