@@ -68,15 +68,26 @@ def dsn(data_dir: Path) -> str:
     return embedded_dsn(data_dir)
 
 
-@pytest.fixture
-def fresh_dsn(dsn: str) -> Iterator[str]:
-    """A new, empty database on the embedded server, dropped afterwards."""
+def _scratch_database(dsn: str) -> Iterator[str]:
     name = "t_" + uuid.uuid4().hex[:12]
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     yield make_conninfo(dsn, dbname=name)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def fresh_dsn(dsn: str) -> Iterator[str]:
+    """A new, empty database on the embedded server, dropped afterwards."""
+    yield from _scratch_database(dsn)
+
+
+@pytest.fixture(scope="module")
+def module_dsn(dsn: str) -> Iterator[str]:
+    """A new, empty database for one test module (which may change its schema), dropped
+    after it."""
+    yield from _scratch_database(dsn)
 
 
 @pytest.fixture(scope="session")

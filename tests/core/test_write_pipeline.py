@@ -7,14 +7,12 @@ Each case refuses one table's insert with a check constraint added for the test.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone import FactInput
@@ -38,19 +36,8 @@ REFUSALS = {
 
 
 @pytest.fixture(scope="module")
-def owner_dsn(dsn: str) -> Iterator[str]:
-    """A database of its own: the constraints added here never touch another test's."""
-    name = "t_pipeline_" + uuid.uuid4().hex[:8]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield make_conninfo(dsn, dbname=name)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-@pytest.fixture(scope="module")
-def mem(owner_dsn: str) -> Iterator[timestone.Memory]:
-    m = timestone.Memory.open(owner_dsn)
+def mem(module_dsn: str) -> Iterator[timestone.Memory]:
+    m = timestone.Memory.open(module_dsn)
     yield m
     m.close()
 
@@ -105,17 +92,17 @@ def _first(mem: timestone.Memory, group: str) -> None:
 
 @pytest.mark.parametrize("table", list(REFUSALS))
 def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
-    mem: timestone.Memory, owner_dsn: str, group: str, table: str
+    mem: timestone.Memory, module_dsn: str, group: str, table: str
 ) -> None:
     _first(mem, group)
-    before = _counts(owner_dsn, group)
-    _refuse(owner_dsn, table, REFUSALS[table])
+    before = _counts(module_dsn, group)
+    _refuse(module_dsn, table, REFUSALS[table])
     try:
         with pytest.raises(ConflictError, match=f"refuse_{table}"):
             mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
     finally:
-        _refuse(owner_dsn, table, None)
-    assert _counts(owner_dsn, group) == before
+        _refuse(module_dsn, table, None)
+    assert _counts(module_dsn, group) == before
     assert mem.get_entity(group, POISON_NAME) is None
     # the pooled connections came back out of the failed pipeline: the same write goes in,
     # and leaves what it leaves in a group that never saw the refusal
@@ -127,31 +114,31 @@ def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
     control = group + "-control"
     _first(mem, control)
     mem.add_facts(control, _poisoned(), reference_time=REF, name=POISON_EPISODE)
-    assert _counts(owner_dsn, group) == _counts(owner_dsn, control)
-    assert _counts(owner_dsn, group) != before
+    assert _counts(module_dsn, group) == _counts(module_dsn, control)
+    assert _counts(module_dsn, group) != before
 
 
 async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
-    owner_dsn: str, group: str
+    module_dsn: str, group: str
 ) -> None:
-    amem = await timestone.AsyncMemory.open(owner_dsn)
+    amem = await timestone.AsyncMemory.open(module_dsn)
     try:
         first = [FactInput("Ada", "KNOWS", "Bo")]
         await amem.add_facts(group, first, reference_time=REF)
-        before = _counts(owner_dsn, group)
-        _refuse(owner_dsn, "facts", REFUSALS["facts"])
+        before = _counts(module_dsn, group)
+        _refuse(module_dsn, "facts", REFUSALS["facts"])
         try:
             with pytest.raises(ConflictError, match="refuse_facts"):
                 await amem.add_facts(group, _poisoned(), reference_time=REF)
         finally:
-            _refuse(owner_dsn, "facts", None)
-        assert _counts(owner_dsn, group) == before
+            _refuse(module_dsn, "facts", None)
+        assert _counts(module_dsn, group) == before
         res = await amem.add_facts(group, _poisoned(), reference_time=REF)
         assert res.created
         assert len(res.facts) == 4
         control = group + "-control"
         await amem.add_facts(control, first, reference_time=REF)
         await amem.add_facts(control, _poisoned(), reference_time=REF)
-        assert _counts(owner_dsn, group) == _counts(owner_dsn, control) != before
+        assert _counts(module_dsn, group) == _counts(module_dsn, control) != before
     finally:
         await amem.close()
