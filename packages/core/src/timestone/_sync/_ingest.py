@@ -3,9 +3,11 @@
 
 Validation and embedding happen before the transaction opens, so bad input
 writes nothing and the locks are held only for the database work. Inside:
-the write locks, the idempotency check, the episode, entity resolution,
-mentions, assertions, the date fight over the touched slots, and the entities
-those changed.
+the write locks, the idempotency check, entity resolution and the reads of the
+touched slots; then the episode, its mentions and assertions are sent, the
+date fight over the slots runs, and the fact versions and the entities they
+changed are written (``Ingest._write_episode``; docs/time.md, "The order of a
+write").
 """
 
 from __future__ import annotations
