@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 import pytest
@@ -142,3 +143,25 @@ async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
         assert _counts(module_dsn, group) == _counts(module_dsn, control) != before
     finally:
         await amem.close()
+
+
+def test_writes_send_their_statements_in_a_pipeline(
+    mem: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add_facts`` and ``add_document`` write in pipeline mode (the overlap of their
+    Python work with the database's rests on it)."""
+    from psycopg.pq import PipelineStatus
+
+    from timestone._sync import _ingest
+
+    seen: list[PipelineStatus] = []
+    insert_episode = _ingest.insert_episode
+
+    def watched(w: Any, *args: Any) -> Any:
+        seen.append(w.conn.pgconn.pipeline_status)
+        return insert_episode(w, *args)
+
+    monkeypatch.setattr(_ingest, "insert_episode", watched)
+    mem.add_facts(group, [FactInput("Ada", "KNOWS", "Bo")], reference_time=REF)
+    mem.add_document(group, "notes://one", "Ada met Bo in Lyon.", reference_time=REF)
+    assert seen == [PipelineStatus.ON, PipelineStatus.ON]
