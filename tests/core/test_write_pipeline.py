@@ -155,7 +155,7 @@ def test_writes_send_their_statements_in_a_pipeline(
     from timestone._sync import _ingest
 
     seen: list[PipelineStatus] = []
-    insert_episode = _ingest.insert_episode
+    insert_episode = _ingest.insert_episode  # pyright: ignore[reportPrivateImportUsage]
 
     def watched(w: Any, *args: Any) -> Any:
         seen.append(w.conn.pgconn.pipeline_status)
