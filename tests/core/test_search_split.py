@@ -144,6 +144,25 @@ def test_the_split_search_is_the_one_statement_search(
     assert "Mira directs the winery Château Sud." in {f.fact for f in only_text.facts}
 
 
+def test_the_split_ranks_a_group_of_many_facts_through_the_index_as_the_statement_does(
+    split_memory: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other tests' groups are ranked exactly (fewer facts than ``EXACT_BELOW``):
+    with the bound below the group's size, the split and the one statement both rank the
+    vector list through the HNSW indexes, and agree."""
+    between = _seed(split_memory, group)
+    calls = _splits(monkeypatch, ssearch)
+    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)
+    monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
+    cases = [(q, v) for q in QUERIES for v in _variants(between)[:4]]
+    split = [_shown(split_memory.search(group, q, **v)) for q, v in cases]
+    assert len(calls) == len(cases)
+    monkeypatch.setattr(ssearch, "SPLIT_ROWS", NEVER)
+    whole = [_shown(split_memory.search(group, q, **v)) for q, v in cases]
+    assert split == whole
+    assert sum(len(rows) for rows in whole) > 3 * len(cases)  # more than the bound each
+
+
 async def test_the_async_split_search_is_the_one_statement_search(
     split_memory: timestone.Memory, group: str, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
