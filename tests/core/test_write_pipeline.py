@@ -7,6 +7,7 @@ Each case refuses one table's insert with a check constraint added for the test.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -93,16 +94,25 @@ def _first(mem: timestone.Memory, group: str) -> None:
 
 @pytest.mark.parametrize("table", list(REFUSALS))
 def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
-    mem: timestone.Memory, module_dsn: str, group: str, table: str
+    mem: timestone.Memory,
+    module_dsn: str,
+    group: str,
+    table: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     _first(mem, group)
     before = _counts(module_dsn, group)
     _refuse(module_dsn, table, REFUSALS[table])
     try:
-        with pytest.raises(ConflictError, match=f"refuse_{table}"):
+        with (
+            caplog.at_level(logging.WARNING, logger="psycopg"),
+            pytest.raises(ConflictError, match=f"refuse_{table}"),
+        ):
             mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
     finally:
         _refuse(module_dsn, table, None)
+    # the error is raised once, not logged a second time as the pipeline ends
+    assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
     assert _counts(module_dsn, group) == before
     assert mem.get_entity(group, POISON_NAME) is None
     # the pooled connections came back out of the failed pipeline: the same write goes in,
@@ -120,7 +130,7 @@ def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
 
 
 async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
-    module_dsn: str, group: str
+    module_dsn: str, group: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     amem = await timestone.AsyncMemory.open(module_dsn)
     try:
@@ -129,10 +139,14 @@ async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
         before = _counts(module_dsn, group)
         _refuse(module_dsn, "facts", REFUSALS["facts"])
         try:
-            with pytest.raises(ConflictError, match="refuse_facts"):
+            with (
+                caplog.at_level(logging.WARNING, logger="psycopg"),
+                pytest.raises(ConflictError, match="refuse_facts"),
+            ):
                 await amem.add_facts(group, _poisoned(), reference_time=REF)
         finally:
             _refuse(module_dsn, "facts", None)
+        assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
         assert _counts(module_dsn, group) == before
         res = await amem.add_facts(group, _poisoned(), reference_time=REF)
         assert res.created

@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -600,8 +600,15 @@ class Database:
             async with self.pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
                 if pipeline:
-                    async with conn.pipeline():
-                        yield conn
+                    async with conn.pipeline() as statements:
+                        try:
+                            yield conn
+                        except psycopg.Error:
+                            # end the aborted pipeline here: leaving it aborted, psycopg
+                            # would log a second error beside the one raised
+                            with suppress(psycopg.Error):
+                                await statements.sync()
+                            raise
                 else:
                     yield conn
         except TimestoneError:

@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
@@ -593,8 +593,15 @@ class Database:
             with self.pool.connection() as conn, conn.transaction():
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
                 if pipeline:
-                    with conn.pipeline():
-                        yield conn
+                    with conn.pipeline() as statements:
+                        try:
+                            yield conn
+                        except psycopg.Error:
+                            # end the aborted pipeline here: leaving it aborted, psycopg
+                            # would log a second error beside the one raised
+                            with suppress(psycopg.Error):
+                                statements.sync()
+                            raise
                 else:
                     yield conn
         except TimestoneError:
