@@ -638,22 +638,26 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
 # pool that share one snapshot: the full-text list on one while the other ranks the
 # vector and graph lists, then fuses the three. Each list travels back as the text of an
 # array (ids in rank order), which is sent back unchanged: nothing is parsed in Python.
+def _ids(name: str) -> sql.Composable:
+    """The ids of the ranked list ``name`` in rank order, as the text of an array
+    (``{name}_ids``, the parameter ``facts_given_sql`` takes back)."""
+    return sql.SQL("(SELECT array_agg(version_id ORDER BY r) FROM {})::text AS {}").format(
+        sql.Identifier(name), sql.Identifier(f"{name}_ids")
+    )
+
+
 def facts_text_sql(req: SearchRequest) -> sql.Composed:
     """The full-text list of facts alone: ``fts``, its ids in rank order."""
-    return sql.SQL(
-        "WITH {fts} SELECT (SELECT array_agg(version_id ORDER BY r) FROM fts)::text AS fts_ids"
-    ).format(fts=_fts("facts"))
+    return sql.SQL("WITH {fts} SELECT {ids}").format(fts=_fts("facts"), ids=_ids("fts"))
 
 
 def facts_lists_sql(req: SearchRequest) -> sql.Composed:
     """The other lists of facts: ``vec`` and ``graph`` in rank order, and the walk."""
     return sql.SQL(
-        "WITH RECURSIVE {lists}"
-        " SELECT (SELECT array_agg(version_id ORDER BY r) FROM vec)::text AS vec_ids,"
-        " (SELECT array_agg(version_id ORDER BY r) FROM graph)::text AS graph_ids,"
+        "WITH RECURSIVE {lists} SELECT {vec}, {graph},"
         " (SELECT array_agg(entity_id ORDER BY entity_id) FROM walked)::text AS walked_ids,"
         " (SELECT array_agg(depth ORDER BY entity_id) FROM walked)::text AS walked_depths"
-    ).format(lists=_facts_lists(req, _fact_filters("f", req)))
+    ).format(lists=_facts_lists(req, _fact_filters("f", req)), vec=_ids("vec"), graph=_ids("graph"))
 
 
 def facts_given_sql(req: SearchRequest) -> sql.Composed:
@@ -663,13 +667,11 @@ def facts_given_sql(req: SearchRequest) -> sql.Composed:
         " FROM unnest(%({name}_ids)s::uuid[]) WITH ORDINALITY AS u(version_id, r)),"
     )
     return sql.SQL(
-        "WITH {fts} {vec} {graph} walked AS (SELECT w.entity_id, w.depth"
+        "WITH {lists} walked AS (SELECT w.entity_id, w.depth"
         " FROM unnest(%(walked_ids)s::uuid[], %(walked_depths)s::int[]) AS w(entity_id, depth)),"
         "{fused}"
     ).format(
-        fts=ranked.format(name=sql.SQL("fts")),
-        vec=ranked.format(name=sql.SQL("vec")),
-        graph=ranked.format(name=sql.SQL("graph")),
+        lists=sql.SQL(" ").join(ranked.format(name=sql.SQL(n)) for n in ("fts", "vec", "graph")),
         fused=_facts_fused(req, _fact_filters("f", req)),
     )
 
