@@ -16,7 +16,7 @@ import dataclasses
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -24,6 +24,7 @@ from psycopg import sql
 
 from .. import _compat
 from .._chunks import Chunk, chunk_text
+from .._collector import paused
 from .._groups import check_group
 from .._models import (
     MAX_NAME_CHARS,
@@ -93,6 +94,7 @@ __all__ = [
 
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
+PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
 _RETRIES = 3
 
 
@@ -223,6 +225,23 @@ class Ingest:
         group_id: str,
         facts: object,
         *,
+        reference_time: datetime,
+        name: str | None,
+        saga: str | None,
+        idempotency_key_: str | None,
+        source_description: str,
+    ) -> IngestResult:
+        # a large write pauses the cyclic collector (``_collector``); a small one has too
+        # few objects for it to matter, and leaves the process's collector alone
+        with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
+            return self._add_facts(
+                group_id, facts, reference_time, name, saga, idempotency_key_, source_description
+            )
+
+    def _add_facts(
+        self,
+        group_id: str,
+        facts: object,
         reference_time: datetime,
         name: str | None,
         saga: str | None,
