@@ -100,18 +100,22 @@ async def find_by_key(conn: Conn, group_id: str, key: str) -> Episode | None:
     return episode_from_row(row) if row is not None else None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)
 class SentEpisode:
     """An episode's insert, sent: its id is known at once, its stored row once read."""
 
     id: uuid.UUID
     cursor: AsyncCursor[DictRow]
+    _stored: Episode | None = None
 
     async def stored(self) -> Episode:
-        """The row as stored (in a pipeline, this waits for the statements sent before)."""
-        row = await self.cursor.fetchone()
-        assert row is not None
-        return episode_from_row(row)
+        """The row as stored (in a pipeline, the first call waits for the statements sent
+        before)."""
+        if self._stored is None:
+            row = await self.cursor.fetchone()
+            assert row is not None
+            self._stored = episode_from_row(row)
+        return self._stored
 
 
 async def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> SentEpisode:

@@ -301,8 +301,15 @@ def fight_slots(reads: SlotReads, asserted: Asserted | None = None) -> SlotPlan:
     changes = SlotChanges()
     inserts: list[tuple[tuple[Any, ...], str, Period, uuid.UUID | None]] = []
     for key in set(assertions) | set(existing):
-        periods = compute_slot(assertions.get(key, []))
         cardinality = "one" if len(key) == 2 else "many"
+        said = assertions.get(key, [])
+        if len(said) == 1 and key not in existing:
+            # a new slot said once (most of a bulk load): its one period, nothing to diff
+            period = compute_slot(said)[0]
+            inserts.append((key, cardinality, period, None))
+            changes.touched_entities.update((key[0], period.target_id))
+            continue
+        periods = compute_slot(said)
         by_key = {p.key(): p for p in periods}
         old_by_id = {row["id"]: row for row in existing.get(key, [])}
         for row in existing.get(key, []):

@@ -664,7 +664,7 @@ async def graph_upsert(
             list(entities),
             await _decide_by_name(w, entities),
         )
-        episode_id = written.episode.id
+        episode_id = written.episode_id
         touched = await _entities(
             w.conn,
             w.group_id,

@@ -12,6 +12,7 @@ write").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import uuid
@@ -19,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from psycopg import sql
+from psycopg import AsyncCursor, sql
+from psycopg.rows import DictRow
 
 from .. import _compat
 from .._chunks import Chunk, chunk_text
@@ -53,7 +55,7 @@ from ._entities import (
     resolve_entities,
     write_entities,
 )
-from ._episodes import EpisodeRow, find_by_key, idempotency_key, insert_episode
+from ._episodes import EpisodeRow, SentEpisode, find_by_key, idempotency_key, insert_episode
 from ._extract import (
     Extracted,
     Ledger,
@@ -114,6 +116,16 @@ class _Prepared:
     attributes: Mapping[str, Any]
 
 
+def _end(value: str | EntityInput) -> EntityInput:
+    """A fact's end as an entity; one shared object per plain name (never mutated)."""
+    return value if isinstance(value, EntityInput) else _named_entity(value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _named_entity(name: str) -> EntityInput:
+    return EntityInput(name)
+
+
 def _fact_json(f: FactInput) -> dict[str, Any]:
     def end(e: str | EntityInput) -> Any:
         if isinstance(e, str):
@@ -145,12 +157,25 @@ def _optional_text(value: object, what: str, max_chars: int) -> str | None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Written:
-    """``current``: the current version of every entity the write recomputed."""
+    """``current``: the current version of every entity the write recomputed.
 
-    episode: Episode
+    ``sent``: the episode's insert, whose stored row is read last (``stored``): in a
+    pipeline that read waits for every statement of the write, so what can be built
+    without it is built first. ``relations``: the order of the episode's relations in
+    the database's collation, asked for early (``send_relation_order``)."""
+
+    sent: SentEpisode
     entity_ids: list[uuid.UUID]
     changes: SlotChanges
     current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
+    relations: RelationOrder | None = None
+
+    @property
+    def episode_id(self) -> uuid.UUID:
+        return self.sent.id
+
+    async def stored(self) -> Episode:
+        return await self.sent.stored()
 
     def entities(self) -> list[Entity]:
         return [self.current[i] for i in self.entity_ids if i in self.current]
@@ -183,7 +208,7 @@ class Ingest:
             )
         prepared: list[_Prepared] = []
         for f in parsed:
-            source, target = f.source_entity, f.target_entity
+            source, target = _end(f.source), _end(f.target)
             attributes = self.ontology.check_relation(
                 f.relation,
                 f.attributes,
@@ -284,9 +309,10 @@ class Ingest:
                     if existing is not None:
                         return await _existing_result(conn, group_id, existing)
                     written = await self._write_episode(w, episode, vectors[episode_text], prepared)
+                    # built while the database stores the write; the episode's row comes last
                     facts_out, invalidated = await ingest_outcome(w, written)
                     result = IngestResult(
-                        episode=written.episode,
+                        episode=await written.stored(),
                         entities=written.entities(),
                         facts=facts_out,
                         invalidated=invalidated,
@@ -320,30 +346,31 @@ class Ingest:
         """
         if not prepared and not entities_:
             sent = await insert_episode(w, row, vector)
-            return _Written(episode=await sent.stored(), entity_ids=[], changes=SlotChanges())
+            return _Written(sent=sent, entity_ids=[], changes=SlotChanges())
         entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
         ids = await resolve_entities(w, entities, self.ontology, decided)
+        idents = [ids[entity_key(e)] for e in entities]  # the facts' ends: two per fact, last
         merged: dict[uuid.UUID, EntityInput] = {}
         attributes: dict[uuid.UUID, dict[str, Any]] = {}
-        for e in entities:
-            ident = ids[entity_key(e)]
+        for e, ident in zip(entities, idents, strict=True):
             prev = merged.get(ident)
             merged[ident] = e if prev is None else _merge(prev, e)
             attributes.setdefault(ident, {}).update(
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
+        ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
         rows = [
             AssertionRow(
-                source_id=ids[entity_key(p.source)],
+                source_id=source_id,
                 relation=p.relation,
-                target_id=ids[entity_key(p.target)],
+                target_id=target_id,
                 cardinality=self.ontology.cardinality(p.relation),
                 fact=p.sentence,
                 attributes=p.attributes,
                 valid_at=p.valid_at,
                 invalid_at=p.invalid_at,
             )
-            for p in prepared
+            for p, source_id, target_id in zip(prepared, ends, ends, strict=True)
         ]
         slots: set[Slot] = {
             (r.source_id, r.relation)
@@ -351,6 +378,7 @@ class Ingest:
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
+        relations = await send_relation_order(w, {p.relation for p in prepared})
         reads = await read_slots(w, slots)
         sent = await insert_episode(w, row, vector)
         mentioned = await insert_mentions(
@@ -364,7 +392,11 @@ class Ingest:
         current: dict[uuid.UUID, Entity] = {}
         await write_entities(w, touched, current)
         return _Written(
-            episode=await sent.stored(), entity_ids=list(merged), changes=changes, current=current
+            sent=sent,
+            entity_ids=list(merged),
+            changes=changes,
+            current=current,
+            relations=relations,
         )
 
     # -- add_document ----------------------------------------------------------------
@@ -461,8 +493,8 @@ class Ingest:
                     w, row, vectors[chunk.text], pre, p.entities, p.decided
                 )
                 if chunk.index == 0:
-                    await write_ledger(conn, group_id, ledger, written.episode.id, w.now)
-                episodes.append(written.episode)
+                    await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
+                episodes.append(await written.stored())
                 entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
             invalidated: list[Fact] = []
             if changes is not None and changes.expired:
@@ -579,12 +611,12 @@ class Ingest:
                         written = await self._write_episode(
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
-                        await write_ledger(conn, group_id, ledger, written.episode.id, w.now)
+                        await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                         facts_out, invalidated = _closed_apart(
                             written, *(await ingest_outcome(w, written))
                         )
                         return IngestResult(
-                            episode=written.episode,
+                            episode=await written.stored(),
                             entities=written.entities(),
                             facts=facts_out,
                             invalidated=invalidated,
@@ -737,6 +769,7 @@ async def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[
         names.update(await _names_at(w, unnamed))
     new = await _in_read_order(
         w,
+        written.relations,
         [
             Fact(
                 id=p.id,
@@ -759,11 +792,11 @@ async def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[
             if key[0] in names and p.target_id in names
         ],
     )
-    facts = [f for f in new if written.episode.id in f.episodes]
+    facts = [f for f in new if written.episode_id in f.episodes]
     closed = [
         f
         for f in new
-        if written.episode.id not in f.episodes
+        if written.episode_id not in f.episodes
         and f.id in changes.expired
         and f.invalid_at != changes.expired[f.id]["invalid_at"]
     ]
@@ -793,14 +826,43 @@ async def _names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
     return {row["id"]: row["name"] for row in await cur.fetchall()}
 
 
-async def _in_read_order(w: Write, facts: list[Fact]) -> list[Fact]:
+@dataclasses.dataclass(slots=True)
+class RelationOrder:
+    """Relations sorted by the database, sent before the write's inserts: read at the end,
+    the answer is already there and waits for nothing the write sent after it."""
+
+    relations: frozenset[str]
+    cursor: AsyncCursor[DictRow] | None  # None: at most one relation, nothing to sort
+    _ranks: dict[str, int] | None = None
+
+    async def ranks(self) -> dict[str, int]:
+        if self._ranks is None:
+            if self.cursor is None:
+                self._ranks = dict.fromkeys(self.relations, 0)
+            else:
+                rows = await self.cursor.fetchall()
+                self._ranks = {row["r"]: i for i, row in enumerate(rows)}
+        return self._ranks
+
+
+async def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
+    wanted = frozenset(relations)
+    if len(wanted) < 2:
+        return RelationOrder(wanted, None)
+    cur = await w.conn.execute(
+        "SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (sorted(wanted),)
+    )
+    return RelationOrder(wanted, cur)
+
+
+async def _in_read_order(w: Write, order: RelationOrder | None, facts: list[Fact]) -> list[Fact]:
     """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
-    the database's collation), then id (uuids compare as their bytes, as in Postgres)."""
-    relations = sorted({f.relation for f in facts})
-    if len(relations) > 1:
-        cur = await w.conn.execute("SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (relations,))
-        relations = [row["r"] for row in await cur.fetchall()]
-    rank = {r: i for i, r in enumerate(relations)}
+    the database's collation), then id (uuids compare as their bytes, as in Postgres).
+    ``order``: the relations' order, asked for earlier; it must cover every fact's."""
+    relations = {f.relation for f in facts}
+    if order is None or not relations <= order.relations:
+        order = await send_relation_order(w, relations)
+    rank = await order.ranks()
     facts.sort(key=lambda f: (rank[f.relation], f.id))
     facts.sort(key=lambda f: f.valid_at, reverse=True)
     return facts
@@ -930,7 +992,7 @@ def _closed_apart(
     closed = [
         f
         for f in facts
-        if f.episodes[0] != written.episode.id
+        if f.episodes[0] != written.episode_id
         and f.invalid_at is not None
         and f.id in before
         and before[f.id]["invalid_at"] is None

@@ -84,8 +84,8 @@ def resolve_entities(
     """
     for e in entities:
         ontology.check_entity(e.entity_type, e.attributes, e.name)
-    keys = list(dict.fromkeys(entity_key(e) for e in entities))
-    names = {entity_key(e): e.name for e in entities}
+    names = {entity_key(e): e.name for e in entities}  # in order of first mention
+    keys = list(names)
     folds = {k: _spellings(names[k])[1] for k in keys}
     cur = w.conn.execute(
         "SELECT id, norm_name, fold_name, entity_type, created_at FROM timestone.entities"

@@ -663,7 +663,7 @@ def graph_upsert(
             list(entities),
             _decide_by_name(w, entities),
         )
-        episode_id = written.episode.id
+        episode_id = written.episode_id
         touched = _entities(
             w.conn,
             w.group_id,
