@@ -29,6 +29,30 @@ async def test_async_write_and_read_back(amemory: timestone.AsyncMemory, group: 
     assert fact.target == "Château Sud"
 
 
+def test_the_result_lists_facts_in_the_order_a_read_gives(
+    memory: timestone.Memory, group: str
+) -> None:
+    # newest world time first, then relation in the database's collation (asked for before
+    # the write's inserts), then id
+    day = datetime(2020, 1, 1, tzinfo=UTC)
+    later = datetime(2021, 1, 1, tzinfo=UTC)
+    res = memory.add_facts(
+        group,
+        [
+            timestone.FactInput("Ada", "WROTE", "Notes", valid_at=day),
+            timestone.FactInput("Ada", "KNOWS", "Bo", valid_at=day),
+            timestone.FactInput("Ada", "ADMIRES", "Cy", valid_at=day),
+            timestone.FactInput("Ada", "KNOWS", "Di", valid_at=day),
+            timestone.FactInput("Ada", "BUILT", "Engine", valid_at=later),
+            timestone.FactInput("Ada", "ADMIRES", "Eve", valid_at=later),
+        ],
+        reference_time=later,
+    )
+    read = memory.facts(group, source="Ada", valid_at=None)
+    assert [f.relation for f in read] == ["ADMIRES", "BUILT", "ADMIRES", "KNOWS", "KNOWS", "WROTE"]
+    assert res.facts == read
+
+
 def test_the_result_is_what_a_read_gives(memory: timestone.Memory, group: str) -> None:
     # the write builds its result without reading it back: it must equal a read, attribute
     # values and key order included (jsonb orders keys shortest first, prints numbers its way)
