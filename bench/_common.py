@@ -65,6 +65,35 @@ def cpu_pace_ms() -> float:
     return round(statistics.median(runs), 1)
 
 
+def server_cpu_seconds(data_dir: Path) -> float | None:
+    """CPU seconds the embedded server of ``data_dir`` has used so far: its postmaster and
+    live backends, and the children it has reaped (closed connections, parallel
+    workers). ``None`` where ``/proc`` cannot tell (not Linux, or the server not found).
+    The difference of two readings is the server's share of what ran between them."""
+    import os
+
+    try:
+        postmaster = int((data_dir / "pg" / "postmaster.pid").read_text().split()[0])
+        ticks = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue  # gone meanwhile
+            fields = stat[stat.rindex(")") + 2 :].split()
+            pid, parent = int(entry.name), int(fields[1])
+            if pid == postmaster:
+                total += sum(int(f) for f in fields[11:15])  # its own and reaped children's
+            elif parent == postmaster:
+                total += int(fields[11]) + int(fields[12])
+        return total / ticks
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def machine() -> dict[str, Any]:
     import os
 

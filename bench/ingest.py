@@ -20,10 +20,17 @@ import argparse
 import random
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import timestone
-from bench._common import percentiles, scratch_data_dir, time_calls, write_result
+from bench._common import (
+    percentiles,
+    scratch_data_dir,
+    server_cpu_seconds,
+    time_calls,
+    write_result,
+)
 from timestone import EdgeType, FactInput, Ontology
 
 ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one"), EdgeType("KNOWS")])
@@ -71,6 +78,15 @@ def finish(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "seconds": round(seconds, 2), "facts_per_second": round(row["facts"] / seconds)}
 
 
+def _cpu_since(client: float, server: float | None, data_dir: Path) -> dict[str, float | None]:
+    """CPU seconds of this process and of the embedded server since the two readings."""
+    now = server_cpu_seconds(data_dir)
+    return {
+        "client_s": round(time.process_time() - client, 1),
+        "server_s": round(now - server, 1) if now is not None and server is not None else None,
+    }
+
+
 def reads(
     mem: timestone.Memory, group: str, people: int, midpoint: datetime, repeat: int
 ) -> dict[str, dict[str, float]]:
@@ -110,10 +126,12 @@ def main() -> None:
             people = total // 5
             group = f"bench-{total}"
             facts = corpus(people, 5)
+            client, server = time.process_time(), server_cpu_seconds(data_dir)
             if bulk:
                 with mem.bulk_load():
                     row = ingest(mem, group, facts, batch, started=time.perf_counter())
                     written = time.perf_counter()
+                    row["cpu"] = _cpu_since(client, server, data_dir)
                 writes = written - row["started"]
                 row = finish(row)
                 row["writes_seconds"] = round(writes, 2)
@@ -121,6 +139,7 @@ def main() -> None:
                 row["index_build_seconds"] = round(row["seconds"] - writes, 2)
             else:
                 row = finish(ingest(mem, group, facts, batch, started=time.perf_counter()))
+                row["cpu"] = _cpu_since(client, server, data_dir)
             row["bulk_load"] = bulk
             row["reads"] = reads(
                 mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
@@ -129,6 +148,11 @@ def main() -> None:
             rate = row["facts_per_second"]
             how = " inside bulk_load (index build included)" if bulk else ""
             print(f"ingested {total:,} facts in batches of {batch}{how}: {rate:,} facts/s")
+            cpu = row["cpu"]
+            if cpu["server_s"] is not None:
+                print(
+                    f"  CPU while writing: client {cpu['client_s']} s, server {cpu['server_s']} s"
+                )
             if bulk:
                 print(
                     f"  of which writes {row['writes_seconds']} s ({row['writes_per_second']:,}"
