@@ -25,6 +25,7 @@ from typing import Any
 
 import timestone
 from bench._common import (
+    cpu_pace_ms,
     percentiles,
     scratch_data_dir,
     server_cpu_seconds,
@@ -126,6 +127,7 @@ def main() -> None:
             people = total // 5
             group = f"bench-{total}"
             facts = corpus(people, 5)
+            pace = cpu_pace_ms()
             client, server = time.process_time(), server_cpu_seconds(data_dir)
             if bulk:
                 with mem.bulk_load():
@@ -141,6 +143,7 @@ def main() -> None:
                 row = finish(ingest(mem, group, facts, batch, started=time.perf_counter()))
                 row["cpu"] = _cpu_since(client, server, data_dir)
             row["bulk_load"] = bulk
+            row["cpu_pace_ms_before_after"] = [pace, cpu_pace_ms()]
             row["reads"] = reads(
                 mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
             )
@@ -152,6 +155,8 @@ def main() -> None:
             if cpu["server_s"] is not None:
                 print(
                     f"  CPU while writing: client {cpu['client_s']} s, server {cpu['server_s']} s"
+                    f" (the machine's pace: {' / '.join(map(str, row['cpu_pace_ms_before_after']))}"
+                    " ms before / after)"
                 )
             if bulk:
                 print(
