@@ -255,76 +255,64 @@ class Ingest:
         idempotency_key_: str | None,
         source_description: str,
     ) -> IngestResult:
+        check_group(group_id)
+        ref = aware(reference_time, "reference_time")
         # a large write pauses the cyclic collector (``_collector``); a small one has too
         # few objects for it to matter, and leaves the process's collector alone
         with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
-            return await self._add_facts(
-                group_id, facts, reference_time, name, saga, idempotency_key_, source_description
+            parsed, prepared = self.prepare(facts, ref)
+            content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
+            key = idempotency_key_ or idempotency_key(group_id, content, ref)
+            check_text(key, "idempotency_key", max_chars=512)
+            episode = EpisodeRow(
+                name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+                if name is not None
+                else f"facts at {ref.isoformat()}",
+                content=content,
+                source="facts",
+                source_description=check_text(
+                    source_description, "source_description", max_chars=10_000, allow_empty=True
+                ),
+                reference_time=ref,
+                saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+                idempotency_key=key,
             )
-
-    async def _add_facts(
-        self,
-        group_id: str,
-        facts: object,
-        reference_time: datetime,
-        name: str | None,
-        saga: str | None,
-        idempotency_key_: str | None,
-        source_description: str,
-    ) -> IngestResult:
-        check_group(group_id)
-        ref = aware(reference_time, "reference_time")
-        parsed, prepared = self.prepare(facts, ref)
-        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
-        key = idempotency_key_ or idempotency_key(group_id, content, ref)
-        check_text(key, "idempotency_key", max_chars=512)
-        episode = EpisodeRow(
-            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
-            if name is not None
-            else f"facts at {ref.isoformat()}",
-            content=content,
-            source="facts",
-            source_description=check_text(
-                source_description, "source_description", max_chars=10_000, allow_empty=True
-            ),
-            reference_time=ref,
-            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
-            idempotency_key=key,
-        )
-        entities = [e for p in prepared for e in (p.source, p.target)]
-        episode_text = " ".join(p.sentence for p in prepared)
-        # names are embedded inside the transaction, and only for entities it mints
-        vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
-        for attempt in range(_RETRIES):
-            try:
-                async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
-                    w = await begin_write(
-                        conn,
-                        group_id,
-                        self.embedder,
-                        keys=["episode\x1f" + key, *lock_keys(entities)],
-                    )
-                    w.remember(vectors)
-                    existing = await find_by_key(conn, group_id, key)
-                    if existing is not None:
-                        return await _existing_result(conn, group_id, existing)
-                    written = await self._write_episode(w, episode, vectors[episode_text], prepared)
-                    # built while the database stores the write; the episode's row comes last
-                    facts_out, invalidated = await ingest_outcome(w, written)
-                    result = IngestResult(
-                        episode=await written.stored(),
-                        entities=written.entities(),
-                        facts=facts_out,
-                        invalidated=invalidated,
-                        created=True,
-                        recorded_at=w.now,
-                    )
-                await self.db.note_writes(len(prepared))
-                return result
-            except ConflictError:
-                if attempt == _RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+            entities = [e for p in prepared for e in (p.source, p.target)]
+            episode_text = " ".join(p.sentence for p in prepared)
+            # names are embedded inside the transaction, and only for entities it mints
+            vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
+            for attempt in range(_RETRIES):
+                try:
+                    async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
+                        w = await begin_write(
+                            conn,
+                            group_id,
+                            self.embedder,
+                            keys=["episode\x1f" + key, *lock_keys(entities)],
+                        )
+                        w.remember(vectors)
+                        existing = await find_by_key(conn, group_id, key)
+                        if existing is not None:
+                            return await _existing_result(conn, group_id, existing)
+                        written = await self._write_episode(
+                            w, episode, vectors[episode_text], prepared
+                        )
+                        # built while the database stores the write; the episode's row comes last
+                        facts_out, invalidated = await ingest_outcome(w, written)
+                        result = IngestResult(
+                            episode=await written.stored(),
+                            entities=written.entities(),
+                            facts=facts_out,
+                            invalidated=invalidated,
+                            created=True,
+                            recorded_at=w.now,
+                        )
+                    await self.db.note_writes(len(prepared))
+                    return result
+                except ConflictError:
+                    if attempt == _RETRIES - 1:
+                        raise
+            raise AssertionError("unreachable")
 
     async def _write_episode(
         self,
