@@ -834,6 +834,7 @@ class RelationOrder:
 
 
 async def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
+    """Ask the database to sort ``relations`` (a pipeline sends it without waiting)."""
     wanted = frozenset(relations)
     if len(wanted) < 2:
         return RelationOrder(wanted, None)
@@ -846,7 +847,7 @@ async def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrd
 async def _in_read_order(w: Write, order: RelationOrder | None, facts: list[Fact]) -> list[Fact]:
     """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
     the database's collation), then id (uuids compare as their bytes, as in Postgres).
-    ``order``: the relations' order, asked for earlier; it must cover every fact's."""
+    ``order``: the relations' order, asked for earlier (asked for now if it misses one)."""
     relations = {f.relation for f in facts}
     if order is None or not relations <= order.relations:
         order = await send_relation_order(w, relations)

@@ -823,6 +823,7 @@ class RelationOrder:
 
 
 def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
+    """Ask the database to sort ``relations`` (a pipeline sends it without waiting)."""
     wanted = frozenset(relations)
     if len(wanted) < 2:
         return RelationOrder(wanted, None)
@@ -833,7 +834,7 @@ def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
 def _in_read_order(w: Write, order: RelationOrder | None, facts: list[Fact]) -> list[Fact]:
     """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
     the database's collation), then id (uuids compare as their bytes, as in Postgres).
-    ``order``: the relations' order, asked for earlier; it must cover every fact's."""
+    ``order``: the relations' order, asked for earlier (asked for now if it misses one)."""
     relations = {f.relation for f in facts}
     if order is None or not relations <= order.relations:
         order = send_relation_order(w, relations)
