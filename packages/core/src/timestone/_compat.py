@@ -2,8 +2,8 @@
 
 ``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``ASemaphore`` to ``Semaphore``,
 ``asleep`` to ``sleep``, ``agather`` to ``gather``, ``ato_thread`` to ``to_thread``, and
-``aspawn``, ``ajoin`` and ``asettle`` to ``spawn``, ``join`` and ``settle``; everything else
-is the same code.
+``aspawn``, ``ajoin`` and ``asettle`` to ``spawn``, ``join`` and ``settle``, and the type
+of what ``aspawn`` returns, ``ASpawned``, to ``Spawned``; everything else is the same code.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from typing import Any, TypeVar
 __all__ = [
     "ALock",
     "ASemaphore",
+    "ASpawned",
     "Lock",
     "Semaphore",
+    "Spawned",
     "agather",
     "ajoin",
     "asettle",
@@ -98,6 +100,9 @@ async def asettle(task: asyncio.Task[Any]) -> None:
 
 
 _THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="timestone")
+
+ASpawned = asyncio.Task  # what aspawn and spawn return
+Spawned = Future
 
 
 def spawn(fn: Callable[..., T], *args: Any) -> Future[T]:

@@ -23,6 +23,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
 from .._vectors import register_vector_array
 from ..embedders import Embedder
@@ -486,6 +487,7 @@ class Database:
         self.pool = pool
         self._since_analyze = 0
         self._analyze_every = _ANALYZE_FIRST
+        self._analyzing: ASpawned[None] | None = None  # the ANALYZE note_writes started
         self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
         self._small: dict[str, float] = {}  # group -> monotonic time it was found small
 
@@ -523,12 +525,23 @@ class Database:
         a whole group for every batch. After ``_ANALYZE_FIRST`` rows, then after twice as
         many each time, the tables writes grow are analyzed, as their owner (the DSN's
         user). Where that user may not, autovacuum is left to it.
+
+        The analysis runs beside the caller, on a connection of its own (a task, or a
+        thread in the blocking twin): the write that crosses the mark returns without
+        waiting for it (up to a second at a million facts), and writes go on meanwhile
+        (``ANALYZE`` blocks no insert). One at a time: a mark crossed while one runs
+        waits for the next write after it ends. ``close`` waits for it.
         """
         self._since_analyze += rows
         if self._since_analyze < self._analyze_every:
             return
+        if self._analyzing is not None and not self._analyzing.done():
+            return
         self._since_analyze = 0
         self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
+        self._analyzing = await aspawn(self._analyze)
+
+    async def _analyze(self) -> None:
         try:
             conn = await connect_owner(self.dsn)
             async with conn:
@@ -560,6 +573,9 @@ class Database:
         return cls(dsn, pool)
 
     async def close(self) -> None:
+        if self._analyzing is not None:
+            await asettle(self._analyzing)  # its connection is its own, not the pool's
+            self._analyzing = None
         await self.pool.close()
 
     @asynccontextmanager

@@ -1,0 +1,136 @@
+"""Planner statistics through a load: the ANALYZE a write starts runs beside it.
+
+The write that crosses an analysis mark returns without waiting for it, writes go on
+while it runs, and closing the memory waits for it to end. Each case holds the lock
+``ANALYZE`` needs on the first table it analyzes (inserts do not need it), so the
+analysis is seen waiting while the writes go through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from psycopg import sql
+
+import timestone
+from timestone import FactInput
+from timestone._aio import _db as aio_db
+from timestone._sync import _db as sync_db
+
+REF = datetime(2024, 1, 1, tzinfo=UTC)
+MARK = 50
+ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
+
+
+def _facts(n: int, prefix: str) -> list[FactInput]:
+    return [FactInput(f"{prefix} {i}", "KNOWS", f"{prefix} {i + 1}") for i in range(n)]
+
+
+def _hold_analysis(owner: psycopg.Connection[tuple[object, ...]]) -> None:
+    """No autovacuum in the way, and the lock ANALYZE takes on episodes held."""
+    for table in ANALYZED:
+        owner.execute(
+            sql.SQL("ALTER TABLE timestone.{} SET (autovacuum_enabled = false)").format(
+                sql.Identifier(table)
+            )
+        )
+    owner.commit()
+    owner.execute("LOCK TABLE timestone.episodes IN SHARE UPDATE EXCLUSIVE MODE")
+
+
+def _analysis_waits(dsn: str) -> bool:
+    """Whether another session waits for the held lock on episodes (polled: the analysis
+    connects and reaches it on its own time)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(300):
+            row = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE relation = 'timestone.episodes'::regclass"
+                " AND mode = 'ShareUpdateExclusiveLock' AND NOT granted"
+            ).fetchone()
+            if row is not None and row[0] == 1:
+                return True
+            time.sleep(0.1)
+    return False
+
+
+def _analyzed(dsn: str) -> dict[str, bool]:
+    """Each table: analyzed since it was made (``reltuples`` is -1 until then)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {
+            table: bool(
+                conn.execute(
+                    "SELECT reltuples >= 0 FROM pg_class WHERE oid = %s::regclass",
+                    (f"timestone.{table}",),
+                ).fetchone()[0]  # type: ignore[index]
+            )
+            for table in ANALYZED
+        }
+
+
+def test_a_write_does_not_wait_for_the_analysis_it_starts(
+    fresh_dsn: str, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", MARK)
+    mem = timestone.Memory.open(fresh_dsn)
+    closed = False
+    try:
+        with psycopg.connect(fresh_dsn) as owner:
+            _hold_analysis(owner)
+            done = threading.Event()
+            errors: list[BaseException] = []
+
+            def write() -> None:
+                try:
+                    mem.add_facts(group, _facts(MARK + 10, "Crossing"), reference_time=REF)
+                    mem.add_facts(group, _facts(3, "Meanwhile"), reference_time=REF)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+                finally:
+                    done.set()
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            assert done.wait(60), "a write waited for the analysis it started"
+            writer.join()
+            assert errors == []
+            assert _analysis_waits(fresh_dsn)
+            assert _analyzed(fresh_dsn) == dict.fromkeys(ANALYZED, False)
+            assert len(mem.facts(group, valid_at=None)) == MARK + 10 + 3
+            owner.rollback()  # the lock goes: the analysis runs
+        mem.close()  # and closing waits for it
+        closed = True
+        assert _analyzed(fresh_dsn) == dict.fromkeys(ANALYZED, True)
+    finally:
+        if not closed:
+            mem.close()
+
+
+async def test_an_async_write_does_not_wait_for_the_analysis_it_starts(
+    fresh_dsn: str, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(aio_db, "_ANALYZE_FIRST", MARK)
+    mem = await timestone.AsyncMemory.open(fresh_dsn)
+    closed = False
+    try:
+        with psycopg.connect(fresh_dsn) as owner:
+            _hold_analysis(owner)
+            await asyncio.wait_for(
+                mem.add_facts(group, _facts(MARK + 10, "Crossing"), reference_time=REF), 60
+            )
+            await asyncio.wait_for(
+                mem.add_facts(group, _facts(3, "Meanwhile"), reference_time=REF), 60
+            )
+            assert await asyncio.to_thread(_analysis_waits, fresh_dsn)
+            assert _analyzed(fresh_dsn) == dict.fromkeys(ANALYZED, False)
+            owner.rollback()
+        await mem.close()
+        closed = True
+        assert _analyzed(fresh_dsn) == dict.fromkeys(ANALYZED, True)
+    finally:
+        if not closed:
+            await mem.close()
