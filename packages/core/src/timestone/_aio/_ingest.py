@@ -161,14 +161,12 @@ class _Written:
 
     ``sent``: the episode's insert, whose stored row is read last (``stored``): in a
     pipeline that read waits for every statement of the write, so what can be built
-    without it is built first. ``relations``: the order of the episode's relations in
-    the database's collation, asked for early (``send_relation_order``)."""
+    without it is built first."""
 
     sent: SentEpisode
     entity_ids: list[uuid.UUID]
     changes: SlotChanges
     current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
-    relations: RelationOrder | None = None
 
     @property
     def episode_id(self) -> uuid.UUID:
@@ -294,11 +292,12 @@ class Ingest:
                         existing = await find_by_key(conn, group_id, key)
                         if existing is not None:
                             return await _existing_result(conn, group_id, existing)
+                        order = await send_relation_order(w, (p.relation for p in prepared))
                         written = await self._write_episode(
                             w, episode, vectors[episode_text], prepared
                         )
                         # built while the database stores the write; the episode's row comes last
-                        facts_out, invalidated = await ingest_outcome(w, written)
+                        facts_out, invalidated = await ingest_outcome(w, written, order)
                         result = IngestResult(
                             episode=await written.stored(),
                             entities=written.entities(),
@@ -366,7 +365,6 @@ class Ingest:
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
-        relations = await send_relation_order(w, {p.relation for p in prepared})
         reads = await read_slots(w, slots)
         sent = await insert_episode(w, row, vector)
         mentioned = await insert_mentions(
@@ -384,7 +382,6 @@ class Ingest:
             entity_ids=list(merged),
             changes=changes,
             current=current,
-            relations=relations,
         )
 
     # -- add_document ----------------------------------------------------------------
@@ -596,12 +593,13 @@ class Ingest:
                         if existing is not None:
                             await write_ledger(conn, group_id, ledger, None, w.now)
                             return await _existing_result(conn, group_id, existing)
+                        order = await send_relation_order(w, (p.relation for p in prepared))
                         written = await self._write_episode(
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                         facts_out, invalidated = _closed_apart(
-                            written, *(await ingest_outcome(w, written))
+                            written, *(await ingest_outcome(w, written, order))
                         )
                         return IngestResult(
                             episode=await written.stored(),
@@ -743,12 +741,15 @@ async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list
     return [by_id[i] for i in ids if i in by_id]
 
 
-async def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
+async def ingest_outcome(
+    w: Write, written: _Written, order: RelationOrder | None = None
+) -> tuple[list[Fact], list[Fact]]:
     """The facts this episode now supports, and the facts its write closed or expired.
 
     The versions the write inserted are built from what it wrote, not read back: a read
     would give the same rows, with the endpoints' names as of the write, in the order of
-    ``read_facts``.
+    ``read_facts``. ``order``: the episode's relations sorted by the database, asked for
+    before the write's inserts (``send_relation_order``), else asked for here.
     """
     changes = written.changes
     names = {ident: e.name for ident, e in written.current.items()}
@@ -757,7 +758,7 @@ async def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[
         names.update(await _names_at(w, unnamed))
     new = await _in_read_order(
         w,
-        written.relations,
+        order,
         [
             Fact(
                 id=p.id,

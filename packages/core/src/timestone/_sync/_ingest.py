@@ -162,14 +162,12 @@ class _Written:
 
     ``sent``: the episode's insert, whose stored row is read last (``stored``): in a
     pipeline that read waits for every statement of the write, so what can be built
-    without it is built first. ``relations``: the order of the episode's relations in
-    the database's collation, asked for early (``send_relation_order``)."""
+    without it is built first."""
 
     sent: SentEpisode
     entity_ids: list[uuid.UUID]
     changes: SlotChanges
     current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
-    relations: RelationOrder | None = None
 
     @property
     def episode_id(self) -> uuid.UUID:
@@ -295,9 +293,10 @@ class Ingest:
                         existing = find_by_key(conn, group_id, key)
                         if existing is not None:
                             return _existing_result(conn, group_id, existing)
+                        order = send_relation_order(w, (p.relation for p in prepared))
                         written = self._write_episode(w, episode, vectors[episode_text], prepared)
                         # built while the database stores the write; the episode's row comes last
-                        facts_out, invalidated = ingest_outcome(w, written)
+                        facts_out, invalidated = ingest_outcome(w, written, order)
                         result = IngestResult(
                             episode=written.stored(),
                             entities=written.entities(),
@@ -365,7 +364,6 @@ class Ingest:
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
-        relations = send_relation_order(w, {p.relation for p in prepared})
         reads = read_slots(w, slots)
         sent = insert_episode(w, row, vector)
         mentioned = insert_mentions(
@@ -383,7 +381,6 @@ class Ingest:
             entity_ids=list(merged),
             changes=changes,
             current=current,
-            relations=relations,
         )
 
     # -- add_document ----------------------------------------------------------------
@@ -587,12 +584,13 @@ class Ingest:
                         if existing is not None:
                             write_ledger(conn, group_id, ledger, None, w.now)
                             return _existing_result(conn, group_id, existing)
+                        order = send_relation_order(w, (p.relation for p in prepared))
                         written = self._write_episode(
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                         facts_out, invalidated = _closed_apart(
-                            written, *(ingest_outcome(w, written))
+                            written, *(ingest_outcome(w, written, order))
                         )
                         return IngestResult(
                             episode=written.stored(),
@@ -732,12 +730,15 @@ def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entit
     return [by_id[i] for i in ids if i in by_id]
 
 
-def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]:
+def ingest_outcome(
+    w: Write, written: _Written, order: RelationOrder | None = None
+) -> tuple[list[Fact], list[Fact]]:
     """The facts this episode now supports, and the facts its write closed or expired.
 
     The versions the write inserted are built from what it wrote, not read back: a read
     would give the same rows, with the endpoints' names as of the write, in the order of
-    ``read_facts``.
+    ``read_facts``. ``order``: the episode's relations sorted by the database, asked for
+    before the write's inserts (``send_relation_order``), else asked for here.
     """
     changes = written.changes
     names = {ident: e.name for ident, e in written.current.items()}
@@ -746,7 +747,7 @@ def ingest_outcome(w: Write, written: _Written) -> tuple[list[Fact], list[Fact]]
         names.update(_names_at(w, unnamed))
     new = _in_read_order(
         w,
-        written.relations,
+        order,
         [
             Fact(
                 id=p.id,
