@@ -1,10 +1,11 @@
 """The database's cut of fused search hits against ``_fusion.rerank``.
 
-A search asks Postgres to order its candidates by the reranker and send only
-``limit`` rows. Here the SQL pieces that do it run on synthetic candidates with
-many ties (every candidate in one to four small ranked lists, few hop and
-mention values), and the rows that come back must be exactly the first
-``limit`` of what ``rerank`` makes of every candidate.
+A search asks Postgres to gather its candidates with their ranks, order them
+by the reranker and send only ``limit`` rows. Here the SQL pieces that do it
+run on synthetic candidates with many ties (every candidate in one to four
+small ranked lists, few hop and mention values), and the rows that come back
+must be exactly the first ``limit`` of what ``rerank`` makes of every
+candidate.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from timestone._aio._search import RANKED_LISTS, fused_sql, kept_sql, prepare_search
+from timestone._aio._search import (
+    RANKED_LISTS,
+    candidates_sql,
+    fused_sql,
+    kept_sql,
+    prepare_search,
+)
 from timestone._fusion import Candidate, rerank
 
 LISTS = RANKED_LISTS["entities"]  # the scope with the most lists: fts, vec, graph, named
@@ -43,18 +50,14 @@ def _database_cut(conn: psycopg.Connection[Any], rows: list[dict[str, Any]], req
         )
         for name in LISTS
     }
-    joins = sql.SQL(" ").join(
-        sql.SQL("LEFT JOIN {n} ON {n}.version_id = c.version_id").format(n=sql.Identifier(n))
-        for n in LISTS
-    )
     query = sql.SQL(
-        "WITH {lists}, hits AS (SELECT c.version_id, c.hops, c.mentions, {fused} AS fused"
-        " FROM unnest(%(keys)s::uuid[], %(hops)s::int[], %(mentions)s::int[])"
-        " AS c(version_id, hops, mentions) {joins}) {kept}"
+        "WITH {lists}, {cand}, hits AS (SELECT c.version_id, c.hops, c.mentions,"
+        " {fused} AS fused FROM unnest(%(keys)s::uuid[], %(hops)s::int[], %(mentions)s::int[])"
+        " AS c(version_id, hops, mentions) JOIN cand ON cand.version_id = c.version_id) {kept}"
     ).format(
         lists=sql.SQL(", ").join(lists.values()),
+        cand=candidates_sql("entities"),
         fused=fused_sql("entities"),
-        joins=joins,
         kept=kept_sql("version_id", req),
     )
     cur = conn.execute(

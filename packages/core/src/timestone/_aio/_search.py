@@ -71,6 +71,7 @@ __all__ = [
     "SCOPES",
     "SearchRequest",
     "candidate_of",
+    "candidates_sql",
     "community_from_row",
     "embed_query",
     "fact_vectors",
@@ -536,11 +537,42 @@ RANKED_LISTS = {
 }
 
 
+_RANK_OF = {"fts": "fts_rank", "vec": "vec_rank", "graph": "graph_rank", "named": "named_rank"}
+
+
+def candidates_sql(scope: str) -> sql.Composable:
+    """``cand``: every candidate of the scope's ranked lists once, with its rank in each
+    list (``fts_rank``...; NULL where it is absent). One aggregate over the lists, where
+    a join per list had the generic plan loop over a list's rows for each candidate."""
+    lists = RANKED_LISTS[scope]
+    columns = [sql.Identifier(_RANK_OF[name]) for name in lists]
+    parts = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT version_id, {} FROM {}").format(
+            sql.SQL(", ").join(
+                sql.SQL("r") if other == name else sql.SQL("NULL::bigint") for other in lists
+            ),
+            sql.Identifier(name),
+        )
+        for name in lists
+    )
+    return sql.SQL(
+        "cand AS (SELECT u.version_id, {ranks} FROM ({parts}) AS u(version_id, {columns})"
+        " GROUP BY u.version_id)"
+    ).format(
+        ranks=sql.SQL(", ").join(sql.SQL("min(u.{c}) AS {c}").format(c=c) for c in columns),
+        parts=parts,
+        columns=sql.SQL(", ").join(columns),
+    )
+
+
 def fused_sql(scope: str) -> sql.Composable:
-    """Reciprocal rank fusion in SQL, bit for bit ``_fusion.rrf_score``: the same
-    divisions in double precision, added in the same order (an absent list adds 0)."""
+    """Reciprocal rank fusion in SQL over ``cand`` (``candidates_sql``), bit for bit
+    ``_fusion.rrf_score``: the same divisions in double precision, added in the same
+    order (an absent list adds 0)."""
     return sql.SQL(" + ").join(
-        sql.SQL("coalesce(1.0::float8 / ({} + {}.r), 0)").format(_L(RRF_K), sql.Identifier(name))
+        sql.SQL("coalesce(1.0::float8 / ({} + cand.{}), 0)").format(
+            _L(RRF_K), sql.Identifier(_RANK_OF[name])
+        )
         for name in RANKED_LISTS[scope]
     )
 
@@ -597,26 +629,22 @@ def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     to what the reranker keeps, with the names of their endpoints."""
     embedding = sql.SQL(", f.embedding") if req.embeddings else sql.SQL("")
     return sql.SQL(
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
-        "  UNION SELECT version_id FROM graph),"
+        " {cand},"
         " hits AS (SELECT f.id, f.version_id, f.group_id, f.source_id, f.relation,"
         "  f.target_id, f.fact, f.valid_at, f.invalid_at, f.created_at,"
-        "  f.expired_at, f.episodes, f.attributes::text AS attributes, fts.r AS fts_rank,"
-        "  vec.r AS vec_rank,"
-        "  graph.r AS graph_rank, least(ws.depth, wt.depth) AS hops,"
+        "  f.expired_at, f.episodes, f.attributes::text AS attributes, cand.fts_rank,"
+        "  cand.vec_rank, cand.graph_rank, least(ws.depth, wt.depth) AS hops,"
         "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions,"
         "  {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS f"
-        " LEFT JOIN fts ON fts.version_id = f.version_id"
-        " LEFT JOIN vec ON vec.version_id = f.version_id"
-        " LEFT JOIN graph ON graph.version_id = f.version_id"
         " LEFT JOIN walked AS ws ON ws.entity_id = f.source_id"
         " LEFT JOIN walked AS wt ON wt.entity_id = f.target_id"
         " WHERE {filters})"
         " SELECT f.*, s.name AS source, t.name AS target FROM ({kept}) AS f"
         " {source_name} {target_name}"
     ).format(
+        cand=candidates_sql("facts"),
         filters=filters,
         embedding=embedding,
         fused=fused_sql("facts"),
@@ -695,21 +723,15 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         "  row_number() OVER (ORDER BY w.depth, e.name_embedding <=> %(vec)s::vector, e.id) AS r"
         "  FROM walked AS w JOIN timestone.entities AS e ON e.group_id = %(g)s"
         "   AND e.id = w.entity_id WHERE w.depth > 0 AND {filters} LIMIT %(k)s),"
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec"
-        "  UNION SELECT version_id FROM named UNION SELECT version_id FROM graph),"
+        " {cand},"
         " hits AS (SELECT e.id, e.group_id, e.name, e.labels, e.summary,"
         "  e.attributes::text AS attributes, e.created_at, e.expired_at,"
-        "  fts.r AS fts_rank, vec.r AS vec_rank, named.r AS named_rank,"
-        "  graph.r AS graph_rank, w.depth AS hops,"
+        "  cand.fts_rank, cand.vec_rank, cand.graph_rank, cand.named_rank, w.depth AS hops,"
         "  e.name_embedding <=> %(vec)s::vector AS distance,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
         "   AND m.entity_id = e.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.entities AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS e"
-        " LEFT JOIN fts ON fts.version_id = e.version_id"
-        " LEFT JOIN vec ON vec.version_id = e.version_id"
-        " LEFT JOIN named ON named.version_id = e.version_id"
-        " LEFT JOIN graph ON graph.version_id = e.version_id"
         " LEFT JOIN walked AS w ON w.entity_id = e.id"
         " WHERE {filters}) {kept}"
     ).format(
@@ -717,6 +739,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         vec=_vec("entities", "e", "name_embedding", filters, req.as_of),
         walk=_walk(req),
         names=names,
+        cand=candidates_sql("entities"),
         filters=filters,
         held_m=held_clause("m", req.as_of),
         embedding=sql.SQL(", e.name_embedding AS embedding") if req.embeddings else sql.SQL(""),
@@ -734,11 +757,11 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
     filters = sql.SQL(" AND ").join(parts)
     return sql.SQL(
         "WITH RECURSIVE {fts}, {vec}, {walk},"
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec),"
+        " {cand},"
         " hits AS (SELECT p.id, p.group_id, p.name, p.content, p.source, p.source_description,"
         "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
         "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
-        "  fts.r AS fts_rank, vec.r AS vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
+        "  cand.fts_rank, cand.vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
         "  (SELECT min(w.depth) FROM timestone.mentions AS m JOIN walked AS w"
         "   ON w.entity_id = m.entity_id WHERE m.group_id = p.group_id AND m.episode_id = p.id"
         "   AND {held_m}) AS hops,"
@@ -746,13 +769,12 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         "   AND m.episode_id = p.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS p"
-        " LEFT JOIN fts ON fts.version_id = p.version_id"
-        " LEFT JOIN vec ON vec.version_id = p.version_id"
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("episodes"),
         vec=_vec("episodes", "p", "embedding", filters, req.as_of),
         walk=_walk(req),
+        cand=candidates_sql("episodes"),
         filters=filters,
         held_m=held_clause("m", req.as_of),
         embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
@@ -774,20 +796,19 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "  FROM timestone.communities AS c WHERE c.group_id = %(g)s AND {filters}"
         "   AND c.name_embedding IS NOT NULL AND vector_dims(c.name_embedding) = {dim}"
         "  ORDER BY 2 LIMIT %(k)s) AS v), {walk},"
-        " cand AS (SELECT version_id FROM fts UNION SELECT version_id FROM vec),"
+        " {cand},"
         " hits AS (SELECT c.id, c.version_id, c.group_id, c.name, c.summary, c.members,"
-        "  c.fact_count, c.created_at, c.expired_at, fts.r AS fts_rank, vec.r AS vec_rank,"
+        "  c.fact_count, c.created_at, c.expired_at, cand.fts_rank, cand.vec_rank,"
         "  CASE WHEN vector_dims(c.name_embedding) = {dim}"
         "   THEN c.name_embedding <=> %(vec)s::vector END AS distance,"
         "  (SELECT min(w.depth) FROM walked AS w WHERE w.entity_id = ANY(c.members)) AS hops,"
         "  cardinality(c.members) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.communities AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS c"
-        " LEFT JOIN fts ON fts.version_id = c.version_id"
-        " LEFT JOIN vec ON vec.version_id = c.version_id"
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("communities"),
+        cand=candidates_sql("communities"),
         filters=filters,
         dim=_L(dimension),
         walk=_walk(req),
