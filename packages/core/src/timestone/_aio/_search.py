@@ -354,6 +354,7 @@ def _fts(kind: str) -> sql.Composable:
 
 
 EXACT_BELOW = 1000  # fewer current rows than this in a group (or periods to rank): exact
+ENDED_EXACT_BELOW = 10_000  # versions ended after an as-of moment read by key, below this
 
 
 def _ranked(parts: Sequence[sql.Composable], before: sql.Composable) -> sql.Composable:
@@ -432,14 +433,20 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     (for the present: the few with an end date to come), ranked exactly; otherwise the
     closed index is searched with the period filter. Without ``valid_at`` (every period)
     both indexes are searched. A group with few facts is ranked exactly, as in ``_vec``.
-    Each choice is a one-time filter on a count, so a branch not taken never runs. As of a
-    system time, history rows are read, which the indexes do not hold: the group is
-    scanned exactly.
+    Each choice is a one-time filter on a count, so a branch not taken never runs. As of
+    a system time: ``_fact_vectors_as_of``.
     """
-    valid = valid_clause("f", req.valid_at)
     if req.as_of is not None:
-        where = sql.SQL(" AND ").join([held_clause("f", req.as_of), valid, filters])
-        return _vec("facts", "f", "embedding", where, req.as_of)
+        return _fact_vectors_as_of(req, filters)
+    before, parts = _current_vectors(req, filters)
+    return _ranked(parts, before)
+
+
+def _current_vectors(
+    req: SearchRequest, filters: sql.Composable
+) -> tuple[sql.Composable, list[sql.Composable]]:
+    """The CTEs and the branches of the vector list of current facts (``fact_vectors``)."""
+    valid = valid_clause("f", req.valid_at)
     nearest = sql.SQL(
         "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
         " WHERE NOT (SELECT yes FROM few) AND f.group_id = %(g)s AND f.embedding IS NOT NULL"
@@ -453,7 +460,7 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
             nearest.format(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
             nearest.format(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
         ]
-        return _ranked(parts, _few("facts"))
+        return _few("facts"), parts
     many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(EXACT_BELOW))
     parts = [
         every,
@@ -488,7 +495,65 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
         " AND c.invalid_at IS NOT NULL AND c.invalid_at > %(valid_at)s::timestamptz"
         " ORDER BY c.invalid_at LIMIT {}),"
     ).format(_L(EXACT_BELOW))
-    return _ranked(parts, sql.SQL(" ").join([_few("facts"), closing]))
+    return sql.SQL(" ").join([_few("facts"), closing]), parts
+
+
+def _fact_vectors_as_of(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+    """The vector list of the facts held at ``as_of``.
+
+    A version held at a moment T (created by T, not expired by T) is current now or
+    ended after T. The current ones created by T are ranked as a present search ranks
+    (``_current_vectors``: a group of few facts exactly, a larger one through the HNSW
+    indexes, the creation time one more filter): ``near``. If the indexes give fewer
+    than ``k`` of them (a moment so early that the filter passes few of today's rows,
+    and the index scan stops at ``hnsw.max_scan_tuples``; or a group that held fewer
+    than ``k`` then), the current versions created by T are ranked by a scan instead,
+    as every as-of search once was. The versions ended after T, which no vector index
+    holds, are read in end order through ``facts_ended`` (``timestone.ended_after``,
+    planned for each call) and ranked exactly (none for a moment just past); from
+    ``ENDED_EXACT_BELOW`` of them, by a scan.
+    """
+    created = sql.SQL(" AND ").join([sql.SQL("f.created_at <= %(as_of)s::timestamptz"), filters])
+    before, parts = _current_vectors(req, created)
+    valid = valid_clause("f", req.valid_at)
+    near = sql.SQL(
+        "{before} near AS MATERIALIZED (SELECT u.version_id, u.d FROM ({parts}) AS u"
+        " ORDER BY u.d, u.version_id LIMIT %(k)s),"
+    ).format(before=before, parts=sql.SQL(" UNION ALL ").join(parts))
+    enough = sql.SQL("((SELECT yes FROM few) OR (SELECT count(*) FROM near) >= %(k)s)")
+    found = sql.SQL("(SELECT n.version_id, n.d FROM near AS n WHERE {})").format(enough)
+    scan = sql.SQL(
+        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
+        " WHERE NOT {enough} AND f.group_id = %(g)s"
+        " AND f.expired_at IS NULL AND f.embedding IS NOT NULL AND {valid} AND {created}"
+        " ORDER BY 2 LIMIT %(k)s)"
+    ).format(enough=enough, valid=valid, created=created)
+    # each ended version by its key, as ``closing`` is read; past the bound, a scan
+    few_ended = sql.SQL(
+        "(SELECT e.version_id, e.d FROM ended AS e WHERE NOT {many} ORDER BY 2 LIMIT %(k)s)"
+    ).format(many=_many_ended())
+    many_ended = sql.SQL(
+        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
+        " WHERE {many} AND f.group_id = %(g)s AND f.expired_at IS NOT NULL"
+        " AND f.expired_at > %(as_of)s::timestamptz AND f.embedding IS NOT NULL"
+        " AND {valid} AND {created} ORDER BY 2 LIMIT %(k)s)"
+    ).format(many=_many_ended(), valid=valid, created=created)
+    ended = sql.SQL(
+        "ended_ids AS MATERIALIZED (SELECT t.version_id FROM timestone.ended_after("
+        "%(g)s, %(as_of)s::timestamptz, {n}) AS t),"
+        " ended AS MATERIALIZED (SELECT f.version_id, f.source_id, f.target_id, f.valid_at,"
+        " f.embedding <=> %(vec)s::vector AS d FROM ended_ids"
+        " CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x WHERE x.group_id = %(g)s"
+        " AND x.version_id = ended_ids.version_id LIMIT 1) AS f"
+        " WHERE NOT {many} AND f.embedding IS NOT NULL AND {valid} AND {created}),"
+    ).format(n=_L(ENDED_EXACT_BELOW), many=_many_ended(), valid=valid, created=created)
+    return _ranked([found, scan, few_ended, many_ended], sql.SQL(" ").join([ended, near]))
+
+
+def _many_ended() -> sql.Composable:
+    """Whether ``ended_ids`` stopped at its bound: the versions ended after the moment
+    are then read by a scan, not from ``ended``."""
+    return sql.SQL("(SELECT count(*) FROM ended_ids) >= {}").format(_L(ENDED_EXACT_BELOW))
 
 
 def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composable:
@@ -516,17 +581,38 @@ _AROUND_CAP = sql.SQL("CASE WHEN w.depth = 0 THEN {} ELSE {} END").format(
 )
 
 
-def _around(
-    column: str, held: sql.Composable, valid: sql.Composable, filters: sql.Composable
-) -> sql.Composable:
+def _around(column: str, req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     """The facts at one end of a walked entity, newest in world time first, capped: an
-    index scan that stops at the cap, so a hub one hop out costs what a leaf does."""
+    index scan that stops at the cap, so a hub one hop out costs what a leaf does.
+
+    As of a moment, the versions held then are the current ones created by it, read the
+    same way (the creation time a filter, not an index condition, so that the index in
+    world-time order serves), and the versions ended after it: those of ``ended``
+    (``_fact_vectors_as_of``), or, past its bound, the entity's history rows."""
+    c, valid = sql.Identifier(column), valid_clause("f", req.valid_at)
+    if req.as_of is None:
+        return sql.SQL(
+            "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d"
+            " FROM timestone.facts AS f WHERE f.group_id = %(g)s AND f.{c} = w.entity_id"
+            " AND f.embedding IS NOT NULL AND f.expired_at IS NULL AND {valid} AND {filters}"
+            " ORDER BY f.valid_at DESC LIMIT {cap})"
+        ).format(c=c, valid=valid, filters=filters, cap=_AROUND_CAP)
     return sql.SQL(
-        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d"
+        "(SELECT y.version_id, y.d FROM ("
+        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d, f.valid_at"
         " FROM timestone.facts AS f WHERE f.group_id = %(g)s AND f.{c} = w.entity_id"
-        " AND f.embedding IS NOT NULL AND {held} AND {valid} AND {filters}"
+        " AND f.embedding IS NOT NULL AND f.expired_at IS NULL"
+        " AND (f.created_at <= %(as_of)s::timestamptz) IS TRUE AND {valid} AND {filters}"
         " ORDER BY f.valid_at DESC LIMIT {cap})"
-    ).format(c=sql.Identifier(column), held=held, valid=valid, filters=filters, cap=_AROUND_CAP)
+        " UNION ALL (SELECT e.version_id, e.d, e.valid_at FROM ended AS e"
+        " WHERE NOT {many} AND e.{c} = w.entity_id ORDER BY e.valid_at DESC LIMIT {cap})"
+        " UNION ALL (SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d, f.valid_at"
+        " FROM timestone.facts AS f WHERE {many} AND f.group_id = %(g)s"
+        " AND f.{c} = w.entity_id AND f.embedding IS NOT NULL AND f.expired_at IS NOT NULL"
+        " AND f.expired_at > %(as_of)s::timestamptz AND f.created_at <= %(as_of)s::timestamptz"
+        " AND {valid} AND {filters} ORDER BY f.valid_at DESC LIMIT {cap})"
+        ") AS y ORDER BY y.valid_at DESC LIMIT {cap})"
+    ).format(c=c, valid=valid, filters=filters, cap=_AROUND_CAP, many=_many_ended())
 
 
 RANKED_LISTS = {
@@ -602,7 +688,6 @@ def keep_of(req: SearchRequest) -> int:
 def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     """``vec``, the walk (``walked``) and ``graph``: every ranked list of facts but the
     full-text one."""
-    held, valid = held_clause("f", req.as_of), valid_clause("f", req.valid_at)
     return sql.SQL(
         "{vec}, {walk},"
         " graph AS MATERIALIZED (SELECT g.version_id,"
@@ -615,8 +700,8 @@ def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     ).format(
         vec=fact_vectors(req, filters),
         walk=_walk(req),
-        around_source=_around("source_id", held, valid, filters),
-        around_target=_around("target_id", held, valid, filters),
+        around_source=_around("source_id", req, filters),
+        around_target=_around("target_id", req, filters),
         cap=_AROUND_CAP,
     )
 

@@ -1,0 +1,144 @@
+"""Search as of a system time: the search the graph would have answered then.
+
+The versions held at a moment T are the current ones created by T (in the HNSW
+indexes, ranked through them, the creation time one more filter) and the
+versions that ended after T (history rows, in no vector index: ranked exactly).
+Here each moment of a history (a contradiction that closes a period, a
+correction that expires a version, more facts, an episode removed) is searched
+live, and searched again later with ``as_of``: the two must be the same hits
+with the same scores, for each time filter; then the same history is searched
+through the indexes (the bound under which a group is ranked exactly lowered)
+and must give what the exact ranking gives, and so must a moment before most
+of the group existed, where the indexes give too few, and versions ended after
+the moment read by a scan past their bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import timestone
+from timestone import EdgeType, Ontology
+from timestone import FactInput as F
+from timestone._sync import _search as ssearch
+
+T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+T2023 = datetime(2023, 1, 1, tzinfo=UTC)
+WHEN: list[datetime | None] = [
+    None,
+    datetime(2018, 1, 1, tzinfo=UTC),
+    datetime(2031, 1, 1, tzinfo=UTC),
+]
+ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+QUERIES = [
+    "Where does Mira work?",
+    "Which estate does Winemaker 4 work at?",
+    "Gamay grape",
+    "Mira",
+    "zzzz qqqq",
+]
+
+
+def _shown(found: timestone.SearchResults) -> list[tuple[Any, ...]]:
+    return [(f.version_id, f.fact, f.source, f.target, f.score) for f in found.facts]
+
+
+def _searched(memory: timestone.Memory, group: str, **kw: Any) -> list[list[tuple[Any, ...]]]:
+    return [_shown(memory.search(group, q, valid_at=w, **kw)) for q in QUERIES for w in WHEN]
+
+
+def _history(memory: timestone.Memory, group: str, *, live: bool) -> list[tuple[datetime, Any]]:
+    """Write the history; after each step, its moment (and the live searches if asked)."""
+    steps: list[tuple[datetime, Any]] = []
+
+    def moment() -> None:
+        steps.append((datetime.now(UTC), _searched(memory, group) if live else None))
+
+    memory.add_facts(
+        group,
+        [F("Mira", "WORKS_AT", "Château Nord"), F("Mira", "WORKS_WITH_GRAPE", "Gamay")]
+        + [F(f"Winemaker {i}", "WORKS_AT", f"Estate {i % 7}") for i in range(12)],
+        reference_time=T2015,
+    )
+    moment()
+    memory.add_facts(  # a newer employer closes the period at Château Nord
+        group,
+        [F("Mira", "WORKS_AT", "Château Sud")]
+        + [F(f"Winemaker {i}", "WORKS_AT", f"Estate {(i + 3) % 7}") for i in range(0, 12, 3)],
+        reference_time=T2023,
+    )
+    moment()
+    memory.add_facts(  # a correction: same world date, the old version expires
+        group,
+        [F("Mira", "WORKS_WITH_GRAPE", "Gamay", fact="Mira works with the Gamay grape daily.")],
+        reference_time=T2015,
+    )
+    moment()
+    later = memory.add_facts(
+        group,
+        [F(f"Grower {i}", "GROWS", "Gamay grape") for i in range(40)]
+        + [F(f"Winemaker {i}", "WORKS_AT", f"Estate {i % 5}") for i in range(12, 40)],
+        reference_time=T2023,
+    )
+    moment()
+    memory.remove_episode(group, later.episode.id)
+    moment()
+    return steps
+
+
+@pytest.fixture
+def own_memory(fresh_dsn: str) -> Iterator[timestone.Memory]:
+    """A database of its own (its HNSW indexes hold this test's rows only), where a
+    newer employer closes the period at the last one."""
+    mem = timestone.Memory.open(fresh_dsn, ontology=ONTOLOGY)
+    yield mem
+    mem.close()
+
+
+def test_as_of_search_is_the_search_made_at_that_moment(
+    own_memory: timestone.Memory, group: str
+) -> None:
+    steps = _history(own_memory, group, live=True)
+    for at, then in steps:
+        assert _searched(own_memory, group, as_of=at) == then, at
+    searched = [then for _, then in steps]
+    assert len({str(then) for then in searched[:4]}) == 4  # each write changed an answer
+    assert searched[4] == searched[2]  # the removal gave back the graph before the episode
+    assert all(any(rows) for rows in searched)
+
+
+def test_as_of_search_through_the_indexes_ranks_what_the_exact_ranking_does(
+    own_memory: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = _history(own_memory, group, live=False)
+    exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
+    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)  # the group is ranked through the indexes
+    monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
+    indexed = [_searched(own_memory, group, as_of=at) for at, _ in steps]
+    assert indexed == exact
+    # an index scan stopped after one tuple gives too few: the current versions created
+    # by the moment are ranked by the scan instead, and the answer is the same
+    starved = ssearch._SETTINGS.replace(  # pyright: ignore[reportPrivateUsage]
+        "SELECT ", "SELECT set_config('hnsw.max_scan_tuples', '1', true), ", 1
+    )
+    monkeypatch.setattr(ssearch, "_SETTINGS", starved)
+    assert [_searched(own_memory, group, as_of=at) for at, _ in steps] == exact
+    assert all(any(rows) for rows in exact)  # every moment finds something
+
+
+def test_as_of_search_past_the_bound_of_ended_versions_scans_them(
+    own_memory: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From ``ENDED_EXACT_BELOW`` versions ended after the moment, the vector list and
+    the facts around the walked entities read them by a scan: the same answers."""
+    steps = _history(own_memory, group, live=False)
+    exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
+    monkeypatch.setattr(ssearch, "ENDED_EXACT_BELOW", 1)
+    for exact_below in (1000, 3):  # ranked exactly, and through the indexes
+        monkeypatch.setattr(ssearch, "EXACT_BELOW", exact_below)
+        monkeypatch.setattr(ssearch, "_STATEMENTS", {})
+        assert [_searched(own_memory, group, as_of=at) for at, _ in steps] == exact
