@@ -431,16 +431,16 @@ def _ask(
     return latencies, answered
 
 
-AS_OF_QUESTIONS = 20  # an as-of search scans the group: fewer questions
+AS_OF_QUESTIONS = 100  # the first questions of the sample, asked again as of now
 
 
 def as_of_search(
     mem: timestone.Memory, group: str, sample: Sequence[tuple[str, str]]
 ) -> dict[str, Any]:
     """``search(group, question, limit=10, as_of=now)``: the facts held now, read as
-    history is (exact scans of the group's rows; the partial indexes hold current rows
-    only). Latency, and recall@10 of the current answer, which must be the present
-    search's."""
+    history is (the current versions created by the moment through the indexes, the
+    versions ended since by key). Latency, and recall@10 of the current answer, which
+    must be the present search's."""
     moment = datetime.now(UTC)
     asked = list(sample[:AS_OF_QUESTIONS])
     mem.search(group, asked[0][0], limit=10, as_of=moment)  # warm
