@@ -1,15 +1,17 @@
 """Structured ingestion throughput and point / as-of read latency.
 
-    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk)
-    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk)
+    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk, twice)
+    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk, twice)
 
 A synthetic career graph: people change employer (``WORKS_AT``, cardinality
 one: every change closes the previous period) and know each other
 (``KNOWS``, many). Facts go in through ``add_facts`` in batches of 100 and
 1,000 on the embedded Postgres with the default (local) embedder; every batch
-is one transaction. The largest size is ingested twice: with plain calls, and
-inside ``Memory.bulk_load`` (vector indexes built once at the end; the rate
-includes that build). Each run has a database of its own. Reads are timed at
+is one transaction. The largest size is ingested three times: with plain
+calls, and twice inside ``Memory.bulk_load`` (vector indexes built once at the
+end; the rate includes that build), with a loop of ``add_facts`` calls and with
+one ``add_fact_batches`` call (the next batch checked and embedded while the
+database stores the one before). Each run has a database of its own. Reads are timed at
 each size: the current employer of a person (point), the same as of a moment in
 the middle of ingestion (as-of), and a person's whole timeline.
 """
@@ -57,14 +59,24 @@ def corpus(people: int, facts_per_person: int, seed: int = 7) -> list[FactInput]
 
 
 def ingest(
-    mem: timestone.Memory, group: str, facts: list[FactInput], batch: int, *, started: float
+    mem: timestone.Memory,
+    group: str,
+    facts: list[FactInput],
+    batch: int,
+    *,
+    started: float,
+    many: bool = False,
 ) -> dict[str, Any]:
-    recorded: list[datetime] = []
-    for i in range(0, len(facts), batch):
-        res = mem.add_facts(
-            group, facts[i : i + batch], reference_time=T0, name=f"batch {i // batch}"
-        )
-        recorded.append(res.recorded_at)
+    """Write ``facts`` in batches: one ``add_facts`` call each, or (``many``) all of them
+    through one ``add_fact_batches`` call."""
+    batches: list[dict[str, Any]] = [
+        {"facts": facts[i : i + batch], "reference_time": T0, "name": f"batch {i // batch}"}
+        for i in range(0, len(facts), batch)
+    ]
+    if many:
+        recorded = [r.recorded_at for r in mem.add_fact_batches(group, batches)]
+    else:
+        recorded = [mem.add_facts(group, **b).recorded_at for b in batches]
     return {
         "facts": len(facts),
         "batch": batch,
@@ -113,13 +125,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2k and 10k facts")
     parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
-    runs = (
-        [(2_000, 100, False), (10_000, 1_000, False), (10_000, 1_000, True)]
-        if args.quick
-        else [(10_000, 100, False), (100_000, 1_000, False), (100_000, 1_000, True)]
-    )
+    # (facts, batch, inside bulk_load, through add_fact_batches)
+    small, large = (2_000, 10_000) if args.quick else (10_000, 100_000)
+    runs = [
+        (small, 100, False, False),
+        (large, 1_000, False, False),
+        (large, 1_000, True, False),
+        (large, 1_000, True, True),
+    ]
     results: list[dict[str, Any]] = []
-    for total, batch, bulk in runs:
+    for total, batch, bulk, many in runs:
         with (
             scratch_data_dir() as data_dir,
             timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
@@ -131,7 +146,7 @@ def main() -> None:
             client, server = time.process_time(), server_cpu_seconds(data_dir)
             if bulk:
                 with mem.bulk_load():
-                    row = ingest(mem, group, facts, batch, started=time.perf_counter())
+                    row = ingest(mem, group, facts, batch, started=time.perf_counter(), many=many)
                     written = time.perf_counter()
                     row["cpu"] = _cpu_since(client, server, data_dir)
                 writes = written - row["started"]
@@ -143,6 +158,7 @@ def main() -> None:
                 row = finish(ingest(mem, group, facts, batch, started=time.perf_counter()))
                 row["cpu"] = _cpu_since(client, server, data_dir)
             row["bulk_load"] = bulk
+            row["call"] = "add_fact_batches" if many else "add_facts"
             row["cpu_pace_ms_before_after"] = [pace, cpu_pace_ms()]
             row["reads"] = reads(
                 mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
@@ -150,7 +166,10 @@ def main() -> None:
             results.append(row)
             rate = row["facts_per_second"]
             how = " inside bulk_load (index build included)" if bulk else ""
-            print(f"ingested {total:,} facts in batches of {batch}{how}: {rate:,} facts/s")
+            print(
+                f"ingested {total:,} facts in batches of {batch} ({row['call']}){how}:"
+                f" {rate:,} facts/s"
+            )
             cpu = row["cpu"]
             if cpu["server_s"] is not None:
                 print(
@@ -166,10 +185,10 @@ def main() -> None:
     path = write_result("ingest", {"quick": args.quick, "runs": results})
 
     print(
-        "\n| facts | batch | facts/s | point p50 / p95 (ms) | as-of p50 / p95 (ms)"
+        "\n| facts | batch | call | facts/s | point p50 / p95 (ms) | as-of p50 / p95 (ms)"
         " | timeline p50 / p95 (ms) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---|---:|---:|---:|---:|")
     for r in results:
         rd: dict[str, dict[str, float]] = r["reads"]
 
@@ -179,7 +198,7 @@ def main() -> None:
         alone = f" (writes alone {r['writes_per_second']:,})" if r["bulk_load"] else ""
         print(
             f"| {r['facts']:,} | {r['batch']:,}{' (bulk_load)' if r['bulk_load'] else ''} |"
-            f" {r['facts_per_second']:,}{alone} | {cell('point')} |"
+            f" `{r['call']}` | {r['facts_per_second']:,}{alone} | {cell('point')} |"
             f" {cell('as_of')} | {cell('timeline')} |"
         )
     print(f"\nwritten to {path}")

@@ -123,6 +123,35 @@ def test_malformed_jsonl_names_the_line_and_writes_nothing(
     assert "no such file" in missing.stderr
 
 
+def test_an_episode_the_library_refuses_stops_the_file_at_its_line(
+    run_here: Here, tmp_path: Path
+) -> None:
+    """A line that parses but that ``add_facts`` refuses (its period ends before the
+    reference time it starts at) is caught while the lines before it are written."""
+    cli = run_here
+
+    def line(name: str, **fact: str) -> str:
+        body = {"source": "Ada", "relation": "KNOWS", "target": name, **fact}
+        return json.dumps({"name": name, "reference_time": "2024-01-01T00:00:00Z", "facts": [body]})
+
+    path = tmp_path / "refused.jsonl"
+    bad = line("Cy", invalid_at="2020-01-01T00:00:00Z")
+    path.write_text("\n".join([line("Bo"), bad, line("Di")]) + "\n")
+    refused = cli("ingest", str(path), check=3)
+    assert f"{path}:2: KNOWS fact: invalid_at" in refused.stderr
+    assert "batches[" not in refused.stderr
+    assert "the episodes before line 2 were written" in refused.stderr
+    assert as_json(cli("stats", "--json"))["tables"]["episodes"]["versions"] == 1
+
+    skipped = as_json(cli("ingest", str(path), "--skip-bad", "--json"))
+    assert (skipped["episodes_created"], skipped["episodes_skipped"]) == (1, 1)
+    assert [b.split(": ", 1)[0] for b in skipped["bad_lines"]] == [f"{path}:2"]
+    assert sorted(f["target"] for f in as_json(cli("facts", "--source", "Ada", "--json"))) == [
+        "Bo",
+        "Di",
+    ]
+
+
 def test_bad_dates_usage_errors_and_busy_ports(run_here: Here) -> None:
     cli = run_here
     bad_date = cli("facts", "--as-of", "last tuesday", check=3)

@@ -16,7 +16,7 @@ import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -114,6 +114,23 @@ class _Prepared:
     valid_at: datetime
     invalid_at: datetime | None
     attributes: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """An ``add_facts`` call checked and embedded, its database work still to do."""
+
+    group_id: str
+    episode: EpisodeRow
+    prepared: list[_Prepared]
+    episode_text: str
+    vectors: dict[str, Row]
+
+
+_END = object()  # the end of the batches of ``add_fact_batches``
+_FACTS_KEYS = frozenset(
+    {"facts", "reference_time", "name", "saga", "idempotency_key", "source_description"}
+)
 
 
 def _end(value: str | EntityInput) -> EntityInput:
@@ -254,64 +271,166 @@ class Ingest:
         source_description: str,
     ) -> IngestResult:
         check_group(group_id)
-        ref = aware(reference_time, "reference_time")
         # a large write pauses the cyclic collector (``_collector``); a small one has too
         # few objects for it to matter, and leaves the process's collector alone
         with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
-            parsed, prepared = self.prepare(facts, ref)
-            content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
-            key = idempotency_key_ or idempotency_key(group_id, content, ref)
-            check_text(key, "idempotency_key", max_chars=512)
-            episode = EpisodeRow(
-                name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
-                if name is not None
-                else f"facts at {ref.isoformat()}",
-                content=content,
-                source="facts",
-                source_description=check_text(
-                    source_description, "source_description", max_chars=10_000, allow_empty=True
-                ),
-                reference_time=ref,
-                saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
-                idempotency_key=key,
+            batch = await self._batch(
+                group_id,
+                facts,
+                reference_time=reference_time,
+                name=name,
+                saga=saga,
+                idempotency_key_=idempotency_key_,
+                source_description=source_description,
             )
-            entities = [e for p in prepared for e in (p.source, p.target)]
-            episode_text = " ".join(p.sentence for p in prepared)
-            # names are embedded inside the transaction, and only for entities it mints
-            vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
-            for attempt in range(_RETRIES):
-                try:
-                    async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
-                        w = await begin_write(
-                            conn,
-                            group_id,
-                            self.embedder,
-                            keys=["episode\x1f" + key, *lock_keys(entities)],
-                        )
-                        w.remember(vectors)
-                        existing = await find_by_key(conn, group_id, key)
-                        if existing is not None:
-                            return await _existing_result(conn, group_id, existing)
-                        order = await send_relation_order(w, (p.relation for p in prepared))
-                        written = await self._write_episode(
-                            w, episode, vectors[episode_text], prepared
-                        )
-                        # built while the database stores the write; the episode's row comes last
-                        facts_out, invalidated = await ingest_outcome(w, written, order)
-                        result = IngestResult(
-                            episode=await written.stored(),
-                            entities=written.entities(),
-                            facts=facts_out,
-                            invalidated=invalidated,
-                            created=True,
-                            recorded_at=w.now,
-                        )
-                    await self.db.note_writes(len(prepared))
-                    return result
-                except ConflictError:
-                    if attempt == _RETRIES - 1:
-                        raise
-            raise AssertionError("unreachable")
+            return await self._store(batch)
+
+    async def add_fact_batches(
+        self,
+        group_id: str,
+        batches: object,
+        *,
+        on_progress: Callable[[int, int | None, IngestResult], object] | None,
+    ) -> list[IngestResult]:
+        """Many ``add_facts`` calls in order, each its own transaction, the next batch
+        checked and embedded while the database stores the one before.
+
+        The result is a loop of ``add_facts`` calls: the same writes, committed in the
+        same order, and a bad batch raises before anything of it is written, after the
+        batches before it committed. ``on_progress(done, total, result)`` follows each
+        commit (``total``: None for an iterable without a length)."""
+        check_group(group_id)
+        kind = type(batches).__name__
+        if isinstance(batches, (str, bytes, Mapping)) or not isinstance(batches, Iterable):
+            raise InvalidInput(
+                "batches must be an iterable of mappings with add_facts' arguments "
+                f"(facts, reference_time, ...), got {kind}"
+            )
+        items = cast(Iterable[object], batches)
+        total = len(items) if isinstance(items, Sized) else None
+        source = iter(items)
+        results: list[IngestResult] = []
+        pending = await _compat.aspawn(self._next_batch, group_id, source, 0)
+        try:
+            while (batch := await _compat.ajoin(pending)) is not None:
+                pending = await _compat.aspawn(self._next_batch, group_id, source, len(results) + 1)
+                with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
+                    result = await self._store(batch)
+                results.append(result)
+                if on_progress is not None:
+                    on_progress(len(results), total, result)
+            return results
+        finally:
+            await _compat.asettle(pending)
+
+    async def _next_batch(
+        self, group_id: str, source: Iterator[object], index: int
+    ) -> _Batch | None:
+        """Batch ``index`` of ``add_fact_batches`` checked and embedded; None at the end."""
+        value = next(source, _END)
+        if value is _END:
+            return None
+        if not isinstance(value, Mapping):
+            raise InvalidInput(
+                f"batches[{index}] must be a mapping with add_facts' arguments, "
+                f"got {type(value).__name__}"
+            )
+        item = cast(Mapping[str, Any], value)
+        unknown = set(item) - _FACTS_KEYS
+        if unknown:
+            raise InvalidInput(f"batches[{index}] has unknown keys {sorted(map(str, unknown))}")
+        for required in ("facts", "reference_time"):
+            if required not in item:
+                raise InvalidInput(f"batches[{index}] has no {required!r}")
+        facts = item["facts"]
+        try:
+            with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
+                return await self._batch(
+                    group_id,
+                    facts,
+                    reference_time=item["reference_time"],
+                    name=item.get("name"),
+                    saga=item.get("saga"),
+                    idempotency_key_=item.get("idempotency_key"),
+                    source_description=item.get("source_description", ""),
+                )
+        except InvalidInput as exc:
+            written = f"; the {index} batches before it were written" if index else ""
+            raise type(exc)(f"batches[{index}]: {exc}{written}") from exc
+
+    async def _batch(
+        self,
+        group_id: str,
+        facts: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        saga: str | None,
+        idempotency_key_: str | None,
+        source_description: str,
+    ) -> _Batch:
+        """One ``add_facts`` call checked and embedded: everything but the database."""
+        ref = aware(reference_time, "reference_time")
+        parsed, prepared = self.prepare(facts, ref)
+        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
+        key = idempotency_key_ or idempotency_key(group_id, content, ref)
+        check_text(key, "idempotency_key", max_chars=512)
+        episode = EpisodeRow(
+            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+            if name is not None
+            else f"facts at {ref.isoformat()}",
+            content=content,
+            source="facts",
+            source_description=check_text(
+                source_description, "source_description", max_chars=10_000, allow_empty=True
+            ),
+            reference_time=ref,
+            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            idempotency_key=key,
+        )
+        episode_text = " ".join(p.sentence for p in prepared)
+        # names are embedded inside the transaction, and only for entities it mints
+        vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
+        return _Batch(group_id, episode, prepared, episode_text, vectors)
+
+    async def _store(self, batch: _Batch) -> IngestResult:
+        """Write a checked batch: one transaction, retried when a concurrent writer took a
+        name or the idempotency key first."""
+        group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
+        entities = [e for p in prepared for e in (p.source, p.target)]
+        for attempt in range(_RETRIES):
+            try:
+                async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
+                    w = await begin_write(
+                        conn,
+                        group_id,
+                        self.embedder,
+                        keys=["episode\x1f" + key, *lock_keys(entities)],
+                    )
+                    w.remember(batch.vectors)
+                    existing = await find_by_key(conn, group_id, key)
+                    if existing is not None:
+                        return await _existing_result(conn, group_id, existing)
+                    order = await send_relation_order(w, (p.relation for p in prepared))
+                    written = await self._write_episode(
+                        w, batch.episode, batch.vectors[batch.episode_text], prepared
+                    )
+                    # built while the database stores the write; the episode's row comes last
+                    facts_out, invalidated = await ingest_outcome(w, written, order)
+                    result = IngestResult(
+                        episode=await written.stored(),
+                        entities=written.entities(),
+                        facts=facts_out,
+                        invalidated=invalidated,
+                        created=True,
+                        recorded_at=w.now,
+                    )
+                await self.db.note_writes(len(prepared))
+                return result
+            except ConflictError:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _write_episode(
         self,

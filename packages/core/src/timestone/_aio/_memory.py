@@ -243,6 +243,35 @@ class AsyncMemory:
         await self._follow(group_id, [result])
         return result
 
+    async def add_fact_batches(
+        self,
+        group_id: str,
+        batches: Iterable[Mapping[str, Any]],
+        *,
+        on_progress: Callable[[int, int | None, IngestResult], object] | None = None,
+    ) -> list[IngestResult]:
+        """Many ``add_facts`` calls, for an import: each mapping of ``batches`` holds one
+        call's arguments (``facts``, ``reference_time``, optional ``name``, ``saga``,
+        ``idempotency_key``, ``source_description``). The batches are written in order,
+        each its own transaction, while the next one is checked and embedded beside the
+        database's work (the gain over a loop of ``add_facts``). ``batches`` may be a
+        generator, read one batch ahead. ``on_progress(done, total, result)`` follows
+        each commit (``total`` is None when ``batches`` has no length). A bad batch
+        raises before any of it is written; the batches before it stay written, and
+        running the same import again skips them (their idempotency keys)."""
+        done: list[IngestResult] = []
+
+        def progress(count: int, total: int | None, result: IngestResult) -> None:
+            done.append(result)
+            if on_progress is not None:
+                on_progress(count, total, result)
+
+        try:
+            return await self._ingest.add_fact_batches(group_id, batches, on_progress=progress)
+        finally:
+            if done:
+                await self._follow(group_id, done)
+
     async def add_document(
         self,
         group_id: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from .._models import FactInput
+from .._models import FactInput, IngestResult
 from .._sync._memory import Memory
 from .._time import parse_datetime
 from ..errors import InvalidInput, TimestoneError
@@ -206,37 +206,83 @@ def ingest_paths(
                 _ingest_text(mem, group_id, path, reference_time, summary)
                 progress.advance(task)
             else:
-                for ep in episodes:
-                    try:
-                        res = mem.add_facts(
-                            group_id,
-                            ep.facts,
-                            reference_time=ep.reference_time,
-                            name=ep.name,
-                            saga=ep.saga,
-                            idempotency_key=ep.idempotency_key,
-                            source_description=ep.source_description,
-                        )
-                    except InvalidInput as exc:
-                        message = f"{path}:{ep.line}: {exc}"
-                        if not skip_bad:
-                            raise InvalidInput(
-                                f"{message}\nthe episodes before line {ep.line} were written; "
-                                "running the same ingest again resumes after them"
-                            ) from exc
-                        summary.bad_lines.append(message)
-                    else:
-                        if res.created:
-                            summary.episodes_created += 1
-                            summary.facts_written += len(res.facts)
-                        else:
-                            summary.episodes_skipped += 1
+
+                def advance() -> None:
                     progress.advance(task)
                     elapsed = (datetime.now(UTC) - started).total_seconds()
-                    done = progress.tasks[0].completed
                     if elapsed > 0:
+                        done = progress.tasks[0].completed
                         progress.update(task, rate=f"{done / elapsed:.1f} episodes/s")
+
+                _ingest_episodes(
+                    mem,
+                    group_id,
+                    path,
+                    episodes,
+                    skip_bad=skip_bad,
+                    summary=summary,
+                    advance=advance,
+                )
     return summary
+
+
+def _ingest_episodes(
+    mem: Memory,
+    group_id: str,
+    path: Path,
+    episodes: Sequence[Episode],
+    *,
+    skip_bad: bool,
+    summary: IngestSummary,
+    advance: Callable[[], None],
+) -> None:
+    """A file's episodes, in order, through ``add_fact_batches`` (the next episode checked
+    and embedded while the one before is stored). An episode the library refuses stops
+    the file there, or with ``skip_bad`` is recorded and the episodes after it go on."""
+    start = 0
+    while start < len(episodes):
+        done = 0
+
+        def progress(count: int, _total: int | None, res: IngestResult) -> None:
+            nonlocal done
+            done = count
+            if res.created:
+                summary.episodes_created += 1
+                summary.facts_written += len(res.facts)
+            else:
+                summary.episodes_skipped += 1
+            advance()
+
+        try:
+            mem.add_fact_batches(
+                group_id,
+                (
+                    {
+                        "facts": ep.facts,
+                        "reference_time": ep.reference_time,
+                        "name": ep.name,
+                        "saga": ep.saga,
+                        "idempotency_key": ep.idempotency_key,
+                        "source_description": ep.source_description,
+                    }
+                    for ep in episodes[start:]
+                ),
+                on_progress=progress,
+            )
+            return
+        except InvalidInput as exc:
+            ep = episodes[start + done]
+            # the library's own words, without its batch number (the line says where)
+            reason = exc.__cause__ if isinstance(exc.__cause__, InvalidInput) else exc
+            message = f"{path}:{ep.line}: {reason}"
+            if not skip_bad:
+                raise InvalidInput(
+                    f"{message}\nthe episodes before line {ep.line} were written; "
+                    "running the same ingest again resumes after them"
+                ) from exc
+            summary.bad_lines.append(message)
+            advance()
+            start += done + 1
 
 
 def _ingest_text(
