@@ -99,6 +99,31 @@ def test_entities_episodes_and_filters(memory: timestone.Memory, group: str) -> 
     assert [f.id for f in only.facts] == [chosen.id]
 
 
+def test_a_filter_keeps_limit_hits_when_full_text_finds_others_first(
+    memory: timestone.Memory, group: str
+) -> None:
+    """Full text does not apply a label filter (the filter is checked on the fused
+    candidates): a search whose words match only facts outside the filter still returns
+    ``limit`` facts inside it, found by the other lists, not fewer."""
+    memory.add_facts(
+        group,
+        [F("Zed", "LIKES", f"Pie {i}", fact=f"Zed likes apple pie number {i}.") for i in range(20)]
+        + [
+            F(
+                "Bo",
+                "MEETS",
+                timestone.EntityInput(f"Mate {i}", labels=("Team",)),
+                fact=f"Bo meets mate {i} on mondays.",
+            )
+            for i in range(15)
+        ],
+        reference_time=T2015,
+    )
+    found = memory.search(group, "apple pie", labels=["Team"], limit=10).facts
+    assert len(found) == 10
+    assert {f.relation for f in found} == {"MEETS"}
+
+
 def test_graph_walk_from_center(memory: timestone.Memory, group: str) -> None:
     _mira(memory, group)
     # the region is two hops from Mira and shares no words with the query

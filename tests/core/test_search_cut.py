@@ -24,6 +24,7 @@ from timestone._aio._search import (
     fused_sql,
     kept_sql,
     prepare_search,
+    top_sql,
 )
 from timestone._fusion import Candidate, rerank
 
@@ -108,3 +109,46 @@ def test_the_database_cut_is_the_head_of_rerank(
         limit,
     )
     assert got == [c.key for c in expected]
+
+
+FACT_LISTS = RANKED_LISTS["facts"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lists=st.lists(
+        st.lists(st.sampled_from(FACT_LISTS), min_size=1, max_size=3, unique=True),
+        min_size=1,
+        max_size=14,
+    ),
+    limit=st.integers(1, 14),
+)
+def test_the_early_cut_of_facts_is_the_head_of_rrf(
+    dsn: str, lists: list[list[str]], limit: int
+) -> None:
+    """A facts search fused by reciprocal rank without filters reads only the rows it
+    keeps: ``top`` (ranks alone) must hold the head of ``rerank`` over every candidate."""
+    taken: dict[str, int] = dict.fromkeys(FACT_LISTS, 0)
+    rows: list[tuple[uuid.UUID, dict[str, int]]] = []
+    for names in lists:
+        ranks: dict[str, int] = {}
+        for name in names:
+            taken[name] += 1
+            ranks[name] = taken[name]
+        rows.append((uuid.uuid4(), ranks))
+    req = prepare_search("anything", limit=limit)
+    ranked = sql.SQL(", ").join(
+        sql.SQL("{} (version_id, r) AS (SELECT * FROM unnest({}::uuid[], {}::int8[]))").format(
+            sql.Identifier(name),
+            sql.Literal([k for k, r in rows if name in r]),
+            sql.Literal([r[name] for _, r in rows if name in r]),
+        )
+        for name in FACT_LISTS
+    )
+    query = sql.SQL("WITH {lists}, {cand},{top} x AS (SELECT 1) SELECT version_id FROM top").format(
+        lists=ranked, cand=candidates_sql("facts"), top=top_sql(req)
+    )
+    with psycopg.connect(dsn) as conn:
+        got = {row[0] for row in conn.execute(query, {"keep": limit}).fetchall()}
+    expected = rerank([Candidate(k, {COLUMNS[n]: r[n] for n in r}) for k, r in rows], "rrf", limit)
+    assert got == {c.key for c in expected}

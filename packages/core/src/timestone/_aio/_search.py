@@ -82,6 +82,7 @@ __all__ = [
     "run_search",
     "search",
     "search_params",
+    "top_sql",
 ]
 
 SCOPES = ("facts", "entities", "episodes", "communities")
@@ -706,6 +707,25 @@ def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     )
 
 
+def _cut_early(req: SearchRequest) -> bool:
+    """Whether the facts a search keeps are known from the ranks alone: reciprocal rank
+    fusion (or a cross-encoder, which rescores the ones fusion kept) orders candidates
+    by ``fused`` and their key, and without a filter every candidate passes ``hits``, so
+    only the rows kept are read (``top_sql``)."""
+    no_filter = req.edge_types is None and req.labels is None and req.ids is None
+    return no_filter and req.method in ("rrf", "cross_encoder")
+
+
+def top_sql(req: SearchRequest) -> sql.Composable:
+    """``top``: the candidates the reranker keeps, by their ranks (``_cut_early``)."""
+    if not _cut_early(req):
+        return sql.SQL("")
+    return sql.SQL(
+        " top AS (SELECT cand.*, {fused} AS fused FROM cand"
+        " ORDER BY fused DESC, cand.version_id LIMIT %(keep)s),"
+    ).format(fused=fused_sql("facts"))
+
+
 # Each scope reads its candidates' rows by key in a lateral lookup whose LIMIT 1 (the
 # key is unique) keeps it from being flattened into a join: as a join, the generic plan of
 # a database of few groups hashed every current row of the group instead.
@@ -714,14 +734,14 @@ def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     to what the reranker keeps, with the names of their endpoints."""
     embedding = sql.SQL(", f.embedding") if req.embeddings else sql.SQL("")
     return sql.SQL(
-        " {cand},"
+        " {cand},{top}"
         " hits AS (SELECT f.id, f.version_id, f.group_id, f.source_id, f.relation,"
         "  f.target_id, f.fact, f.valid_at, f.invalid_at, f.created_at,"
         "  f.expired_at, f.episodes, f.attributes::text AS attributes, cand.fts_rank,"
         "  cand.vec_rank, cand.graph_rank, least(ws.depth, wt.depth) AS hops,"
         "  f.embedding <=> %(vec)s::vector AS distance, cardinality(f.episodes) AS mentions,"
         "  {fused} AS fused{embedding}"
-        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
+        " FROM {source} AS cand CROSS JOIN LATERAL (SELECT * FROM timestone.facts AS x"
         "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS f"
         " LEFT JOIN walked AS ws ON ws.entity_id = f.source_id"
         " LEFT JOIN walked AS wt ON wt.entity_id = f.target_id"
@@ -730,6 +750,8 @@ def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
         " {source_name} {target_name}"
     ).format(
         cand=candidates_sql("facts"),
+        top=top_sql(req),
+        source=sql.SQL("top" if _cut_early(req) else "cand"),
         filters=filters,
         embedding=embedding,
         fused=fused_sql("facts"),
