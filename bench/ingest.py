@@ -74,7 +74,13 @@ def ingest(
         for i in range(0, len(facts), batch)
     ]
     if many:
-        recorded = [r.recorded_at for r in mem.add_fact_batches(group, batches)]
+        recorded: list[datetime] = []
+        mem.add_fact_batches(
+            group,
+            batches,
+            on_progress=lambda _done, _total, r: recorded.append(r.recorded_at),
+            keep_results=False,
+        )
     else:
         recorded = [mem.add_facts(group, **b).recorded_at for b in batches]
     return {

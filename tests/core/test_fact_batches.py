@@ -98,6 +98,24 @@ def test_batches_write_what_a_loop_of_add_facts_writes(
     assert _graph(mem, batched) == graph
 
 
+def test_results_need_not_be_kept(mem: timestone.Memory) -> None:
+    """An import of millions keeps no results: ``on_progress`` still sees each one."""
+    batches = _batches(n_batches=3)
+    looped, batched = _group("kept"), _group("unkept")
+    for b in batches:
+        mem.add_facts(looped, **b)
+    seen: list[str] = []
+    kept = mem.add_fact_batches(
+        batched,
+        batches,
+        on_progress=lambda _done, _total, r: seen.append(r.episode.name),
+        keep_results=False,
+    )
+    assert kept == []
+    assert seen == [b["name"] for b in batches]
+    assert _graph(mem, batched) == _graph(mem, looped)
+
+
 def test_a_generator_is_read_one_batch_ahead_and_has_no_total(mem: timestone.Memory) -> None:
     batches = _batches(n_batches=3)
     read: list[int] = []

@@ -292,6 +292,7 @@ class Ingest:
         batches: object,
         *,
         on_progress: Callable[[int, int | None, IngestResult], object] | None,
+        keep_results: bool = True,
     ) -> list[IngestResult]:
         """Many ``add_facts`` calls in order, each its own transaction, the next batch
         checked and embedded while the database stores the one before.
@@ -299,7 +300,8 @@ class Ingest:
         The result is a loop of ``add_facts`` calls: the same writes, committed in the
         same order, and a bad batch raises before anything of it is written, after the
         batches before it committed. ``on_progress(done, total, result)`` follows each
-        commit (``total``: None for an iterable without a length)."""
+        commit (``total``: None for an iterable without a length); without
+        ``keep_results`` the results are not kept, and the list returned is empty."""
         check_group(group_id)
         kind = type(batches).__name__
         if isinstance(batches, (str, bytes, Mapping)) or not isinstance(batches, Iterable):
@@ -311,15 +313,18 @@ class Ingest:
         total = len(items) if isinstance(items, Sized) else None
         source = iter(items)
         results: list[IngestResult] = []
+        done = 0
         pending = _compat.spawn(self._next_batch, group_id, source, 0)
         try:
             while (batch := _compat.join(pending)) is not None:
-                pending = _compat.spawn(self._next_batch, group_id, source, len(results) + 1)
+                pending = _compat.spawn(self._next_batch, group_id, source, done + 1)
                 with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
                     result = self._store(batch)
-                results.append(result)
+                done += 1
+                if keep_results:
+                    results.append(result)
                 if on_progress is not None:
-                    on_progress(len(results), total, result)
+                    on_progress(done, total, result)
             return results
         finally:
             _compat.settle(pending)

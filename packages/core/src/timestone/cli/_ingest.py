@@ -268,6 +268,7 @@ def _ingest_episodes(
                     for ep in episodes[start:]
                 ),
                 on_progress=progress,
+                keep_results=False,
             )
             return
         except InvalidInput as exc:
