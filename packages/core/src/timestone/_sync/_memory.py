@@ -254,7 +254,8 @@ class Memory:
         call's arguments (``facts``, ``reference_time``, optional ``name``, ``saga``,
         ``idempotency_key``, ``source_description``). The batches are written in order,
         each its own transaction, while the next one is checked and embedded beside the
-        database's work (the gain over a loop of ``add_facts``). ``batches`` may be a
+        database's work (faster than the loop where the client has time to spare while
+        the database writes, not where its CPU is the bottleneck). ``batches`` may be a
         generator, read one batch ahead. ``on_progress(done, total, result)`` follows
         each commit (``total`` is None when ``batches`` has no length). A bad batch
         raises before any of it is written; the batches before it stay written, and
