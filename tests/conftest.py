@@ -6,6 +6,8 @@ socket or loopback fails the test that made it.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import socket
 import tempfile
 import uuid
@@ -25,11 +27,36 @@ from timestone._embedded import embedded_dsn
 ALLOW_NETWORK = False
 
 
+_ROOT: list[Path] = []  # the private temporary root of this run, when it made one
+_FAILED: list[bool] = []
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A private temporary root per run: pytest's shared root keeps only its three newest
     # runs, and a parallel run must not delete the data dir of a server that is running.
+    # It holds the embedded servers' data (about 400 MB), so a run that passes removes it
+    # as the process exits: registered now, before any server starts, the removal runs
+    # after the exit handlers that stop the servers (they run last registered first).
+    # A run that fails keeps it, and says where.
     if config.option.basetemp is None:
-        config.option.basetemp = tempfile.mkdtemp(prefix="timestone-tests-")
+        root = Path(tempfile.mkdtemp(prefix="timestone-tests-"))
+        config.option.basetemp = str(root)
+        _ROOT.append(root)
+        atexit.register(_remove_root, root)
+
+
+def _remove_root(root: Path) -> None:
+    if not any(_FAILED):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _FAILED.append(exitstatus != 0)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int) -> None:
+    if _ROOT and exitstatus != 0:
+        terminalreporter.write_line(f"the run's databases and files are kept in {_ROOT[0]}")
 
 
 _real_connect = socket.socket.connect
