@@ -203,6 +203,22 @@ def test_bad_input_names_the_batch_and_writes_nothing(
     assert _episodes(module_dsn, group) == []
 
 
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"on_progress": 42}, "on_progress must be a function or None"),
+        ({"keep_results": "no"}, "keep_results must be True or False"),
+    ],
+)
+def test_bad_options_are_refused_before_any_batch_is_written(
+    mem: timestone.Memory, module_dsn: str, options: dict[str, Any], words: str
+) -> None:
+    group = _group("options")
+    with pytest.raises(InvalidInput, match=words):
+        mem.add_fact_batches(group, _batches(n_batches=2), **options)
+    assert _episodes(module_dsn, group) == []
+
+
 def test_a_group_id_is_checked_before_any_batch_is_read(mem: timestone.Memory) -> None:
     read: list[int] = []
 

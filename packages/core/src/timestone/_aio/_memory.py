@@ -265,6 +265,10 @@ class AsyncMemory:
         The results hold every fact and entity written, about 1.3 kB a fact: for an
         import of millions, ``keep_results=False`` keeps none (the list returned is
         empty; ``on_progress`` still sees each one)."""
+        if on_progress is not None and not callable(on_progress):
+            raise InvalidInput(
+                f"on_progress must be a function or None, got {type(on_progress).__name__}"
+            )
         follow = self.communities == "auto"  # what ``_follow`` needs, kept until the end
         done: list[IngestResult] = []
 

@@ -303,6 +303,10 @@ class Ingest:
         commit (``total``: None for an iterable without a length); without
         ``keep_results`` the results are not kept, and the list returned is empty."""
         check_group(group_id)
+        if not isinstance(keep_results, bool):
+            raise InvalidInput(
+                f"keep_results must be True or False, got {type(keep_results).__name__}"
+            )
         kind = type(batches).__name__
         if isinstance(batches, (str, bytes, Mapping)) or not isinstance(batches, Iterable):
             raise InvalidInput(
