@@ -291,7 +291,7 @@ class Ingest:
         batches: object,
         *,
         on_progress: Callable[[int, int | None, IngestResult], object] | None,
-        keep_results: bool = True,
+        keep_results: object = True,
     ) -> list[IngestResult]:
         """Many ``add_facts`` calls in order, each its own transaction, the next batch
         checked and embedded while the database stores the one before.
