@@ -256,3 +256,30 @@ def test_rollback_to_the_future(memory: timestone.Memory, dsn: str, group: str) 
 def test_inputs_check_themselves(build: Any, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         build()
+
+
+@pytest.mark.parametrize(
+    ("error", "lost"),
+    [
+        (psycopg.OperationalError("server closed the connection unexpectedly"), True),
+        (psycopg.errors.AdminShutdown("terminating connection"), True),
+        (psycopg.errors.TooManyConnections("too many clients"), True),
+        (psycopg.errors.ConnectionFailure("connection failure"), True),
+        (psycopg.errors.ProgramLimitExceeded("string is too long for tsvector"), False),
+        (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),
+        (psycopg.errors.ObjectNotInPrerequisiteState("not loaded"), False),
+    ],
+)
+def test_only_a_lost_connection_is_reported_as_one(error: psycopg.Error, lost: bool) -> None:
+    """psycopg files a statement over a limit (a ``tsvector`` over 1 MB, an episode too
+    large to index) and a statement timeout under ``OperationalError`` with a dropped
+    connection: only the second is ``ConnectionFailed``."""
+    from timestone._aio._db import wrap_db_error
+
+    wrapped = wrap_db_error(error, "adding facts")
+    assert isinstance(wrapped, timestone.errors.ConnectionFailed) is lost
+    assert isinstance(wrapped, timestone.errors.DatabaseError)
+    assert str(wrapped).startswith("adding facts: ")
+    if isinstance(error, psycopg.errors.ProgramLimitExceeded):
+        assert "too large" in str(wrapped)
+        assert "tsvector" in str(wrapped)

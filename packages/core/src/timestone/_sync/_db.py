@@ -158,9 +158,23 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.IntegrityError):
         return ConflictError(f"{doing}: the database refused the write: {detail}")
-    if isinstance(exc, psycopg.OperationalError):
+    if isinstance(exc, psycopg.OperationalError) and _lost_connection(exc):
         return ConnectionFailed(f"{doing}: {detail}")
+    if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+        return DatabaseError(f"{doing}: the database refused it as too large: {detail}")
     return DatabaseError(f"{doing}: {detail}")
+
+
+# Of psycopg's OperationalError, the ones that mean the connection or the server is gone or
+# refusing connections: no SQLSTATE (raised by the client), class 08, the server shutting
+# down or starting, too many connections. Others (a limit exceeded, a statement timeout,
+# an object in the wrong state) are errors of the statement, not of the connection.
+_CONNECTION_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def _lost_connection(exc: psycopg.Error) -> bool:
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _CONNECTION_STATES
 
 
 def connect_owner(dsn: str) -> Connection[DictRow]:
