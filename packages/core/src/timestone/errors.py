@@ -104,7 +104,9 @@ class DatabaseError(TimestoneError):
 
 
 class ConnectionFailed(DatabaseError):
-    """The DSN does not connect."""
+    """The DSN does not connect, or the connection was lost or refused (the server shut
+    down or is starting, too many clients). A statement the server refuses is a
+    ``DatabaseError``."""
 
 
 class MissingExtension(DatabaseError):
