@@ -179,3 +179,62 @@ def test_writes_send_their_statements_in_a_pipeline(
     mem.add_facts(group, [FactInput("Ada", "KNOWS", "Bo")], reference_time=REF)
     mem.add_document(group, "notes://one", "Ada met Bo in Lyon.", reference_time=REF)
     assert seen == [PipelineStatus.ON, PipelineStatus.ON]
+
+
+def _bulky(count: int) -> list[FactInput]:
+    """Facts whose sentences make megabytes of statements: more than a socket holds."""
+    filler = " ".join(f"word{i}" for i in range(1_150))
+    return [
+        FactInput(f"Person {i}", "KNOWS", f"Person {i + 1}", fact=f"Person {i} knows. {filler}")
+        for i in range(count)
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_a_refusal_with_megabytes_still_to_send_ends_in_the_error(
+    mem: timestone.Memory, module_dsn: str, group: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The episode, the pipeline's first insert, is refused while megabytes of facts are
+    still to be sent behind it: the write ends in the refusal and writes nothing. (Ending
+    the aborted pipeline, a sync waited for the server's answer while the server waited
+    for the rest of the statements: both, for ever.)"""
+    _first(mem, group)
+    before = _counts(module_dsn, group)
+    _refuse(module_dsn, "episodes", REFUSALS["episodes"])
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="psycopg"),
+            pytest.raises(ConflictError, match="refuse_episodes"),
+        ):
+            mem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
+    finally:
+        _refuse(module_dsn, "episodes", None)
+    assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+    assert _counts(module_dsn, group) == before
+    res = mem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
+    assert len(res.facts) == 400
+
+
+@pytest.mark.timeout(120)
+async def test_an_async_refusal_with_megabytes_still_to_send_ends_in_the_error(
+    module_dsn: str, group: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    amem = await timestone.AsyncMemory.open(module_dsn)
+    try:
+        await amem.add_facts(group, [FactInput("Ada", "KNOWS", "Bo")], reference_time=REF)
+        before = _counts(module_dsn, group)
+        _refuse(module_dsn, "episodes", REFUSALS["episodes"])
+        try:
+            with (
+                caplog.at_level(logging.WARNING, logger="psycopg"),
+                pytest.raises(ConflictError, match="refuse_episodes"),
+            ):
+                await amem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
+        finally:
+            _refuse(module_dsn, "episodes", None)
+        assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+        assert _counts(module_dsn, group) == before
+        res = await amem.add_facts(group, _bulky(400), reference_time=REF)
+        assert len(res.facts) == 400
+    finally:
+        await amem.close()

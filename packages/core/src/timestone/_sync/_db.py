@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import Connection, sql
+from psycopg.generators import send
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -628,8 +629,13 @@ class Database:
                             yield conn
                         except psycopg.Error:
                             # end the aborted pipeline here: leaving it aborted, psycopg
-                            # would log a second error beside the one raised
+                            # would log a second error beside the one raised. What the
+                            # server has not received yet is sent first: a sync only
+                            # waits to read, and with more queued than the socket takes
+                            # (a statement of megabytes behind the failed one) both ends
+                            # would wait for each other forever.
                             with suppress(psycopg.Error):
+                                conn.wait(send(conn.pgconn))
                                 statements.sync()
                             raise
                 else:
