@@ -96,6 +96,61 @@ BAD_FACTS: list[tuple[str, Any, type[Exception], str]] = [
         InvalidInput,
         "NUL",
     ),
+    # a lone surrogate: half of a UTF-16 pair, as json.loads makes of a broken escape
+    (
+        "surrogate in a name",
+        {"source": "Ann\ud83d", "relation": "R", "target": "B"},
+        InvalidInput,
+        r"entity name contains a lone surrogate \('\\ud83d' at character 3\)",
+    ),
+    (
+        "surrogate in sentence",
+        {"source": "A", "relation": "R", "target": "B", "fact": "a \udc00 b"},
+        InvalidInput,
+        "fact sentence contains a lone surrogate",
+    ),
+    (
+        "surrogate in a summary",
+        {"source": {"name": "A", "summary": "\ud800"}, "relation": "R", "target": "B"},
+        InvalidInput,
+        "entity summary contains a lone surrogate",
+    ),
+    (
+        "NUL in an attribute",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"k": ["x", "\x00"]}},
+        InvalidInput,
+        r"attributes of R\['k'\]\[1\] contains a NUL byte",
+    ),
+    (
+        "surrogate in an attribute key",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"\ud800": 1}},
+        InvalidInput,
+        "a key of attributes of R contains a lone surrogate",
+    ),
+    (
+        "NaN attribute",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"k": float("nan")}},
+        InvalidInput,
+        r"attributes of R\['k'\] is nan, which JSON cannot hold",
+    ),
+    (
+        "datetime attribute, undeclared",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"k": REF}},
+        InvalidInput,
+        r"attributes of R\['k'\] is a datetime, which JSON cannot hold",
+    ),
+    (
+        "set attribute of an entity",
+        {"source": {"name": "A", "attributes": {"k": {1}}}, "relation": "R", "target": "B"},
+        InvalidInput,
+        r"attributes of Entity 'A'\['k'\] is a set",
+    ),
+    (
+        "nested key not a string",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"k": {2: 1}}},
+        InvalidInput,
+        r"attributes of R\['k'\] has a key that is not a string: 2",
+    ),
 ]
 
 
@@ -283,3 +338,40 @@ def test_only_a_lost_connection_is_reported_as_one(error: psycopg.Error, lost: b
     if isinstance(error, psycopg.errors.ProgramLimitExceeded):
         assert "too large" in str(wrapped)
         assert "tsvector" in str(wrapped)
+
+
+class Joined(pydantic.BaseModel):
+    since: datetime
+
+
+def test_a_declared_datetime_attribute_is_stored_as_the_model_makes_it(
+    dsn: str, group: str
+) -> None:
+    """JSON has no datetime: undeclared, one is refused (``test_bad_facts``); declared, the
+    ontology's model converts it, and that is what the fact and the episode's record of
+    the call hold."""
+    onto = Ontology(
+        entity_types=[EntityType("Person", attributes=Role)],
+        edge_types=[EdgeType("JOINED", attributes=Joined)],
+    )
+    with timestone.Memory.open(dsn, ontology=onto) as mem:
+        since = datetime(2019, 3, 1, 9, 30, tzinfo=UTC)
+        res = mem.add_facts(
+            group,
+            [
+                FactInput(
+                    EntityInput(
+                        "Ann", labels=("Person",), attributes={"since": 2019, "title": "x"}
+                    ),
+                    "JOINED",
+                    "Acme",
+                    attributes={"since": since},
+                )
+            ],
+            reference_time=REF,
+        )
+        assert [f.attributes for f in res.facts] == [{"since": "2019-03-01T09:30:00Z"}]
+        ann = mem.get_entity(group, "Ann")
+        assert ann is not None
+        assert ann.attributes == {"since": 2019, "title": "x"}
+        assert '"since": "2019-03-01T09:30:00+00:00"' in res.episode.content

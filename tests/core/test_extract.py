@@ -292,6 +292,61 @@ def test_edge_type_map_refuses_a_relation_between_the_wrong_types(
     assert {e.name for e in res.entities} == {"Navy", "Grace Hopper"}
 
 
+def test_a_broken_surrogate_escape_in_the_reply_is_dropped_with_a_warning(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A reply with half of an emoji's escape (``"\\ud83d"`` without its pair; the JSON
+    text an API sends, ASCII) decodes to a lone surrogate, which Postgres text cannot
+    hold: the entity named with it, and the fact whose sentence holds it, are dropped;
+    the rest is written."""
+    fact: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
+    replay.transport.extend(
+        [
+            chat_completion(
+                json.dumps(
+                    {
+                        "entities": [
+                            {"name": "Ada", "type": "Entity", "attributes": []},
+                            {"name": "Bo", "type": "Entity", "attributes": []},
+                            {"name": "Cy \ud83d", "type": "Entity", "attributes": []},
+                        ],
+                        "facts": [
+                            {
+                                "source": "Ada",
+                                "relation": "KNOWS",
+                                "target": "Bo",
+                                "fact": "Ada knows Bo.",
+                                **fact,
+                            },
+                            {
+                                "source": "Bo",
+                                "relation": "LIKES",
+                                "target": "Ada",
+                                "fact": "Bo likes Ada \ud83d.",
+                                **fact,
+                            },
+                            {
+                                "source": "Ada",
+                                "relation": "KNOWS",
+                                "target": "Cy \ud83d",
+                                "fact": "Ada knows Cy.",
+                                **fact,
+                            },
+                        ],
+                    }
+                )
+            )
+        ]
+    )
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(group, "Ada knows Bo and Cy; Bo likes Ada.", reference_time=at(2020))
+    messages = [str(w.message) for w in caught]
+    assert any("Bo likes Ada" in m and "lone surrogate" in m for m in messages)
+    assert any("Ada knows Cy." in m and "not an extracted entity" in m for m in messages)
+    assert [f.fact for f in res.facts] == ["Ada knows Bo."]
+    assert {e.name for e in res.entities} == {"Ada", "Bo"}
+
+
 # -- sources --------------------------------------------------------------------------
 
 
@@ -414,6 +469,7 @@ def test_wrong_api_key_is_one_clear_error_before_any_work(
         ("   ", {}, "episode content is empty"),
         (b"Ada likes tea.", {}, "binary"),
         ("Ada\x00likes tea.", {}, "looks binary"),
+        ("Ada likes tea \ud83c.", {}, r"episode content contains a lone surrogate \('\\ud83c'"),
         ("\x01\x02\x03\x04\x05\x06\x07\x08\x0b\x0c\x0e\x0f", {}, "looks binary"),
         ("x" * 101, {"max_chars": 100}, "the limit is 100"),
         ("Ada likes tea.", {"source": "email"}, "source must be one of"),

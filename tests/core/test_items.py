@@ -73,8 +73,13 @@ async def test_async_twin(amemory: timestone.AsyncMemory, group: str) -> None:
         (("a", ""), "k", {}, "namespace label is empty"),
         (("a",), "", {}, "item key is empty"),
         (("a",), "k", ["not", "a", "dict"], "JSON object"),
-        (("a",), "k", {"x": object()}, "not JSON-serializable"),
-        (("a",), "k", {"x": float("nan")}, "not JSON-serializable"),
+        (("a",), "k", {"x": object()}, r"item value\['x'\] is a object, which JSON cannot"),
+        (("a",), "k", {"x": [1, float("nan")]}, r"item value\['x'\]\[1\] is nan"),
+        (("a",), "k", {"x": "a\x00b"}, r"item value\['x'\] contains a NUL byte"),
+        (("a",), "k", {"x": "a\ud83d"}, r"item value\['x'\] contains a lone surrogate"),
+        (("a",), "k", {"\udc00": 1}, "a key of item value contains a lone surrogate"),
+        (("a",), "k", {1: 1}, "item value has a key that is not a string: 1"),
+        (("a",), "k\ud800", {}, "item key contains a lone surrogate"),
     ],
 )
 def test_bad_input_is_refused_and_writes_nothing(

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from ._models import check_text
+from ._models import check_json, check_text
 from .errors import InvalidInput
 
 __all__ = [
@@ -74,17 +74,14 @@ def check_key(key: object) -> str:
 
 
 def check_value(value: object) -> dict[str, Any]:
-    """A JSON object (a mapping with string keys), serializable and without NUL characters."""
+    """A JSON object (a mapping with string keys) that ``jsonb`` can hold (``check_json``)."""
     if not isinstance(value, Mapping):
         raise InvalidInput(
             f"an item value must be a JSON object (a dict), got {type(value).__name__}"
         )
-    try:
-        text = json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"item value is not JSON-serializable: {exc}") from exc
-    if "\\u0000" in text:
-        raise InvalidInput("item value contains a NUL character, which Postgres jsonb cannot store")
+    mapping = cast(Mapping[str, Any], value)
+    check_json(mapping, "item value")
+    text = json.dumps(mapping)
     if len(text) > MAX_VALUE_CHARS:
         raise InvalidInput(
             f"item value is {len(text):,} characters of JSON; the limit is {MAX_VALUE_CHARS:,}"

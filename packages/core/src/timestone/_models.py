@@ -8,6 +8,7 @@ ISO 8601 strings for dates), validated by pydantic.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -37,12 +38,62 @@ MAX_LABELS = 16
 _RELATION = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
-def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
-    """Refuse non-strings, NUL bytes, empty (unless allowed) and oversized text, naming ``what``."""
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> bool:
+    """Whether Postgres text can hold ``text``: no NUL byte, no lone surrogate (a half of
+    a UTF-16 pair, which ``json.loads`` makes of a broken ``\\ud83d`` escape and UTF-8
+    cannot encode)."""
+    return "\x00" not in text and (text.isascii() or _SURROGATE.search(text) is None)
+
+
+def check_chars(value: str, what: str) -> str:
+    """Refuse a string Postgres text cannot hold (``storable``), naming ``what``."""
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL byte, which Postgres text cannot store")
+    if not value.isascii() and (found := _SURROGATE.search(value)) is not None:
+        raise InvalidInput(
+            f"{what} contains a lone surrogate ({found.group()!r} at character "
+            f"{found.start()}), which is not text UTF-8 can encode"
+        )
+    return value
+
+
+def check_json(value: object, what: str) -> None:
+    """Refuse what a ``jsonb`` column cannot hold, naming where it is: a value other than
+    a string, a finite number, a boolean, None, a list (or tuple) or a mapping with string
+    keys, or a string that is not ``storable``."""
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{what} is {value!r}, which JSON cannot hold")
+    elif isinstance(value, str):
+        check_chars(value, what)
+    elif isinstance(value, Mapping):
+        for key, item in cast(Mapping[object, object], value).items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{what} has a key that is not a string: {key!r:.80}")
+            check_chars(key, f"a key of {what}")
+            check_json(item, f"{what}[{key!r:.80}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(cast(Sequence[object], value)):
+            check_json(item, f"{what}[{i}]")
+    else:
+        raise InvalidInput(
+            f"{what} is a {type(value).__name__}, which JSON cannot hold: use a string, "
+            "number, boolean, None, list or dict (or declare the attribute's type in the "
+            "ontology, which converts it)"
+        )
+
+
+def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = False) -> str:
+    """Refuse non-strings, text Postgres cannot hold (``check_chars``), empty (unless
+    allowed) and oversized text, naming ``what``."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, got {type(value).__name__}")
+    check_chars(value, what)
     if not allow_empty and not value.strip():
         raise InvalidInput(f"{what} is empty")
     if len(value) > max_chars:

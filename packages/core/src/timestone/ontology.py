@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from ._models import check_relation, check_text
+from ._models import check_json, check_relation, check_text
 from .errors import InvalidInput, OntologyViolation
 
 __all__ = ["Cardinality", "EdgeType", "EntityType", "Ontology"]
@@ -57,14 +57,19 @@ class EdgeType:
 def _validate(
     model: type[pydantic.BaseModel] | None, value: Mapping[str, Any], what: str
 ) -> dict[str, Any]:
+    """The attributes as stored: JSON (``check_json``), through ``model`` when declared."""
     if model is None:
-        return dict(value)
-    try:
-        return model.model_validate(dict(value)).model_dump(mode="json", exclude_unset=True)
-    except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "attributes"
-        raise OntologyViolation(f"{what}: {where}: {err['msg']}") from exc
+        out = dict(value)
+    else:
+        try:
+            out = model.model_validate(dict(value)).model_dump(mode="json", exclude_unset=True)
+        except pydantic.ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"]) or "attributes"
+            raise OntologyViolation(f"{what}: {where}: {err['msg']}") from exc
+    if out:
+        check_json(out, what)
+    return out
 
 
 class Ontology:
@@ -116,7 +121,7 @@ class Ontology:
                 raise OntologyViolation(
                     f"relation {relation!r} is not in the closed ontology (declared: {known})"
                 )
-            return dict(attributes)
+            return _validate(None, attributes, f"attributes of {relation}")
         if edge.source_types and source_type is not None and source_type not in edge.source_types:
             raise OntologyViolation(
                 f"{relation}: source type {source_type!r} is not one of {list(edge.source_types)}"
@@ -139,5 +144,5 @@ class Ontology:
                     f"entity type {entity_type!r} of {name!r} is not in the closed ontology "
                     f"(declared: {known})"
                 )
-            return dict(attributes)
+            return _validate(None, attributes, f"attributes of {entity_type} {name!r}")
         return _validate(declared.attributes, attributes, f"attributes of {entity_type} {name!r}")

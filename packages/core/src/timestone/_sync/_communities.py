@@ -33,6 +33,7 @@ from typing import Any
 import pydantic
 from psycopg import sql
 
+from .._models import storable
 from .._results import CommunityReport
 from ..embedders import Embedder
 from ..errors import InvalidInput
@@ -216,7 +217,7 @@ def _llm_names(
     out = list(inserts)
     for named in answer.communities:
         name, summary = named.name.strip(), named.summary.strip()
-        if 0 <= named.index < len(out) and name and "\x00" not in name + summary:
+        if 0 <= named.index < len(out) and name and storable(name + summary):
             out[named.index] = dataclasses.replace(
                 out[named.index], name=name[:200], summary=summary[: SUMMARY_CHARS * 2]
             )

@@ -35,7 +35,7 @@ import pydantic
 from psycopg import sql
 
 from .. import _prompts as P
-from .._models import EntityInput, Episode, FactInput, check_relation
+from .._models import EntityInput, Episode, FactInput, check_chars, check_relation, storable
 from .._names import fold, near_identical, normalize
 from .._time import utcnow
 from ..errors import BudgetExceeded, ExtractionWarning, InvalidInput, LLMError, OntologyViolation
@@ -103,6 +103,7 @@ def check_episode_content(content: object, source: object, max_chars: int) -> st
     control = sum(1 for ch in content if ord(ch) < 32 and ch not in "\n\r\t")
     if "\x00" in content or control > max(8, len(content) // 100):
         raise InvalidInput("episode content looks binary (NUL or control characters); pass text")
+    check_chars(content, "episode content")
     if source == "json":
         try:
             json.loads(content)
@@ -374,7 +375,7 @@ def _keep(
     entities: dict[str, EntityInput] = {}
     for e in raw.entities:
         name = e.name.strip()
-        if not name or len(name) > 512 or "\x00" in name:
+        if not name or len(name) > 512 or not storable(name):
             continue
         etype = e.type.strip() or "Entity"
         if etype in types.excluded:
@@ -390,7 +391,7 @@ def _keep(
         )
         try:
             attributes = ontology.check_entity(etype, attributes, name)
-        except OntologyViolation as exc:
+        except (OntologyViolation, InvalidInput) as exc:
             _warn(f"entity {name!r}: {exc}; dropped")
             continue
         labels = () if etype == "Entity" else (etype,)
@@ -435,7 +436,7 @@ def _keep(
                 src.entity_type if src.labels else None,
                 tgt.entity_type if tgt.labels else None,
             )
-        except OntologyViolation as exc:
+        except (OntologyViolation, InvalidInput) as exc:
             _warn(f"fact {f.fact!r}: {exc}; dropped")
             continue
         valid_at = _date(f.valid_at, f"valid_at of {f.fact!r}") or ref
@@ -447,6 +448,9 @@ def _keep(
             f.fact.strip()[:10_000]
             or f"{src.name} {relation.lower().replace('_', ' ')} {tgt.name}."
         )
+        if not storable(sentence):
+            _warn(f"fact {sentence!r:.80}: a NUL byte or a lone surrogate; dropped")
+            continue
         facts.append(
             FactInput(
                 source=src,

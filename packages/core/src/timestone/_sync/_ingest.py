@@ -37,6 +37,7 @@ from .._models import (
     Fact,
     FactInput,
     IngestResult,
+    check_json,
     check_text,
 )
 from .._time import aware
@@ -167,6 +168,13 @@ def _fact_json(f: FactInput) -> dict[str, Any]:
     if f.attributes:
         out["attributes"] = f.attributes
     return out
+
+
+def _as_given(value: object) -> str:
+    """An attribute value JSON has no form for, in the episode's record of the call: the
+    ontology's model accepted it (a ``datetime`` field) and stores what it made of it."""
+    isoformat = getattr(value, "isoformat", None)
+    return str(isoformat()) if callable(isoformat) else str(value)
 
 
 def _optional_text(value: object, what: str, max_chars: int) -> str | None:
@@ -380,7 +388,7 @@ class Ingest:
         """One ``add_facts`` call checked and embedded: everything but the database."""
         ref = aware(reference_time, "reference_time")
         parsed, prepared = self.prepare(facts, ref)
-        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False)
+        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False, default=_as_given)
         key = idempotency_key_ or idempotency_key(group_id, content, ref)
         check_text(key, "idempotency_key", max_chars=512)
         episode = EpisodeRow(
@@ -535,10 +543,7 @@ class Ingest:
         check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
         title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
         meta = dict(metadata or {})
-        try:
-            json.dumps(meta)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput(f"document metadata is not JSON-serializable: {exc}") from exc
+        check_json(meta, "document metadata")
         digest = hashlib.sha256(content.encode()).hexdigest()
         chunks = chunk_text(content, max_chars=max_chunk_chars)
         ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
