@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -375,3 +376,65 @@ def test_a_declared_datetime_attribute_is_stored_as_the_model_makes_it(
         assert ann is not None
         assert ann.attributes == {"since": 2019, "title": "x"}
         assert '"since": "2019-03-01T09:30:00+00:00"' in res.episode.content
+
+
+OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
+    (
+        lambda m, g: m.add_document(
+            g, "u://a", "Ada met Bo.", reference_time=REF, max_chunk_chars=0
+        ),
+        "max_chunk_chars must be an integer of at least 100, got 0",
+    ),
+    (
+        lambda m, g: m.add_document(
+            g, "u://a", "Ada met Bo.", reference_time=REF, max_chunk_chars=True
+        ),
+        "max_chunk_chars must be an integer of at least 100, got True",
+    ),
+    (
+        lambda m, g: m.add_document(
+            g, "u://a", "Ada met Bo.", reference_time=REF, metadata={"at": [REF]}
+        ),
+        r"document metadata\['at'\]\[0\] is a datetime",
+    ),
+    (
+        lambda m, g: m.add_document(
+            g, "u://a", "Ada met Bo.", reference_time=REF, metadata={"n": float("inf")}
+        ),
+        r"document metadata\['n'\] is inf",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities=[{"name": "Ada", "attributes": {"k": {1}}}]),
+        r"attributes of node 'Ada'\['k'\] is a set",
+    ),
+    (
+        lambda m, g: m.graph_nodes(g, attributes={"k": float("nan")}),
+        r"attributes\['k'\] is nan",
+    ),
+    (lambda m, g: m.export_group(g, 5), "out must be writable"),  # pyright: ignore[reportArgumentType]
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    OTHER_BAD,
+    ids=[
+        "chunk 0",
+        "chunk True",
+        "metadata datetime",
+        "metadata inf",
+        "node set",
+        "nodes NaN",
+        "sink",
+    ],
+)
+def test_other_bad_input_names_what_was_wrong(
+    memory: timestone.Memory,
+    dsn: str,
+    group: str,
+    call: Callable[[timestone.Memory, str], object],
+    message: str,
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        call(memory, group)
+    assert _rows(dsn, group) == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from .errors import InvalidInput
+
 __all__ = ["Chunk", "chunk_text"]
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
@@ -21,8 +23,9 @@ class Chunk:
 def chunk_text(content: str, *, max_chars: int = 1500, overlap: int = 0) -> list[Chunk]:
     """Split ``content`` into chunks of at most ``max_chars``, preferring paragraph, then
     sentence, then word boundaries; ``content[c.start:c.end] == c.text`` for every chunk."""
-    if max_chars < 100:
-        raise ValueError("max_chars must be at least 100")
+    given: object = max_chars  # as the caller passed it
+    if type(given) is not int or given < 100:
+        raise InvalidInput(f"max_chunk_chars must be an integer of at least 100, got {given!r}")
     chunks: list[Chunk] = []
     start = 0
     n = len(content)

@@ -73,18 +73,17 @@ def check_key(key: object) -> str:
     return check_text(key, "item key", max_chars=MAX_KEY_CHARS)
 
 
-def check_value(value: object) -> dict[str, Any]:
-    """A JSON object (a mapping with string keys) that ``jsonb`` can hold (``check_json``)."""
+def check_value(value: object, what: str = "item value") -> dict[str, Any]:
+    """A JSON object (a mapping with string keys) that ``jsonb`` can hold (``check_json``),
+    refused naming ``what``."""
     if not isinstance(value, Mapping):
-        raise InvalidInput(
-            f"an item value must be a JSON object (a dict), got {type(value).__name__}"
-        )
+        raise InvalidInput(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
     mapping = cast(Mapping[str, Any], value)
-    check_json(mapping, "item value")
+    check_json(mapping, what)
     text = json.dumps(mapping)
     if len(text) > MAX_VALUE_CHARS:
         raise InvalidInput(
-            f"item value is {len(text):,} characters of JSON; the limit is {MAX_VALUE_CHARS:,}"
+            f"{what} is {len(text):,} characters of JSON; the limit is {MAX_VALUE_CHARS:,}"
         )
     return cast(dict[str, Any], json.loads(text))
 

@@ -626,17 +626,17 @@ class AsyncMemory:
 
         ents = [e if isinstance(e, EntityInput) else EntityInput(**e) for e in entities]
         for e in ents:
-            check_value(e.attributes)
+            check_value(e.attributes, f"attributes of node {e.name!r:.80}")
         parts = [check_chunk(c) for c in chunks]
         for c in parts:
-            check_value(c.attributes)
+            check_value(c.attributes, f"attributes of chunk {c.key!r:.80}")
         rels = list(relations)
         for r in rels:
             if not isinstance(r, GraphRelation):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
-            check_value(r.attributes)
+            check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
         given = {
             check_text(k, "vector entity name", max_chars=512): v
             for k, v in (vectors or {}).items()
@@ -692,7 +692,7 @@ class AsyncMemory:
         from ._graph import graph_nodes
 
         wanted = None if ids is None else check_node_ids(ids, "ids")
-        attrs = None if attributes is None else check_value(attributes)
+        attrs = None if attributes is None else check_value(attributes, "attributes")
         n, skip, system = _limit(limit), check_offset(offset), _system(as_of)
         async with self._db.transaction(group_id, "reading graph nodes") as conn:
             return await graph_nodes(
@@ -794,6 +794,11 @@ class AsyncMemory:
     async def export_group(self, group_id: str, out: LineSink) -> dict[str, int]:
         """Write every row version of the group, both clocks as stored, as JSON lines to
         ``out`` (anything with ``write(str)``); returns the rows written per table."""
+        if not callable(getattr(out, "write", None)):
+            raise InvalidInput(
+                f"out must be writable (a file opened for text, or anything with write(str)), "
+                f"got {type(out).__name__}"
+            )
         async with self._db.transaction(group_id, "exporting a group") as conn:
             return await export_rows(conn, group_id, out)
 
