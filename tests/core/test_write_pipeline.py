@@ -8,7 +8,8 @@ Each case refuses one table's insert with a check constraint added for the test.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,6 +75,22 @@ def _refuse(dsn: str, table: str, check: str | None) -> None:
             )
 
 
+@contextmanager
+def _refused(dsn: str, table: str, caplog: pytest.LogCaptureFixture) -> Generator[None]:
+    """The block's write refused by ``table``'s check (added for it, dropped after): it
+    raises the refusal, once, not logged a second time as the pipeline ends."""
+    _refuse(dsn, table, REFUSALS[table])
+    try:
+        with (
+            caplog.at_level(logging.WARNING, logger="psycopg"),
+            pytest.raises(ConflictError, match=f"refuse_{table}"),
+        ):
+            yield
+    finally:
+        _refuse(dsn, table, None)
+    assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+
+
 def _poisoned() -> list[FactInput]:
     """Facts of known people, a new one, and the poisoned name and sentence."""
     return [
@@ -102,17 +119,8 @@ def test_a_refused_insert_anywhere_in_the_pipeline_writes_nothing(
 ) -> None:
     _first(mem, group)
     before = _counts(module_dsn, group)
-    _refuse(module_dsn, table, REFUSALS[table])
-    try:
-        with (
-            caplog.at_level(logging.WARNING, logger="psycopg"),
-            pytest.raises(ConflictError, match=f"refuse_{table}"),
-        ):
-            mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
-    finally:
-        _refuse(module_dsn, table, None)
-    # the error is raised once, not logged a second time as the pipeline ends
-    assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+    with _refused(module_dsn, table, caplog):
+        mem.add_facts(group, _poisoned(), reference_time=REF, name=POISON_EPISODE)
     assert _counts(module_dsn, group) == before
     assert mem.get_entity(group, POISON_NAME) is None
     # the pooled connections came back out of the failed pipeline: the same write goes in,
@@ -137,16 +145,8 @@ async def test_a_refused_insert_in_an_async_pipeline_writes_nothing(
         first = [FactInput("Ada", "KNOWS", "Bo")]
         await amem.add_facts(group, first, reference_time=REF)
         before = _counts(module_dsn, group)
-        _refuse(module_dsn, "facts", REFUSALS["facts"])
-        try:
-            with (
-                caplog.at_level(logging.WARNING, logger="psycopg"),
-                pytest.raises(ConflictError, match="refuse_facts"),
-            ):
-                await amem.add_facts(group, _poisoned(), reference_time=REF)
-        finally:
-            _refuse(module_dsn, "facts", None)
-        assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+        with _refused(module_dsn, "facts", caplog):
+            await amem.add_facts(group, _poisoned(), reference_time=REF)
         assert _counts(module_dsn, group) == before
         res = await amem.add_facts(group, _poisoned(), reference_time=REF)
         assert res.created
@@ -200,16 +200,8 @@ def test_a_refusal_with_megabytes_still_to_send_ends_in_the_error(
     for the rest of the statements: both, for ever.)"""
     _first(mem, group)
     before = _counts(module_dsn, group)
-    _refuse(module_dsn, "episodes", REFUSALS["episodes"])
-    try:
-        with (
-            caplog.at_level(logging.WARNING, logger="psycopg"),
-            pytest.raises(ConflictError, match="refuse_episodes"),
-        ):
-            mem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
-    finally:
-        _refuse(module_dsn, "episodes", None)
-    assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+    with _refused(module_dsn, "episodes", caplog):
+        mem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
     assert _counts(module_dsn, group) == before
     res = mem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
     assert len(res.facts) == 400
@@ -223,16 +215,8 @@ async def test_an_async_refusal_with_megabytes_still_to_send_ends_in_the_error(
     try:
         await amem.add_facts(group, [FactInput("Ada", "KNOWS", "Bo")], reference_time=REF)
         before = _counts(module_dsn, group)
-        _refuse(module_dsn, "episodes", REFUSALS["episodes"])
-        try:
-            with (
-                caplog.at_level(logging.WARNING, logger="psycopg"),
-                pytest.raises(ConflictError, match="refuse_episodes"),
-            ):
-                await amem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
-        finally:
-            _refuse(module_dsn, "episodes", None)
-        assert [r.getMessage() for r in caplog.records if r.name == "psycopg"] == []
+        with _refused(module_dsn, "episodes", caplog):
+            await amem.add_facts(group, _bulky(400), reference_time=REF, name=POISON_EPISODE)
         assert _counts(module_dsn, group) == before
         res = await amem.add_facts(group, _bulky(400), reference_time=REF)
         assert len(res.facts) == 400
