@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
 import pytest
 
 import timestone
@@ -100,3 +103,32 @@ def test_bad_filter_and_group(memory: timestone.Memory, group: str) -> None:
         memory.search_items(group, (), filter={"n": {"$in": [1]}})
     with pytest.raises(InvalidGroup):
         memory.put_item("", ("a",), "k", {})
+
+
+@pytest.mark.parametrize(
+    ("filter_", "message"),
+    [
+        ({"k": float("nan")}, r"filter\['k'\] is nan"),
+        ({"k": {"$gt": "a\x00"}}, r"filter\['k'\]\['\$gt'\] contains a NUL byte"),
+        ({"k": "\ud800"}, r"filter\['k'\] contains a lone surrogate"),
+        ({"k": datetime(2020, 1, 1)}, r"filter\['k'\] is a datetime"),
+    ],
+)
+def test_a_filter_json_cannot_hold_is_refused(
+    memory: timestone.Memory, group: str, filter_: dict[str, Any], message: str
+) -> None:
+    """Such a filter could match nothing: it is refused, not answered with no items."""
+    memory.put_item(group, ("a",), "k", {"k": "v"})
+    with pytest.raises(InvalidInput, match=message):
+        memory.search_items(group, (), filter=filter_)
+
+
+def test_json_nested_too_deep_is_refused(memory: timestone.Memory, group: str) -> None:
+    value: dict[str, Any] = {}
+    inner = value
+    for _ in range(100):
+        inner["x"] = {}
+        inner = inner["x"]
+    with pytest.raises(InvalidInput, match=r"item value.*is nested deeper than 64 levels"):
+        memory.put_item(group, ("a",), "k", value)
+    assert memory.search_items(group, ()) == []

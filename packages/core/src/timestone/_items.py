@@ -98,6 +98,7 @@ def check_filter(value: object) -> dict[str, Any] | None:
         return None
     if not isinstance(value, Mapping):
         raise InvalidInput(f"filter must be a dict, got {type(value).__name__}")
+    check_json(cast(Mapping[str, Any], value), "filter")
     out: dict[str, Any] = {}
     for k, v in cast(Mapping[object, Any], value).items():
         if not isinstance(k, str):

@@ -60,12 +60,17 @@ def check_chars(value: str, what: str) -> str:
     return value
 
 
-def check_json(value: object, what: str) -> None:
+MAX_JSON_DEPTH = 64
+
+
+def check_json(value: object, what: str, depth: int = 0) -> None:
     """Refuse what a ``jsonb`` column cannot hold, naming where it is: a value other than
     a string, a finite number, a boolean, None, a list (or tuple) or a mapping with string
-    keys, or a string that is not ``storable``."""
+    keys, a string that is not ``storable``, or nesting deeper than ``MAX_JSON_DEPTH``."""
     if value is None or isinstance(value, (bool, int)):
         return
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInput(f"{what} is {value!r}, which JSON cannot hold")
@@ -76,10 +81,10 @@ def check_json(value: object, what: str) -> None:
             if not isinstance(key, str):
                 raise InvalidInput(f"{what} has a key that is not a string: {key!r:.80}")
             check_chars(key, f"a key of {what}")
-            check_json(item, f"{what}[{key!r:.80}]")
+            check_json(item, f"{what}[{key!r:.80}]", depth + 1)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(cast(Sequence[object], value)):
-            check_json(item, f"{what}[{i}]")
+            check_json(item, f"{what}[{i}]", depth + 1)
     else:
         raise InvalidInput(
             f"{what} is a {type(value).__name__}, which JSON cannot hold: use a string, "
