@@ -327,9 +327,9 @@ def test_inputs_check_themselves(build: Any, message: str) -> None:
     ],
 )
 def test_only_a_lost_connection_is_reported_as_one(error: psycopg.Error, lost: bool) -> None:
-    """psycopg files a statement over a limit (a ``tsvector`` over 1 MB, an episode too
-    large to index) and a statement timeout under ``OperationalError`` with a dropped
-    connection: only the second is ``ConnectionFailed``."""
+    """psycopg files a statement over a limit (a ``tsvector`` over 1 MB) and a statement
+    timeout under ``OperationalError`` with a dropped connection: only the second is
+    ``ConnectionFailed``."""
     from timestone._aio._db import wrap_db_error
 
     wrapped = wrap_db_error(error, "adding facts")

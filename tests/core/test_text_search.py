@@ -8,6 +8,8 @@ condition. Neither may change the answer: each test compares it with a plain sca
 from __future__ import annotations
 
 import itertools
+import random
+import string
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -239,3 +241,39 @@ def test_a_bad_narrowing_setting_is_named(memory: timestone.Memory, dsn: str) ->
             conn.execute(
                 "SELECT timestone.index_query(websearch_to_tsquery('english', 'a b c'), 'facts')"
             )
+
+
+def test_an_episode_of_more_words_than_a_text_vector_holds_is_stored(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Postgres caps a text vector at 1 MB. An ``add_facts`` call of 120 sentences of
+    9,000 characters of distinct random words makes an episode of over a million
+    characters, whose whole vector would be nearly 2 MB: it was refused. The episode is
+    indexed on its first 80,000 characters: the call is stored whole, a word near its
+    start matches the episode's text, one past the cap does not (its fact still
+    finds it)."""
+    rnd = random.Random(5)
+
+    def sentence(i: int) -> str:
+        words = ("".join(rnd.choices(string.ascii_lowercase, k=8)) for _ in range(999))
+        return f"Fact {i} says " + " ".join(words) + "."
+
+    facts = [F("Ada", "NOTES", f"Note {i}", fact=sentence(i)) for i in range(120)]
+    res = memory.add_facts(group, facts, reference_time=T2015)
+    assert len(res.facts) == 120
+    content = res.episode.content
+    assert len(content) > 1_000_000
+    early, late = facts[0].fact, facts[-1].fact
+    assert early is not None
+    assert late is not None
+    early_word, late_word = early.split()[5], late.split()[5]
+    assert content.index(early_word) < 80_000 < content.index(late_word)
+    assert late_word not in content[:80_000]
+    with psycopg.connect(dsn) as conn:
+        matched = conn.execute(
+            "SELECT fts @@ plainto_tsquery('english', %s), fts @@ plainto_tsquery('english', %s)"
+            " FROM timestone.episodes WHERE group_id = %s AND id = %s",
+            (early_word, late_word, group, res.episode.id),
+        ).fetchone()
+    assert matched == (True, False)
+    assert [f.fact for f in memory.search(group, late_word).facts][:1] == [late]
