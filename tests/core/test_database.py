@@ -296,14 +296,14 @@ def test_reembed_moves_every_vector(fresh_dsn: str, group: str) -> None:
             " UNION SELECT vector_dims(embedding) FROM timestone.episodes"
         ).fetchall()
         stored = conn.execute("SELECT value FROM timestone.meta WHERE key = 'embedder'").fetchone()
-        forced = conn.execute(
+        unbound = conn.execute(
             "SELECT count(*) FROM pg_class WHERE relnamespace = 'timestone'::regnamespace"
-            " AND relkind = 'r' AND relname <> 'meta' AND NOT relforcerowsecurity"
+            " AND relkind = 'r' AND NOT relrowsecurity"
         ).fetchone()
     assert dims == [(32,)]
     assert stored is not None
     assert stored[0] == {"name": "hash", "dimension": 32}
-    assert forced == (0,)
+    assert unbound == (0,)
     # and the old embedder is now the one refused
     with pytest.raises(EmbedderMismatch):
         timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16))
