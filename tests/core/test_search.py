@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import psycopg
@@ -282,6 +283,41 @@ async def test_no_search_path_falls_back_to_a_sequential_scan(
         "episodes": 0,
     }
     assert all(int(row["idx_scan"]) > 0 for row in stats.values())  # pyright: ignore[reportArgumentType]
+
+
+def _text_ranks(rows: Mapping[Any, Mapping[str, Any]]) -> dict[str, object]:
+    return {str(r["fact"]): r["fts_rank"] for r in rows.values()}
+
+
+async def test_the_full_text_list_reaches_the_fused_search(
+    amemory: timestone.AsyncMemory, memory: timestone.Memory, group: str
+) -> None:
+    """The full-text list is ranked by a statement of its own, sent before the query is
+    embedded, and read back by the fused statement from the transaction: its ranks are
+    the ranks of the hits, in both twins."""
+    from timestone._aio._search import search_hits as asearch_hits
+    from timestone._sync._search import prepare_search as prepare_sync
+    from timestone._sync._search import search_hits
+
+    memory.add_facts(
+        group,
+        [
+            F("Ada", "WROTE", "Notes", fact="Ada wrote notes on the quinquennial survey."),
+            F("Ada", "KNOWS", "Grace", fact="Ada knows Grace from the quinquennial audit."),
+            F("Ada", "VISITED", "Turin"),
+        ],
+        reference_time=T2015,
+    )
+    req = prepare_search("quinquennial survey")
+    db = memory._db  # pyright: ignore[reportPrivateUsage]
+    adb = amemory._db  # pyright: ignore[reportPrivateUsage]
+    for ranks in (
+        _text_ranks(search_hits(db, memory.embedder, group, prepare_sync(req.query))["facts"].rows),
+        _text_ranks((await asearch_hits(adb, amemory.embedder, group, req))["facts"].rows),
+    ):
+        assert ranks["Ada wrote notes on the quinquennial survey."] == 1
+        assert ranks.get("Ada knows Grace from the quinquennial audit.") is None  # not "survey"
+        assert ranks.get("Ada visited Turin.") is None
 
 
 async def test_async_search_matches_sync(

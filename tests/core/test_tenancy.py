@@ -13,7 +13,7 @@ import timestone
 from timestone._sync import _db as sync_db
 from timestone._sync import _search as sync_search
 from timestone._sync._search import prepare_search, search_hits
-from timestone.errors import InvalidGroup, TimestoneError
+from timestone.errors import EmbedderError, InvalidGroup, TimestoneError
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
 
@@ -186,16 +186,17 @@ def one_connection(dsn: str, memory: timestone.Memory) -> Iterator[sync_db.Datab
     db.close()
 
 
-def _session_state(db: sync_db.Database) -> tuple[bool, str, str, str]:
+def _session_state(db: sync_db.Database) -> tuple[bool, str, str, str, str]:
     with db.pool.connection() as conn:
         autocommit = conn.autocommit
         row = conn.execute(
             "SELECT coalesce(current_setting('timestone.group_id', true), '') AS g,"
-            " current_setting('plan_cache_mode') AS ef, current_setting('join_collapse_limit') AS j"
+            " current_setting('plan_cache_mode') AS ef, current_setting('join_collapse_limit') AS j,"
+            " coalesce(current_setting('timestone.fts_ids', true), '') AS t"
         ).fetchone()
         conn.rollback()
     assert row is not None
-    return autocommit, row["g"], row["ef"], row["j"]
+    return autocommit, row["g"], row["ef"], row["j"], row["t"]
 
 
 def test_a_search_leaves_its_connection_as_it_found_it(
@@ -205,7 +206,7 @@ def test_a_search_leaves_its_connection_as_it_found_it(
     settings end with it, and the pooled connection goes back to transactions."""
     a, b = two_groups
     before = _session_state(one_connection)
-    assert before == (False, "", "auto", "8")
+    assert before == (False, "", "auto", "8", "")
     for g in (a, b, a):
         req = prepare_search("Who directs the winery?", scopes=("facts", "entities"))
         hits = search_hits(one_connection, memory.embedder, g, req)
@@ -231,6 +232,34 @@ def test_a_failed_search_leaves_its_connection_usable(
         patch.setattr(sync_search, "statement", failing)
         with pytest.raises(TimestoneError, match="division by zero"):
             search_hits(one_connection, memory.embedder, a, req)
+    assert _session_state(one_connection) == before
+    hits = search_hits(one_connection, memory.embedder, a, req)
+    assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}
+
+
+def test_a_search_whose_embedder_fails_leaves_its_connection_usable(
+    memory: timestone.Memory,
+    two_groups: tuple[str, str],
+    one_connection: sync_db.Database,
+) -> None:
+    """The query is embedded while the full-text list is already on its way to the server,
+    inside the search's pipeline: an embedder that fails there ends the search with its
+    error, and the next search on the same session is whole."""
+    a, _ = two_groups
+    before = _session_state(one_connection)
+
+    class Failing:
+        name, dimension = memory.embedder.name, memory.embedder.dimension
+
+        def embed(self, texts: object) -> list[list[float]]:
+            raise EmbedderError("the embedding service is down")
+
+        async def aembed(self, texts: object) -> list[list[float]]:
+            raise EmbedderError("the embedding service is down")
+
+    req = prepare_search("Who directs the winery?", scopes=("facts", "episodes"))
+    with pytest.raises(EmbedderError, match="service is down"):
+        search_hits(one_connection, Failing(), a, req)  # pyright: ignore[reportArgumentType]
     assert _session_state(one_connection) == before
     hits = search_hits(one_connection, memory.embedder, a, req)
     assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}

@@ -21,8 +21,11 @@ or four ranked lists:
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
-trip); in a large facts table, the full-text list of facts is read on a second
-connection, in the same snapshot, beside the others (``run_search``). Each
+trip). The full-text list of facts goes first, as a statement of its own, and
+the query is embedded while the server ranks it; the facts statement reads that
+list back from the transaction. In a large facts table, the full-text list of
+facts is read on a second connection, in the same snapshot, beside the others
+(``run_search``). Each
 statement fuses its candidates itself (reciprocal rank fusion, bit for bit
 ``timestone._fusion``), orders them by the reranker and sends only the
 ``limit`` it keeps, so only those rows travel and have their names looked up;
@@ -237,9 +240,10 @@ _CONFIG = {
 
 
 def search_params(
-    req: SearchRequest, group_id: str, vector: Row | Sequence[float]
+    req: SearchRequest, group_id: str, vector: Row | Sequence[float] | None
 ) -> dict[str, Any]:
-    """The parameters of every statement of ``req`` (each takes the ones it names)."""
+    """The parameters of every statement of ``req`` (each takes the ones it names); with
+    no ``vector`` yet, ``vec`` is None until the caller sets it."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     return {
@@ -247,7 +251,7 @@ def search_params(
         "text": req.query,
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
-        "vec": np.asarray(vector, dtype=np.float32),  # a float32 array passes unchanged
+        "vec": None if vector is None else np.asarray(vector, dtype=np.float32),
         "as_of": req.as_of,
         "valid_at": req.valid_at,
         "relations": list(req.edge_types) if req.edge_types is not None else None,
@@ -761,10 +765,32 @@ def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     )
 
 
+# The full-text list of facts needs no query vector, and a search sends it first, in its own
+# statement, before the query is embedded: the server ranks the text while the client
+# embeds. It leaves its ids, in rank order, in a setting local to the transaction (the one
+# implicit transaction of the pipeline, or the split search's), where the facts statement
+# that follows reads them: nothing travels back to the client in between.
+_TEXT_SETTING = "timestone.fts_ids"
+
+
+def facts_text_first_sql(req: SearchRequest) -> sql.Composed:
+    """The full-text list of facts into ``_TEXT_SETTING`` (read by ``facts_sql``)."""
+    return sql.SQL(
+        "WITH {fts} SELECT set_config({name},"
+        " coalesce((SELECT array_agg(version_id ORDER BY r) FROM fts)::text, '{{}}'), true)"
+    ).format(fts=_fts("facts"), name=_L(_TEXT_SETTING))
+
+
 def facts_sql(req: SearchRequest) -> sql.Composed:
+    """Every list of facts but the full-text one, which ``facts_text_first_sql`` ranked
+    before it in the same transaction, fused."""
     filters = _fact_filters("f", req)
+    fts = sql.SQL(
+        "fts AS (SELECT u.version_id, u.r FROM unnest(current_setting({})::uuid[])"
+        " WITH ORDINALITY AS u(version_id, r))"
+    ).format(_L(_TEXT_SETTING))
     return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(
-        fts=_fts("facts"), lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
+        fts=fts, lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
     )
 
 
@@ -948,6 +974,7 @@ def community_from_row(row: Mapping[str, Any]) -> Community:
 
 _BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
     "facts": lambda req, _: facts_sql(req),
+    "facts:text_first": lambda req, _: facts_text_first_sql(req),
     "facts:text": lambda req, _: facts_text_sql(req),
     "facts:lists": lambda req, _: facts_lists_sql(req),
     "facts:given": lambda req, _: facts_given_sql(req),
@@ -1084,6 +1111,15 @@ async def _text_list(
     return row
 
 
+async def _send_text_first(
+    conn: Conn, req: SearchRequest, params: Mapping[str, Any], dimension: int
+) -> None:
+    """The full-text list of facts, ranked into the transaction's setting that the facts
+    statement reads (``facts_text_first_sql``); nothing to fetch."""
+    if "facts" in req.scopes:
+        await _send(conn, "facts:text_first", req, params, dimension)
+
+
 async def _send_scopes(
     conn: Conn,
     scopes: Iterable[str],
@@ -1111,12 +1147,17 @@ async def run_search(
     conn: Conn,
     group_id: str,
     req: SearchRequest,
-    vector: Row | Sequence[float],
+    vector: Row | Sequence[float] | None,
     dimension: int,
     spare: Conn | None = None,
     db: Database | None = None,
+    embedder: Embedder | None = None,
 ) -> dict[str, ScopeHits]:
     """Run every scope of ``req`` and fuse each; no cross-encoder yet.
+
+    ``vector`` is the query's; with None, ``embedder`` embeds it once the statements that
+    need no vector (the settings, the full-text list of facts, a split search's probe)
+    are on their way, so the server works on them meanwhile.
 
     Without ``spare``, every statement goes in one pipeline, one round trip. With it (both
     connections in autocommit), ``conn`` opens a read-only repeatable-read transaction,
@@ -1136,6 +1177,8 @@ async def run_search(
         probe = None
         if spare is not None:
             probe = await conn.execute(_SPLIT_PROBE, {"g": group_id, "n": SPLIT_FACTS})
+        else:
+            await _send_text_first(conn, req, params, dimension)
         center_cur = None
         if req.center is not None:
             center_cur = await conn.execute(
@@ -1143,6 +1186,10 @@ async def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
+        if vector is None:
+            if embedder is None:
+                raise TypeError("run_search needs the query's vector or an embedder")
+            params["vec"] = np.asarray(await embed_query(embedder, req.query), dtype=np.float32)
         if spare is None:
             await _send_scopes(conn, req.scopes, req, params, dimension, cursors)
     if center_cur is not None:
@@ -1154,6 +1201,7 @@ async def run_search(
         if db is not None:
             db.note_small(group_id)
         async with conn.pipeline():
+            await _send_text_first(conn, req, params, dimension)
             await _send_scopes(conn, req.scopes, req, params, dimension, cursors)
             await conn.execute("COMMIT")
     elif spare is not None and probed is not None:
@@ -1229,7 +1277,6 @@ def results_of(req: SearchRequest, hits: Mapping[str, ScopeHits]) -> SearchResul
 async def search_hits(
     db: Database, embedder: Embedder, group_id: str, req: SearchRequest
 ) -> dict[str, ScopeHits]:
-    vector = await embed_query(embedder, req.query)
     group = check_group(group_id)
     try:
         # One round trip: in autocommit, the statements of a pipeline up to its sync run
@@ -1244,7 +1291,9 @@ async def search_hits(
                 and await db.facts_rows(conn) >= SPLIT_ROWS
             )
             async with db.spare() if large else nullcontext() as spare:
-                hits = await run_search(conn, group, req, vector, embedder.dimension, spare, db)
+                hits = await run_search(
+                    conn, group, req, None, embedder.dimension, spare, db, embedder
+                )
     except TimestoneError:
         raise
     except psycopg.Error as exc:

@@ -22,8 +22,11 @@ or four ranked lists:
 - for entities, exact matches of the names in the query.
 
 The statements of all scopes go to the server in one pipeline (one round
-trip); in a large facts table, the full-text list of facts is read on a second
-connection, in the same snapshot, beside the others (``run_search``). Each
+trip). The full-text list of facts goes first, as a statement of its own, and
+the query is embedded while the server ranks it; the facts statement reads that
+list back from the transaction. In a large facts table, the full-text list of
+facts is read on a second connection, in the same snapshot, beside the others
+(``run_search``). Each
 statement fuses its candidates itself (reciprocal rank fusion, bit for bit
 ``timestone._fusion``), orders them by the reranker and sends only the
 ``limit`` it keeps, so only those rows travel and have their names looked up;
@@ -238,9 +241,10 @@ _CONFIG = {
 
 
 def search_params(
-    req: SearchRequest, group_id: str, vector: Row | Sequence[float]
+    req: SearchRequest, group_id: str, vector: Row | Sequence[float] | None
 ) -> dict[str, Any]:
-    """The parameters of every statement of ``req`` (each takes the ones it names)."""
+    """The parameters of every statement of ``req`` (each takes the ones it names); with
+    no ``vector`` yet, ``vec`` is None until the caller sets it."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     return {
@@ -248,7 +252,7 @@ def search_params(
         "text": req.query,
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
-        "vec": np.asarray(vector, dtype=np.float32),  # a float32 array passes unchanged
+        "vec": None if vector is None else np.asarray(vector, dtype=np.float32),
         "as_of": req.as_of,
         "valid_at": req.valid_at,
         "relations": list(req.edge_types) if req.edge_types is not None else None,
@@ -762,10 +766,32 @@ def _facts_fused(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     )
 
 
+# The full-text list of facts needs no query vector, and a search sends it first, in its own
+# statement, before the query is embedded: the server ranks the text while the client
+# embeds. It leaves its ids, in rank order, in a setting local to the transaction (the one
+# implicit transaction of the pipeline, or the split search's), where the facts statement
+# that follows reads them: nothing travels back to the client in between.
+_TEXT_SETTING = "timestone.fts_ids"
+
+
+def facts_text_first_sql(req: SearchRequest) -> sql.Composed:
+    """The full-text list of facts into ``_TEXT_SETTING`` (read by ``facts_sql``)."""
+    return sql.SQL(
+        "WITH {fts} SELECT set_config({name},"
+        " coalesce((SELECT array_agg(version_id ORDER BY r) FROM fts)::text, '{{}}'), true)"
+    ).format(fts=_fts("facts"), name=_L(_TEXT_SETTING))
+
+
 def facts_sql(req: SearchRequest) -> sql.Composed:
+    """Every list of facts but the full-text one, which ``facts_text_first_sql`` ranked
+    before it in the same transaction, fused."""
     filters = _fact_filters("f", req)
+    fts = sql.SQL(
+        "fts AS (SELECT u.version_id, u.r FROM unnest(current_setting({})::uuid[])"
+        " WITH ORDINALITY AS u(version_id, r))"
+    ).format(_L(_TEXT_SETTING))
     return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(
-        fts=_fts("facts"), lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
+        fts=fts, lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
     )
 
 
@@ -949,6 +975,7 @@ def community_from_row(row: Mapping[str, Any]) -> Community:
 
 _BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
     "facts": lambda req, _: facts_sql(req),
+    "facts:text_first": lambda req, _: facts_text_first_sql(req),
     "facts:text": lambda req, _: facts_text_sql(req),
     "facts:lists": lambda req, _: facts_lists_sql(req),
     "facts:given": lambda req, _: facts_given_sql(req),
@@ -1085,6 +1112,15 @@ def _text_list(
     return row
 
 
+def _send_text_first(
+    conn: Conn, req: SearchRequest, params: Mapping[str, Any], dimension: int
+) -> None:
+    """The full-text list of facts, ranked into the transaction's setting that the facts
+    statement reads (``facts_text_first_sql``); nothing to fetch."""
+    if "facts" in req.scopes:
+        _send(conn, "facts:text_first", req, params, dimension)
+
+
 def _send_scopes(
     conn: Conn,
     scopes: Iterable[str],
@@ -1112,12 +1148,17 @@ def run_search(
     conn: Conn,
     group_id: str,
     req: SearchRequest,
-    vector: Row | Sequence[float],
+    vector: Row | Sequence[float] | None,
     dimension: int,
     spare: Conn | None = None,
     db: Database | None = None,
+    embedder: Embedder | None = None,
 ) -> dict[str, ScopeHits]:
     """Run every scope of ``req`` and fuse each; no cross-encoder yet.
+
+    ``vector`` is the query's; with None, ``embedder`` embeds it once the statements that
+    need no vector (the settings, the full-text list of facts, a split search's probe)
+    are on their way, so the server works on them meanwhile.
 
     Without ``spare``, every statement goes in one pipeline, one round trip. With it (both
     connections in autocommit), ``conn`` opens a read-only repeatable-read transaction,
@@ -1137,6 +1178,8 @@ def run_search(
         probe = None
         if spare is not None:
             probe = conn.execute(_SPLIT_PROBE, {"g": group_id, "n": SPLIT_FACTS})
+        else:
+            _send_text_first(conn, req, params, dimension)
         center_cur = None
         if req.center is not None:
             center_cur = conn.execute(
@@ -1144,6 +1187,10 @@ def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
+        if vector is None:
+            if embedder is None:
+                raise TypeError("run_search needs the query's vector or an embedder")
+            params["vec"] = np.asarray(embed_query(embedder, req.query), dtype=np.float32)
         if spare is None:
             _send_scopes(conn, req.scopes, req, params, dimension, cursors)
     if center_cur is not None:
@@ -1155,6 +1202,7 @@ def run_search(
         if db is not None:
             db.note_small(group_id)
         with conn.pipeline():
+            _send_text_first(conn, req, params, dimension)
             _send_scopes(conn, req.scopes, req, params, dimension, cursors)
             conn.execute("COMMIT")
     elif spare is not None and probed is not None:
@@ -1228,7 +1276,6 @@ def results_of(req: SearchRequest, hits: Mapping[str, ScopeHits]) -> SearchResul
 def search_hits(
     db: Database, embedder: Embedder, group_id: str, req: SearchRequest
 ) -> dict[str, ScopeHits]:
-    vector = embed_query(embedder, req.query)
     group = check_group(group_id)
     try:
         # One round trip: in autocommit, the statements of a pipeline up to its sync run
@@ -1241,7 +1288,7 @@ def search_hits(
                 "facts" in req.scopes and not db.small(group) and db.facts_rows(conn) >= SPLIT_ROWS
             )
             with db.spare() if large else nullcontext() as spare:
-                hits = run_search(conn, group, req, vector, embedder.dimension, spare, db)
+                hits = run_search(conn, group, req, None, embedder.dimension, spare, db, embedder)
     except TimestoneError:
         raise
     except psycopg.Error as exc:
