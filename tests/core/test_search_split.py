@@ -160,10 +160,18 @@ def test_the_split_ranks_a_group_of_many_facts_through_the_index_as_the_statemen
     between = _seed(split_memory, group)
     calls = _splits(monkeypatch, ssearch)
     monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)
+
+    def three(rows: float, k: int) -> int:
+        return 3
+
+    monkeypatch.setattr(ssearch, "exact_below", three)
     monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
+    db = split_memory._db  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(db, "_large", {})
     cases = [(q, v) for q in QUERIES for v in _variants(between)[:4]]
     split = [_shown(split_memory.search(group, q, **v)) for q, v in cases]
     assert len(calls) == len(cases)
+    assert db.large(group)  # the vector list of the split told it: not counted again
     monkeypatch.setattr(ssearch, "SPLIT_ROWS", NEVER)
     whole = [_shown(split_memory.search(group, q, **v)) for q, v in cases]
     assert split == whole

@@ -493,6 +493,13 @@ def autocommit(conn: Conn) -> Generator[Conn]:
             conn.set_autocommit(False)
 
 
+def _note(seen: dict[str, float], group_id: str) -> None:
+    """Remember now for ``group_id`` in ``seen`` (at most ``_SMALL_KEPT`` groups)."""
+    if len(seen) >= _SMALL_KEPT:
+        seen.clear()
+    seen[group_id] = time.monotonic()
+
+
 class Database:
     """A pool of connections acting as the library role, and tenant transactions on it."""
 
@@ -504,6 +511,7 @@ class Database:
         self._analyzing: Spawned[None] | None = None  # the ANALYZE note_writes started
         self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
         self._small: dict[str, float] = {}  # group -> monotonic time it was found small
+        self._large: dict[str, float] = {}  # group -> monotonic time it was found large
 
     def small(self, group_id: str) -> bool:
         """Whether ``group_id`` was found to hold few facts (``note_small``) within the
@@ -511,9 +519,16 @@ class Database:
         return time.monotonic() - self._small.get(group_id, -_ESTIMATE_TTL) < _ESTIMATE_TTL
 
     def note_small(self, group_id: str) -> None:
-        if len(self._small) >= _SMALL_KEPT:
-            self._small.clear()
-        self._small[group_id] = time.monotonic()
+        _note(self._small, group_id)
+
+    def large(self, group_id: str) -> bool:
+        """Whether a search found ``group_id`` to hold too many current facts to rank
+        exactly (``note_large``) within the last ``_ESTIMATE_TTL`` seconds: its searches
+        meanwhile go to the vector index without counting them again."""
+        return time.monotonic() - self._large.get(group_id, -_ESTIMATE_TTL) < _ESTIMATE_TTL
+
+    def note_large(self, group_id: str) -> None:
+        _note(self._large, group_id)
 
     def facts_rows(self, conn: Conn) -> float:
         """The planner's estimate of the rows of the facts table (every group, every
