@@ -388,8 +388,8 @@ def exact_below(table_rows: float, k: int) -> int:
     group's rows; the shared index, filtered by group, reads about ``k`` / share rows
     to find ``k`` of the group's, each about twice as dear. The two meet at the square
     root of twice ``k`` times the table; never below ``EXACT_BELOW``. Measured at 950k
-    facts: a group of 2,800 facts 21 to 28 ms p50 through the index, 7 exactly; one of
-    5,800, 30 to 56 against 19."""
+    facts: a group of 2,800 facts 21 to 28 ms p50 through the index, 7 to 9 exactly; one
+    of 5,800, 30 to 56 against 13 to 19."""
     return max(EXACT_BELOW, math.isqrt(int(2 * k * max(table_rows, 0.0))))
 
 
@@ -1204,8 +1204,8 @@ def run_search(
     is split: ``spare`` reads the full-text list in the exported snapshot while ``conn``
     reads the other lists (and the other scopes), then ``conn`` fuses the three in its
     transaction. Either way the result is the one statement's, read in one snapshot."""
-    rows = db.facts_rows(conn) if db is not None else 0.0
-    params = search_params(req, group_id, vector, rows)
+    table_rows = db.facts_rows(conn) if db is not None else 0.0
+    params = search_params(req, group_id, vector, table_rows)
     large = db is not None and db.large(group_id)
     if large:
         params["exact_below"] = 0  # ranked through the index: no count to make
