@@ -148,3 +148,23 @@ def test_the_library_role_still_sees_one_group(owned: Owned) -> None:
     assert "Walker 00042" in [f.source for f in found.facts]
     with pytest.raises(InvalidInput):
         owned.mem.search(owned.big, "", limit=3)
+
+
+def test_the_owner_loads_in_bulk(owned: Owned) -> None:
+    """``bulk_load`` acts as the schema owner, dropping the vector indexes and building
+    them again: an ordinary owner may."""
+    from timestone._sync._db import VECTOR_INDEXES
+
+    group = "bulk-" + uuid.uuid4().hex[:8]
+    with owned.mem.bulk_load(maintenance_work_mem="64MB"):
+        owned.mem.add_facts(group, [FactInput("Ada", "WROTE", "Notes")], reference_time=T0)
+    with psycopg.connect(owned.dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " JOIN pg_am AS a ON a.oid = c.relam WHERE a.amname = 'hnsw' AND i.indisvalid"
+            " AND c.relnamespace = 'timestone'::regnamespace"
+        ).fetchall()
+    assert {r[0] for r in rows} == {name for name, *_ in VECTOR_INDEXES}
+    assert [f.fact for f in owned.mem.search(group, "Ada wrote", limit=3).facts] == [
+        "Ada wrote Notes."
+    ]
