@@ -20,6 +20,12 @@ from timestone._fusion import rerank
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
+# the HNSW index scans the current transaction has started
+HNSW_SCANS = (
+    "SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) AS n FROM pg_index AS i"
+    " JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam"
+    " WHERE a.amname = 'hnsw' AND c.relnamespace = 'timestone'::regnamespace"
+)
 T2023 = datetime(2023, 1, 1, tzinfo=UTC)
 
 
@@ -512,11 +518,7 @@ async def test_a_small_group_is_ranked_exactly_not_through_the_shared_index(
         async with app_conn.transaction():
             await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (as_group,))
             hits = await run_search(app_conn, as_group, req, vector, amemory.embedder.dimension)  # pyright: ignore[reportArgumentType]
-            cur = await app_conn.execute(
-                "SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) AS n FROM pg_index AS i"
-                " JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam"
-                " WHERE a.amname = 'hnsw' AND c.relnamespace = 'timestone'::regnamespace"
-            )
+            cur = await app_conn.execute(HNSW_SCANS)
             row = await cur.fetchone()
         assert row is not None
         assert row["n"] == 0
@@ -549,11 +551,7 @@ async def _hnsw_scans(
         hits = await run_search(
             app_conn, group, req, None, amemory.embedder.dimension, None, db, amemory.embedder
         )
-        cur = await app_conn.execute(
-            "SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) AS n FROM pg_index AS i"
-            " JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam"
-            " WHERE a.amname = 'hnsw' AND c.relnamespace = 'timestone'::regnamespace"
-        )
+        cur = await app_conn.execute(HNSW_SCANS)
         row = await cur.fetchone()
     assert row is not None
     return int(row["n"]), {str(r["fact"]): r for r in hits["facts"].rows.values()}
@@ -645,11 +643,7 @@ def test_a_large_group_among_many_groups_is_ranked_through_the_vector_index(
         with conn.transaction():
             conn.execute("SELECT set_config('timestone.group_id', 'large', true)")
             hits = run_search_sync(conn, "large", prepare_search(query), vector, dimension)  # pyright: ignore[reportArgumentType]
-            scans = conn.execute(
-                "SELECT sum(pg_stat_get_xact_numscans(i.indexrelid)) AS n FROM pg_index AS i"
-                " JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam"
-                " WHERE a.amname = 'hnsw' AND c.relnamespace = 'timestone'::regnamespace"
-            ).fetchone()
+            scans = conn.execute(HNSW_SCANS).fetchone()
     assert scans is not None
     assert scans["n"] > 0
     facts = {str(r["fact"]): r for r in hits["facts"].rows.values()}
