@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import psycopg
 import pytest
+from psycopg_pool import PoolTimeout
 
 import timestone
 from timestone._sync import _db as sync_db
@@ -262,6 +263,44 @@ def test_a_search_whose_embedder_fails_leaves_its_connection_usable(
         search_hits(one_connection, Failing(), a, req)  # pyright: ignore[reportArgumentType]
     assert _session_state(one_connection) == before
     hits = search_hits(one_connection, memory.embedder, a, req)
+    assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}
+
+
+@pytest.mark.parametrize("in_process", [True, False])
+def test_only_an_embedder_of_this_process_embeds_on_the_search_connection(
+    memory: timestone.Memory,
+    two_groups: tuple[str, str],
+    one_connection: sync_db.Database,
+    in_process: bool,
+) -> None:
+    """An embedder that says it computes in this process embeds the query while the search
+    holds its connection (the server ranks the full text meanwhile); any other, a service
+    that may take long, is called before the connection is taken."""
+    a, _ = two_groups
+    held: list[bool] = []
+    inner = memory.embedder
+
+    class Probe:
+        name, dimension = inner.name, inner.dimension
+        in_process = False
+
+        def embed(self, texts: list[str]) -> list[list[float]]:
+            try:
+                conn = one_connection.pool.getconn(timeout=0.05)
+            except PoolTimeout:
+                held.append(True)  # the search's: the pool has one
+            else:
+                one_connection.pool.putconn(conn)
+                held.append(False)
+            return inner.embed(texts)
+
+        async def aembed(self, texts: list[str]) -> list[list[float]]:
+            raise AssertionError("the blocking search embeds with embed")
+
+    Probe.in_process = in_process
+    req = prepare_search("Who directs the winery?")
+    hits = search_hits(one_connection, Probe(), a, req)  # pyright: ignore[reportArgumentType]
+    assert held == [in_process]
     assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}
 
 

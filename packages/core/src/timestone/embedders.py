@@ -6,6 +6,11 @@ refuses to open with another), and two methods, ``embed`` (blocking, used by
 An embedder may also have ``embed_array`` / ``aembed_array``, returning the
 batch as one ``(texts, dimension)`` numpy array: Timestone then uses it, and
 the vectors reach the database without a round trip through Python lists.
+An embedder that computes in this process, with no I/O and in well under a
+millisecond for a query, may say so with ``in_process = True``: a search then
+embeds its query while the database already ranks the full text, on the
+connection the search holds. Any other embedder (a service) is called before
+a connection is taken, so that no connection waits on it.
 
 - ``WordLlamaEmbedder``: the default; local and offline (the weights ship in
   the wheel), 256 dimensions, fast on a CPU.
@@ -150,6 +155,7 @@ class WordLlamaEmbedder:
 
     _lock = threading.Lock()
     _model_cache: ClassVar[dict[int, object]] = {}
+    in_process: ClassVar[bool] = True  # a search embeds its query beside the text ranking
 
     max_chars = 8000
 
@@ -219,6 +225,8 @@ class HashEmbedder:
 
     Texts that share words are close; it needs nothing but the standard library.
     """
+
+    in_process: ClassVar[bool] = True
 
     def __init__(self, dimension: int = 64) -> None:
         if dimension < 2:

@@ -1324,6 +1324,10 @@ async def search_hits(
     db: Database, embedder: Embedder, group_id: str, req: SearchRequest
 ) -> dict[str, ScopeHits]:
     group = check_group(group_id)
+    # an embedder of this process embeds the query while the server ranks the full text;
+    # a service is called first, so that no pooled connection waits on it
+    beside = getattr(embedder, "in_process", False) is True
+    vector = None if beside else await embed_query(embedder, req.query)
     try:
         # One round trip: in autocommit, the statements of a pipeline up to its sync run
         # in one implicit transaction, which ends there, and the group setting with it;
@@ -1338,7 +1342,7 @@ async def search_hits(
             )
             async with db.spare() if large else nullcontext() as spare:
                 hits = await run_search(
-                    conn, group, req, None, embedder.dimension, spare, db, embedder
+                    conn, group, req, vector, embedder.dimension, spare, db, embedder
                 )
     except TimestoneError:
         raise
