@@ -37,6 +37,7 @@ bench: venv
 	$(RUN) python -m bench.ingest
 	$(RUN) python -m bench.llm_calls
 	$(RUN) python -m bench.search --sizes 10000 100000
+	$(RUN) python -m bench.duplicates
 
 clean:
 	rm -rf $(VENV)
