@@ -41,6 +41,7 @@ from timestone import FactInput
 from timestone.embedders import embed_rows
 
 PROBE = ("Mira", "DIRECTS", "Château Sud")
+PROBE_SENTENCE = "Mira directs Château Sud."
 T0 = datetime(2020, 1, 1, tzinfo=UTC)
 _SYLLABLES = ("ka", "lo", "mi", "ren", "tas", "vu", "bel", "dor", "fin", "gus", "hal", "jor", "zed")
 
@@ -72,15 +73,15 @@ def run(groups: int, sentences: int, shared: bool, draw: int) -> list[dict[str, 
             mem.add_facts(group, [FactInput(*PROBE)], reference_time=T0)
             probe = conn.execute(
                 "SELECT embedding, count(*) OVER () AS n FROM timestone.facts"
-                " WHERE fact = 'Mira directs Château Sud.' AND expired_at IS NULL LIMIT 1"
+                " WHERE fact = %s AND expired_at IS NULL LIMIT 1",
+                (PROBE_SENTENCE,),
             ).fetchone()
             assert probe is not None
             found = conn.execute(
                 "SELECT count(*) FROM (SELECT f.fact FROM timestone.facts AS f"
                 " WHERE f.expired_at IS NULL AND f.invalid_at IS NULL"
-                " ORDER BY f.embedding <=> %s LIMIT 50) AS x"
-                " WHERE x.fact = 'Mira directs Château Sud.'",
-                (probe[0],),
+                " ORDER BY f.embedding <=> %s LIMIT 50) AS x WHERE x.fact = %s",
+                (probe[0], PROBE_SENTENCE),
             ).fetchone()
             assert found is not None
             rows.append({"groups": k + 1, "copies": int(probe[1]), "found": int(found[0])})
@@ -111,10 +112,13 @@ def bare(groups: int, sentences: int, draws: int) -> dict[str, list[int]]:
             keyed.format(sql.SQL("v"), sql.SQL("g"), dim + 8),
             keyed.format(sql.SQL("%(probe)s"), sql.SQL("%(g)s"), dim + 8),
         )
-        for how, (indexed, probe) in (("plain", plain), ("keyed", by_group)):
-            for draw in range(draws):
-                texts = [f"{n} files a form." for n in names(sentences, f"{draw}")]
-                vectors = list(embed_rows(mem.embedder, [*texts, "Mira directs Château Sud."]))
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET hnsw.ef_search = 100")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        for draw in range(draws):
+            texts = [f"{n} files a form." for n in names(sentences, f"{draw}")]
+            vectors = list(embed_rows(mem.embedder, [*texts, PROBE_SENTENCE]))
+            for how, (indexed, probe) in (("plain", plain), ("keyed", by_group)):
                 conn.execute("DROP TABLE IF EXISTS pg_temp.t")
                 conn.execute(
                     sql.SQL("CREATE TEMP TABLE t (id serial, g text, v vector({}))").format(dim)
@@ -132,9 +136,6 @@ def bare(groups: int, sentences: int, draws: int) -> dict[str, list[int]]:
                     conn.execute(
                         "INSERT INTO pg_temp.t (g, v) VALUES (%s, %s)", (f"tenant-{k}", vectors[-1])
                     )
-                conn.execute("SET enable_seqscan = off")
-                conn.execute("SET hnsw.ef_search = 100")
-                conn.execute("SET hnsw.iterative_scan = relaxed_order")
                 lookup = sql.SQL(
                     "SELECT count(*) FROM (SELECT v FROM pg_temp.t WHERE g = %(g)s"
                     " ORDER BY {} <=> {} LIMIT 5) AS x WHERE x.v = %(probe)s"
