@@ -307,7 +307,7 @@ def _exact_and_ann(
             vec_sql = sql.SQL(
                 "WITH {} SELECT f.fact FROM vec JOIN timestone.facts AS f"
                 " ON f.group_id = %(g)s AND f.version_id = vec.version_id ORDER BY vec.r LIMIT 10"
-            ).format(fact_vectors(req, sql.SQL("true")))
+            ).format(fact_vectors(req, sql.SQL("true"), mem.embedder.dimension))
             with conn.transaction():
                 conn.execute("SET LOCAL ROLE timestone_app")
                 conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))

@@ -24,6 +24,7 @@ import timestone
 from timestone import FactInput
 from timestone._aio._db import LOAD_INDEXES, VECTOR_INDEXES
 from timestone._sync._bulk import bulk_load
+from timestone._vectors import keyed
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
@@ -60,15 +61,21 @@ def _facts(n: int, tag: str) -> list[FactInput]:
 
 
 def _plan(dsn: str, group: str, vector: list[float]) -> str:
-    """The plan of a nearest-facts query as the library role."""
+    """The plan of a nearest-facts query as the library role, ordered as a search reads
+    the index (by the keyed distance)."""
+    near = sql.SQL("{} <=> {}").format(
+        keyed(sql.SQL("embedding"), sql.SQL("group_id"), len(vector)),
+        keyed(sql.SQL("%(v)s::vector"), sql.SQL("%(g)s::text"), len(vector)),
+    )
     with psycopg.connect(dsn) as conn:
         conn.execute("SET ROLE timestone_app")
         conn.execute("SELECT set_config('timestone.group_id', %s, false)", (group,))
         rows = conn.execute(
-            "EXPLAIN SELECT version_id FROM timestone.facts WHERE group_id = %s"
-            " AND expired_at IS NULL AND invalid_at IS NULL"
-            " ORDER BY embedding <=> %s::vector LIMIT 5",
-            (group, str(vector)),
+            sql.SQL(
+                "EXPLAIN SELECT version_id FROM timestone.facts WHERE group_id = %(g)s"
+                " AND expired_at IS NULL AND invalid_at IS NULL ORDER BY {} LIMIT 5"
+            ).format(near),
+            {"g": group, "v": str(vector)},
         ).fetchall()
     return "\n".join(r[0] for r in rows)
 

@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
-from .._vectors import register_vector_array
+from .._vectors import keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -323,8 +323,21 @@ async def _bulk_loading(conn: Conn) -> bool:
 
 
 async def build_vector_indexes(conn: Conn) -> None:
-    """Build the HNSW indexes that are missing (all of them on a new binding)."""
+    """Build the HNSW indexes that are missing (all of them on a new binding), each on
+    its column keyed by group (``_vectors.keyed``) at the column's dimension."""
+    cur = await conn.execute(
+        "SELECT c.relname AS t, a.attname AS c, a.atttypmod AS d FROM pg_attribute AS a"
+        " JOIN pg_class AS c ON c.oid = a.attrelid"
+        " WHERE c.relnamespace = 'timestone'::regnamespace AND a.atttypmod > 0"
+        " AND a.atttypid = 'vector'::regtype AND NOT a.attisdropped"
+    )
+    dimensions = {(row["t"], row["c"]): int(row["d"]) for row in await cur.fetchall()}
     for name, table, column, held in VECTOR_INDEXES:
+        dimension = dimensions.get((table, column))
+        if dimension is None:
+            raise DatabaseError(
+                f"timestone.{table}.{column} has no dimension: bind an embedder first"
+            )
         await conn.execute(
             sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
@@ -332,7 +345,9 @@ async def build_vector_indexes(conn: Conn) -> None:
             ).format(
                 sql.Identifier(name),
                 sql.Identifier(table),
-                sql.Identifier(column),
+                sql.SQL("({})").format(
+                    keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension)
+                ),
                 sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
             )
         )

@@ -37,6 +37,7 @@ from .. import _prompts as P
 from .._models import EntityInput, Episode, FactInput, check_chars, check_relation, storable
 from .._names import fold, near_identical, normalize
 from .._time import utcnow
+from .._vectors import keyed
 from ..errors import BudgetExceeded, ExtractionWarning, InvalidInput, LLMError, OntologyViolation
 from ..llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage
 from ..ontology import EntityType, Ontology
@@ -546,19 +547,26 @@ async def _entity_candidates(
     )
     for row in await cur.fetchall():
         similar.setdefault(row["query"], []).append(dict(row))
+    dimension = len(vectors[rest[0]])
     cur = await conn.execute(
-        "SELECT q.query, c.id, c.name, c.entity_type, c.summary, c.sim"
-        " FROM unnest(%s::text[], %s::text[]) AS q(query, vec)"
-        " CROSS JOIN LATERAL ("
-        "  SELECT e.id, e.name, e.entity_type, e.summary,"
-        "   1 - (e.name_embedding <=> q.vec::vector) AS sim"
-        "  FROM timestone.entities AS e WHERE e.group_id = %s AND e.expired_at IS NULL"
-        "  ORDER BY e.name_embedding <=> q.vec::vector LIMIT 3) AS c",
-        (
-            [normalize(n) for n in rest],
-            [_vec_text(vectors[n]) for n in rest],
-            group_id,
+        sql.SQL(
+            "SELECT q.query, c.id, c.name, c.entity_type, c.summary, c.sim"
+            " FROM unnest(%(queries)s::text[], %(vectors)s::text[]) AS q(query, vec)"
+            " CROSS JOIN LATERAL ("
+            "  SELECT e.id, e.name, e.entity_type, e.summary,"
+            "   1 - (e.name_embedding <=> q.vec::vector) AS sim"
+            "  FROM timestone.entities AS e WHERE e.group_id = %(g)s AND e.expired_at IS NULL"
+            "  ORDER BY {near} <=> {query} LIMIT 3) AS c"
+        ).format(
+            # the keyed distance, which the HNSW index is built on (``_vectors.keyed``)
+            near=keyed(sql.SQL("e.name_embedding"), sql.SQL("e.group_id"), dimension),
+            query=keyed(sql.SQL("q.vec::vector"), sql.SQL("%(g)s::text"), dimension),
         ),
+        {
+            "queries": [normalize(n) for n in rest],
+            "vectors": [_vec_text(vectors[n]) for n in rest],
+            "g": group_id,
+        },
     )
     for row in await cur.fetchall():
         found = similar.setdefault(row["query"], [])

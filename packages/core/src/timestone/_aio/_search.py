@@ -6,11 +6,12 @@ or four ranked lists:
 - full text (``websearch_to_tsquery``) through ``timestone.search_text``, the
   SECURITY DEFINER function that reaches the GIN indexes under row level
   security (a plain ``@@`` as the library role would scan every row);
-- vector similarity, ``ORDER BY embedding <=> query LIMIT k`` on the partial
-  HNSW indexes (current rows), with ``hnsw.iterative_scan`` set for the
-  transaction so that time and type filters do not starve the result; an
-  as-of search reads history rows, which the partial indexes do not hold, and
-  is therefore an exact scan of the group;
+- vector similarity, ``ORDER BY keyed(embedding) <=> keyed(query) LIMIT k`` on
+  the partial HNSW indexes (current rows; each vector keyed by its group,
+  ``_vectors.keyed``, and ranked by the plain distance), with
+  ``hnsw.iterative_scan`` set for the transaction so that time and type filters
+  do not starve the result; the versions an as-of search reads that the
+  indexes do not hold (ended since) are ranked exactly;
 - a graph walk: recursive SQL from the entities named in the query (one hop)
   or from ``center`` (two hops), breadth first, duplicate-free per depth (so
   cycles end), with the time predicate inside the recursion; the facts around
@@ -57,6 +58,7 @@ from .._models import Entity, Episode, Fact, check_relation, check_text, check_u
 from .._names import normalize
 from .._results import Community, SearchResults
 from .._time import NOW, Now, aware, utcnow
+from .._vectors import keyed
 from ..embedders import Embedder, aembed_rows
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ..rerankers import Reranker
@@ -427,8 +429,27 @@ def _every(table: str, alias: str, column: str, where: sql.Composable) -> sql.Co
     ).format(a=a, c=c, t=t, where=where, n=_bound(table))
 
 
+def _by_index(alias: str, column: str, dimension: int) -> sql.Composable:
+    """The order that reads an HNSW index: the keyed distance (``_vectors.keyed``), the
+    plain one's order within the group."""
+    a = sql.Identifier(alias)
+    return sql.SQL("{} <=> {}").format(
+        keyed(
+            sql.SQL("{}.{}").format(a, sql.Identifier(column)),
+            sql.SQL("{}.group_id").format(a),
+            dimension,
+        ),
+        keyed(sql.SQL("%(vec)s::vector"), sql.SQL("%(g)s::text"), dimension),
+    )
+
+
 def _vec(
-    table: str, alias: str, column: str, where: sql.Composable, as_of: datetime | None
+    table: str,
+    alias: str,
+    column: str,
+    where: sql.Composable,
+    as_of: datetime | None,
+    dimension: int,
 ) -> sql.Composable:
     """The vector list of entities or episodes. The HNSW index spans every group: for a
     group with few rows in a large table, an index scan filtered by group walks a long
@@ -440,23 +461,33 @@ def _vec(
     nearest = sql.SQL(
         "(SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d"
         " FROM timestone.{t} AS {a} WHERE {gate} {a}.group_id = %(g)s AND {a}.{c} IS NOT NULL"
-        " AND {where} ORDER BY {a}.{c} <=> %(vec)s::vector LIMIT %(k)s)"
+        " AND {where} ORDER BY {order} LIMIT %(k)s)"
     )
     t = sql.Identifier(table)
     if as_of is not None:
-        return _ranked([nearest.format(a=a, c=c, t=t, where=where, gate=sql.SQL(""))], sql.SQL(""))
+        # history rows, which no index holds: the plain distance, a scan of the group
+        plain = sql.SQL("{}.{} <=> %(vec)s::vector").format(a, c)
+        return _ranked(
+            [nearest.format(a=a, c=c, t=t, where=where, gate=sql.SQL(""), order=plain)],
+            sql.SQL(""),
+        )
     return _ranked(
         [
             _every(table, alias, column, where),
             nearest.format(
-                a=a, c=c, t=t, where=where, gate=sql.SQL("NOT (SELECT yes FROM few) AND")
+                a=a,
+                c=c,
+                t=t,
+                where=where,
+                gate=sql.SQL("NOT (SELECT yes FROM few) AND"),
+                order=_by_index(alias, column, dimension),
             ),
         ],
         _few(table),
     )
 
 
-def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+def fact_vectors(req: SearchRequest, filters: sql.Composable, dimension: int) -> sql.Composable:
     """The vector list of facts, ``vec``, from the index that holds what the search can see.
 
     Current fact versions sit in two HNSW indexes, open periods and closed ones. Every
@@ -470,34 +501,38 @@ def fact_vectors(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
     a system time: ``_fact_vectors_as_of``.
     """
     if req.as_of is not None:
-        return _fact_vectors_as_of(req, filters)
-    before, parts = _current_vectors(req, filters)
+        return _fact_vectors_as_of(req, filters, dimension)
+    before, parts = _current_vectors(req, filters, dimension)
     return _ranked(parts, before)
 
 
 def _current_vectors(
-    req: SearchRequest, filters: sql.Composable
+    req: SearchRequest, filters: sql.Composable, dimension: int
 ) -> tuple[sql.Composable, list[sql.Composable]]:
     """The CTEs and the branches of the vector list of current facts (``fact_vectors``)."""
     valid = valid_clause("f", req.valid_at)
-    nearest = sql.SQL(
-        "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
-        " WHERE NOT (SELECT yes FROM few) AND f.group_id = %(g)s AND f.embedding IS NOT NULL"
-        " AND f.expired_at IS NULL AND {period} AND {filters}"
-        " ORDER BY f.embedding <=> %(vec)s::vector LIMIT %(k)s)"
-    )
+    order = _by_index("f", "embedding", dimension)
+
+    def nearest(period: sql.Composable, filters: sql.Composable) -> sql.Composable:
+        return sql.SQL(
+            "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d FROM timestone.facts AS f"
+            " WHERE NOT (SELECT yes FROM few) AND f.group_id = %(g)s AND f.embedding IS NOT NULL"
+            " AND f.expired_at IS NULL AND {period} AND {filters}"
+            " ORDER BY {order} LIMIT %(k)s)"
+        ).format(period=period, filters=filters, order=order)
+
     every = _every("facts", "f", "embedding", sql.SQL(" AND ").join([valid, filters]))
     if req.valid_at is None:
         parts = [
             every,
-            nearest.format(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
-            nearest.format(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
+            nearest(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
+            nearest(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
         ]
         return _few("facts"), parts
     many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(EXACT_BELOW))
     parts = [
         every,
-        nearest.format(
+        nearest(
             period=sql.SQL("f.invalid_at IS NULL AND f.valid_at <= %(valid_at)s::timestamptz"),
             filters=filters,
         ),
@@ -511,7 +546,7 @@ def _current_vectors(
             " AND f.valid_at <= %(valid_at)s::timestamptz AND {filters}"
             " ORDER BY 2 LIMIT %(k)s)"
         ).format(many=many, filters=filters),
-        nearest.format(
+        nearest(
             # "IS TRUE" keeps facts_closing out of this branch: it is taken when
             # many periods end later, which the closed index finds faster
             period=sql.SQL(
@@ -531,7 +566,9 @@ def _current_vectors(
     return sql.SQL(" ").join([_few("facts"), closing]), parts
 
 
-def _fact_vectors_as_of(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+def _fact_vectors_as_of(
+    req: SearchRequest, filters: sql.Composable, dimension: int
+) -> sql.Composable:
     """The vector list of the facts held at ``as_of``.
 
     A version held at a moment T (created by T, not expired by T) is current now or
@@ -547,7 +584,7 @@ def _fact_vectors_as_of(req: SearchRequest, filters: sql.Composable) -> sql.Comp
     ``ENDED_EXACT_BELOW`` of them, by a scan.
     """
     created = sql.SQL(" AND ").join([sql.SQL("f.created_at <= %(as_of)s::timestamptz"), filters])
-    before, parts = _current_vectors(req, created)
+    before, parts = _current_vectors(req, created, dimension)
     valid = valid_clause("f", req.valid_at)
     near = sql.SQL(
         "{before} near AS MATERIALIZED (SELECT u.version_id, u.d FROM ({parts}) AS u"
@@ -718,7 +755,7 @@ def keep_of(req: SearchRequest) -> int:
     return max(req.candidates, req.limit) if req.method == "cross_encoder" else req.limit
 
 
-def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
+def _facts_lists(req: SearchRequest, filters: sql.Composable, dimension: int) -> sql.Composable:
     """``vec``, the walk (``walked``) and ``graph``: every ranked list of facts but the
     full-text one."""
     return sql.SQL(
@@ -731,7 +768,7 @@ def _facts_lists(req: SearchRequest, filters: sql.Composable) -> sql.Composable:
         "   LIMIT {cap}) AS x"
         "  WHERE w.depth <= 1 ORDER BY x.version_id) AS g ORDER BY g.d LIMIT %(k)s)"
     ).format(
-        vec=fact_vectors(req, filters),
+        vec=fact_vectors(req, filters, dimension),
         walk=_walk(req),
         around_source=_around("source_id", req, filters),
         around_target=_around("target_id", req, filters),
@@ -813,7 +850,7 @@ def facts_text_first_sql(req: SearchRequest) -> sql.Composed:
     ).format(fts=_fts("facts"), name=_L(_TEXT_SETTING))
 
 
-def facts_sql(req: SearchRequest) -> sql.Composed:
+def facts_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     """Every list of facts but the full-text one, which ``facts_text_first_sql`` ranked
     before it in the same transaction, fused."""
     filters = _fact_filters("f", req)
@@ -822,7 +859,7 @@ def facts_sql(req: SearchRequest) -> sql.Composed:
         " WITH ORDINALITY AS u(version_id, r))"
     ).format(_L(_TEXT_SETTING))
     return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(
-        fts=fts, lists=_facts_lists(req, filters), fused=_facts_fused(req, filters)
+        fts=fts, lists=_facts_lists(req, filters, dimension), fused=_facts_fused(req, filters)
     )
 
 
@@ -843,13 +880,17 @@ def facts_text_sql(req: SearchRequest) -> sql.Composed:
     return sql.SQL("WITH {fts} SELECT {ids}").format(fts=_fts("facts"), ids=_ids("fts"))
 
 
-def facts_lists_sql(req: SearchRequest) -> sql.Composed:
+def facts_lists_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     """The other lists of facts: ``vec`` and ``graph`` in rank order, and the walk."""
     return sql.SQL(
         "WITH RECURSIVE {lists} SELECT {vec}, {graph}, (SELECT yes FROM few) AS few,"
         " (SELECT array_agg(entity_id ORDER BY entity_id) FROM walked)::text AS walked_ids,"
         " (SELECT array_agg(depth ORDER BY entity_id) FROM walked)::text AS walked_depths"
-    ).format(lists=_facts_lists(req, _fact_filters("f", req)), vec=_ids("vec"), graph=_ids("graph"))
+    ).format(
+        lists=_facts_lists(req, _fact_filters("f", req), dimension),
+        vec=_ids("vec"),
+        graph=_ids("graph"),
+    )
 
 
 def facts_given_sql(req: SearchRequest) -> sql.Composed:
@@ -877,7 +918,7 @@ def _entity_filters(req: SearchRequest) -> sql.Composable:
     return sql.SQL(" AND ").join(parts)
 
 
-def entities_sql(req: SearchRequest) -> sql.Composed:
+def entities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     """The entities scope. The walked entities' rows are read by key (one version of an
     id is held at a moment), not joined: a generic plan that takes the group for the
     whole table (migration 0019) hashed all of its entities for that join."""
@@ -905,7 +946,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("entities"),
-        vec=_vec("entities", "e", "name_embedding", filters, req.as_of),
+        vec=_vec("entities", "e", "name_embedding", filters, req.as_of, dimension),
         walk=_walk(req),
         names=names,
         cand=candidates_sql("entities"),
@@ -917,7 +958,7 @@ def entities_sql(req: SearchRequest) -> sql.Composed:
     )
 
 
-def episodes_sql(req: SearchRequest) -> sql.Composed:
+def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     parts: list[sql.Composable] = [held_clause("p", req.as_of)]
     if req.valid_at is not None:
         parts.append(sql.SQL("p.reference_time <= %(valid_at)s::timestamptz"))
@@ -941,7 +982,7 @@ def episodes_sql(req: SearchRequest) -> sql.Composed:
         " WHERE {filters}) {kept}"
     ).format(
         fts=_fts("episodes"),
-        vec=_vec("episodes", "p", "embedding", filters, req.as_of),
+        vec=_vec("episodes", "p", "embedding", filters, req.as_of, dimension),
         walk=_walk(req),
         cand=candidates_sql("episodes"),
         filters=filters,
@@ -964,7 +1005,7 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "  SELECT c.version_id, c.name_embedding <=> %(vec)s::vector AS d"
         "  FROM timestone.communities AS c WHERE c.group_id = %(g)s AND {filters}"
         "   AND c.name_embedding IS NOT NULL AND vector_dims(c.name_embedding) = {dim}"
-        "  ORDER BY 2 LIMIT %(k)s) AS v), {walk},"
+        "  ORDER BY {order} LIMIT %(k)s) AS v), {walk},"
         " {cand},"
         " hits AS (SELECT c.id, c.version_id, c.group_id, c.name, c.summary, c.members,"
         "  c.fact_count, c.created_at, c.expired_at, cand.fts_rank, cand.vec_rank,"
@@ -980,6 +1021,10 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         cand=candidates_sql("communities"),
         filters=filters,
         dim=_L(dimension),
+        # as of a moment, history rows, which the index does not hold: ranked exactly
+        order=sql.SQL("2")
+        if req.as_of is not None
+        else _by_index("c", "name_embedding", dimension),
         walk=_walk(req),
         fused=fused_sql("communities"),
         kept=kept_sql("version_id", req),
@@ -1009,13 +1054,13 @@ def community_from_row(row: Mapping[str, Any]) -> Community:
 # -- running ----------------------------------------------------------------------------
 
 _BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
-    "facts": lambda req, _: facts_sql(req),
+    "facts": facts_sql,
     "facts:text_first": lambda req, _: facts_text_first_sql(req),
     "facts:text": lambda req, _: facts_text_sql(req),
-    "facts:lists": lambda req, _: facts_lists_sql(req),
+    "facts:lists": facts_lists_sql,
     "facts:given": lambda req, _: facts_given_sql(req),
-    "entities": lambda req, _: entities_sql(req),
-    "episodes": lambda req, _: episodes_sql(req),
+    "entities": entities_sql,
+    "episodes": episodes_sql,
     "communities": communities_sql,
 }
 
