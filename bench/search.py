@@ -394,6 +394,7 @@ def run_size(
         found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
         as_of = as_of_search(mem, group, sample)
         small = small_groups(mem, group, [q for q, _ in sample])
+        mid = mid_groups(mem, group) if n_facts >= MID_FROM else None
         exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
         exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
         hits = sum(found)
@@ -413,6 +414,7 @@ def run_size(
             "ann_recall_at_10": round(statistics.mean(ann), 4),
             "as_of_search": as_of,
             "small_groups": small,
+            "mid_groups": mid,
         }
 
 
@@ -495,6 +497,57 @@ def small_groups(
         **percentiles(latencies),
         "recall_at_10": round(sum(found) / len(found), 4),
     }
+    return out
+
+
+MID_FACTS = (1200, 2800, 5800)  # tenants past the exact-ranking bound (1,000 facts)
+MID_FROM = 100_000  # the corpus size from which they are written (a tenth of it at most)
+
+
+def mid_groups(mem: timestone.Memory, big: str, n_questions: int = 100) -> dict[str, Any]:
+    """Search latency of mid-sized tenants that share the database with the big group,
+    asked about their own people: as a search ranks them (past ``EXACT_BELOW`` current
+    facts, through the HNSW indexes keyed by group; the group remembered as large, as it
+    is between searches), and exactly (the same search with the bound raised above the
+    group, counted each time), each question both ways in turn."""
+    from timestone._sync import _search
+
+    reference = datetime(2025, 1, 1, tzinfo=UTC)
+    out: dict[str, Any] = {}
+    bound = _search.EXACT_BELOW
+    large: dict[str, float] = mem._db._large  # pyright: ignore[reportPrivateUsage]
+    for n in MID_FACTS:
+        group = f"{big}-mid-{n}"
+        batch: list[FactInput] = []
+        questions: list[tuple[str, str]] = []
+        for facts, asked in people(n, seed=n):
+            batch.extend(facts)
+            questions.extend(asked)
+        for start in range(0, len(batch), 1000):
+            mem.add_facts(group, batch[start : start + 1000], reference_time=reference)
+        sample = random.Random(19).sample(questions, min(n_questions, len(questions)))
+        latencies: dict[str, list[float]] = {"index": [], "exact": []}
+        found = {"index": 0, "exact": 0}
+        try:
+            for i, (q, answer) in enumerate([*sample[:10], *sample]):
+                for way in ("index", "exact") if i % 2 else ("exact", "index"):
+                    _search.EXACT_BELOW = bound if way == "index" else 10**9
+                    if way == "exact":  # else remembered as large, and not counted
+                        large.pop(group, None)
+                    t0 = time.perf_counter()
+                    result = mem.search(group, q, limit=10)
+                    if i >= 10:  # the first ten warm the caches
+                        latencies[way].append((time.perf_counter() - t0) * 1000)
+                        found[way] += answer in [f.fact for f in result.facts]
+        finally:
+            _search.EXACT_BELOW = bound
+        out[str(n)] = {
+            "facts_current": mem.stats(group).get("facts", {}).get("current"),
+            **{
+                way: {**percentiles(latencies[way]), "recall_at_10": found[way] / len(sample)}
+                for way in ("index", "exact")
+            },
+        }
     return out
 
 

@@ -591,16 +591,6 @@ async def test_a_small_group_is_ranked_exactly_not_through_the_shared_index(
         assert found == ({"Ada wrote Notes.", "Ada knew Babbage."} if as_group == group else set())
 
 
-def test_the_exact_ranking_bound_grows_with_the_table() -> None:
-    from timestone._aio._search import EXACT_BELOW, exact_below
-
-    assert exact_below(0, 30) == EXACT_BELOW
-    assert exact_below(10_000, 30) == EXACT_BELOW  # sqrt(600,000) = 774: the floor
-    assert exact_below(950_000, 30) == 7549  # sqrt(2 * 30 * 950,000)
-    assert exact_below(10_000_000, 30) == 24494
-    assert exact_below(10_000_000, 300) > exact_below(10_000_000, 30)
-
-
 async def _hnsw_scans(
     app_conn: psycopg.AsyncConnection[DictRow],
     amemory: timestone.AsyncMemory,
@@ -612,26 +602,34 @@ async def _hnsw_scans(
     db = amemory._db  # pyright: ignore[reportPrivateUsage]
     req = prepare_search(query)
     async with app_conn.transaction():
+        # the counts pending since the server last reported them, which may hold the
+        # searches of the second before: the difference is this one's
+        cur = await app_conn.execute(HNSW_SCANS)
+        before = await cur.fetchone()
         await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
         hits = await run_search(
             app_conn, group, req, None, amemory.embedder.dimension, None, db, amemory.embedder
         )
         cur = await app_conn.execute(HNSW_SCANS)
         row = await cur.fetchone()
+    assert before is not None
     assert row is not None
-    return int(row["n"]), {str(r["fact"]): r for r in hits["facts"].rows.values()}
+    return int(row["n"] or 0) - int(before["n"] or 0), {
+        str(r["fact"]): r for r in hits["facts"].rows.values()
+    }
 
 
-async def test_a_group_that_is_a_sliver_of_a_large_table_is_ranked_exactly(
+async def test_a_group_past_the_bound_is_ranked_through_the_index_whatever_the_table(
     amemory: timestone.AsyncMemory,
     group: str,
     app_conn: psycopg.AsyncConnection[DictRow],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The bound of exact ranking grows with the facts table (``exact_below``): a group
-    of 1,100 facts is ranked through the shared index in a small table, exactly in a
-    table of ten million rows (where the index, filtered to it, would walk far). A group
-    found too large is remembered for a minute, and its next searches skip the count."""
+    """Keyed by group, the shared index reaches a group's rows first however large the
+    table, so the exact-ranking bound no longer grows with it: a group of 1,100 facts is
+    ranked through the index in a table of ten million rows as in a small one (it was
+    ranked exactly there, past a bound of 24,494). A group found too large is
+    remembered for a minute, and its next searches skip the count."""
     from timestone._aio._search import EXACT_BELOW
 
     await amemory.add_facts(
@@ -640,32 +638,33 @@ async def test_a_group_that_is_a_sliver_of_a_large_table_is_ranked_exactly(
         reference_time=T2015,
     )
     db = amemory._db  # pyright: ignore[reportPrivateUsage]
-    table: dict[str, float] = {"rows": 0.0}
 
     async def facts_rows(conn: object) -> float:
-        return table["rows"]
+        return 10_000_000.0
 
     monkeypatch.setattr(db, "facts_rows", facts_rows)
     monkeypatch.setattr(db, "_large", {})
     query = "Walker 517 works at which quarry?"
 
-    table["rows"] = 10_000_000.0  # bound 24,494: exact, no index scan, nothing noted
-    scans, facts = await _hnsw_scans(app_conn, amemory, group, query)
-    assert scans == 0
-    assert "Walker 517 works at Quarry 36." in facts
-    assert all(r["few"] is True for r in facts.values())
-    assert not db.large(group)
-
-    table["rows"] = 0.0  # bound 1,000: through the index, and remembered as large
     scans, facts = await _hnsw_scans(app_conn, amemory, group, query)
     assert scans > 0
     assert "Walker 517 works at Quarry 36." in facts
+    assert all(r["few"] is False for r in facts.values())  # counted: past the bound
     assert db.large(group)
 
-    table["rows"] = 10_000_000.0  # remembered: no count, the index again
+    from timestone._aio import _search
+
+    # a bound the group is under: counted, it would be ranked exactly; remembered as
+    # large, it is not counted, and goes through the index again
+    monkeypatch.setattr(_search, "EXACT_BELOW", 10 * EXACT_BELOW)
     scans, facts = await _hnsw_scans(app_conn, amemory, group, query)
     assert scans > 0
+    assert "Walker 517 works at Quarry 36." in facts
     assert all(r["few"] is False for r in facts.values())
+    monkeypatch.setattr(db, "_large", {})  # forgotten: counted, and now under the bound
+    scans, facts = await _hnsw_scans(app_conn, amemory, group, query)
+    assert scans == 0
+    assert all(r["few"] is True for r in facts.values())
 
 
 def test_a_large_group_among_many_groups_is_ranked_through_the_vector_index(

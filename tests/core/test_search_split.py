@@ -160,11 +160,6 @@ def test_the_split_ranks_a_group_of_many_facts_through_the_index_as_the_statemen
     between = _seed(split_memory, group)
     calls = _splits(monkeypatch, ssearch)
     monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)
-
-    def three(rows: float, k: int) -> int:
-        return 3
-
-    monkeypatch.setattr(ssearch, "exact_below", three)
     monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
     db = split_memory._db  # pyright: ignore[reportPrivateUsage]
     monkeypatch.setattr(db, "_large", {})
