@@ -27,7 +27,9 @@ migration 0020, and once keyed by group.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -57,24 +59,27 @@ def names(n: int, seed: str) -> list[str]:
     return list(out)
 
 
-def _through_the_index(conn: psycopg.Connection[Any]) -> None:
-    """Hold the planner to the index: on tables this small it would sort a group's rows
-    by distance instead, which is exact and would measure nothing."""
-    conn.execute("SET enable_seqscan = off")
-    conn.execute("SET enable_sort = off")
-    conn.execute("SET hnsw.ef_search = 40")  # as a search of limit 10 sets it
-    conn.execute("SET hnsw.iterative_scan = relaxed_order")
-
-
-def run(groups: int, sentences: int, shared: bool, draw: int) -> list[dict[str, int]]:
-    rows: list[dict[str, int]] = []
+@contextlib.contextmanager
+def _server() -> Generator[tuple[timestone.Memory, psycopg.Connection[Any]]]:
+    """A memory on a scratch embedded server, and a connection held to the index: on
+    tables this small the planner would sort a group's rows by distance instead, which
+    is exact and would measure nothing."""
     with (
         scratch_data_dir() as data_dir,
         timestone.Memory.open(data_dir=data_dir) as mem,
         psycopg.connect(mem.dsn, autocommit=True) as conn,
     ):
         register_vector(conn)
-        _through_the_index(conn)
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_sort = off")
+        conn.execute("SET hnsw.ef_search = 40")  # as a search of limit 10 sets it
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        yield mem, conn
+
+
+def run(groups: int, sentences: int, shared: bool, draw: int) -> list[dict[str, int]]:
+    rows: list[dict[str, int]] = []
+    with _server() as (mem, conn):
         dim = mem.embedder.dimension
         probe = mem.embedder.embed([PROBE_SENTENCE])[0]
         lookup = sql.SQL(
@@ -108,13 +113,7 @@ def run(groups: int, sentences: int, shared: bool, draw: int) -> list[dict[str, 
 def bare(groups: int, sentences: int, draws: int) -> dict[str, list[int]]:
     """Groups that found their probe per draw, through a plain index and a keyed one."""
     found: dict[str, list[int]] = {"plain": [], "keyed": []}
-    with (
-        scratch_data_dir() as data_dir,
-        timestone.Memory.open(data_dir=data_dir) as mem,
-        psycopg.connect(mem.dsn, autocommit=True) as conn,
-    ):
-        register_vector(conn)
-        _through_the_index(conn)
+    with _server() as (mem, conn):
         dim = mem.embedder.dimension
         plain = (sql.SQL("v"), sql.SQL("%(probe)s"))
         by_group = (
