@@ -24,7 +24,11 @@ Measured per size, on the embedded server, with the default embedder:
 - ANN recall@10: the HNSW vector list against the exact nearest neighbours, same filters;
 - small tenants of the same database, which share its indexes: a group with no facts
   (asked the big group's questions: nothing may come back) and a group of about 300
-  facts (p50/p95 and recall@10 of its own answers).
+  facts (p50/p95 and recall@10 of its own answers);
+- the big group's questions asked between the writes of another tenant (100 facts a
+  call, nothing vacuumed), with the facts' full-text indexes written through
+  (migration 0021) and, in turn, taking a pending list as before it;
+- from 100k facts, tenants past the exact-ranking bound, ranked both ways.
 
 Graph-RAG: documents in which a project depends on a supplier early on, and the
 supplier's restriction is stated chunks later without naming the project. The
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import random
 import statistics
@@ -394,6 +399,7 @@ def run_size(
         found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
         as_of = as_of_search(mem, group, sample)
         small = small_groups(mem, group, [q for q, _ in sample])
+        writing = under_writes(mem, group, [q for q, _ in sample])
         mid = mid_groups(mem, group) if n_facts >= MID_FROM else None
         exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
         exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
@@ -414,6 +420,7 @@ def run_size(
             "ann_recall_at_10": round(statistics.mean(ann), 4),
             "as_of_search": as_of,
             "small_groups": small,
+            "under_writes": writing,
             "mid_groups": mid,
         }
 
@@ -498,6 +505,73 @@ def small_groups(
         "recall_at_10": round(sum(found) / len(found), 4),
     }
     return out
+
+
+WRITER_CALLS = 15  # add_facts calls of 100 facts by another tenant, per block
+QUESTIONS_PER_CALL = 5
+PENDING_WAYS = ("written through", "pending list")
+PENDING_ROUNDS = 3
+
+
+def under_writes(
+    mem: timestone.Memory, big: str, big_questions: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The big group's questions asked while another tenant writes: one ``add_facts``
+    call of 100 facts, then five questions, in blocks of 1,500 facts, three blocks each
+    way in turn. Written through: the facts' full-text indexes as migration 0021 leaves
+    them (fastupdate off). Pending list: the same indexes with fastupdate on, as before
+    0021, so that new entries wait in a list every lookup reads (from empty to 1,500
+    facts' entries in a block). Nothing is vacuumed in between. The writer's rate is
+    measured too, each way. The writer's episodes are purged at the end and the indexes
+    left written through."""
+    writer = f"{big}-writer-{uuid.uuid4().hex[:8]}"
+    stream = (facts for facts, _ in people(10**7, seed=29))
+    asked = itertools.cycle(big_questions)
+    reference = datetime(2025, 1, 1, tzinfo=UTC)
+    latencies: dict[str, list[float]] = {way: [] for way in PENDING_WAYS}
+    writing: dict[str, float] = dict.fromkeys(PENDING_WAYS, 0.0)
+    facts: dict[str, int] = dict.fromkeys(PENDING_WAYS, 0)
+    written: list[uuid.UUID] = []
+    indexes = ("facts_fts_open", "facts_fts_closed")
+
+    def fastupdate(on: bool) -> None:
+        with psycopg.connect(mem.dsn, autocommit=True) as conn:
+            for name in indexes:
+                conn.execute(
+                    sql.SQL("ALTER INDEX timestone.{} SET (fastupdate = {})").format(
+                        sql.Identifier(name), sql.SQL("on" if on else "off")
+                    )
+                )
+                conn.execute("SELECT gin_clean_pending_list(%s::regclass)", (f"timestone.{name}",))
+
+    try:
+        for way in PENDING_WAYS * PENDING_ROUNDS:
+            fastupdate(way == "pending list")
+            for _ in range(WRITER_CALLS):
+                batch: list[FactInput] = []
+                while len(batch) < 100:
+                    batch.extend(next(stream))
+                t0 = time.perf_counter()
+                result = mem.add_facts(writer, batch, reference_time=reference)
+                writing[way] += time.perf_counter() - t0
+                facts[way] += len(batch)
+                written.append(result.episode.id)
+                for _ in range(QUESTIONS_PER_CALL):
+                    q = next(asked)
+                    t0 = time.perf_counter()
+                    mem.search(big, q, limit=10)
+                    latencies[way].append((time.perf_counter() - t0) * 1000)
+    finally:
+        fastupdate(False)
+        for episode in written:
+            mem.purge_episode(writer, episode)
+    return {
+        way: {
+            **percentiles(latencies[way]),
+            "writer_facts_per_s": round(facts[way] / writing[way]),
+        }
+        for way in PENDING_WAYS
+    }
 
 
 MID_FACTS = (1200, 2800, 5800)  # tenants past the exact-ranking bound (1,000 facts)
@@ -722,6 +796,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(
                 f"| {r['facts_ingested']:,} | {kind} | {g['facts_current']:,} | "
                 f"{g['p50_ms']} | {g['p95_ms']} | {recall} |"
+            )
+    print()
+    print(
+        "| facts | full-text indexes | search p50 ms between another tenant's writes | p95 ms"
+        " | the writer's facts/s |"
+    )
+    print("|---|---|---|---|---|")
+    for r in rows:
+        for way, w in r["under_writes"].items():
+            print(
+                f"| {r['facts_ingested']:,} | {way} | {w['p50_ms']} | {w['p95_ms']} | "
+                f"{w['writer_facts_per_s']:,} |"
             )
     print()
     print(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import psycopg
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Interval, Text
@@ -75,6 +77,45 @@ def test_every_gin_index_keeps_a_short_pending_list(memory: timestone.Memory, ds
         ).fetchone()
         assert count is not None
         assert count[0] >= 6  # the query does see the GIN indexes
+
+
+# the full-text indexes a search of facts or episodes reads (migration 0021)
+WRITTEN_THROUGH = ("facts_fts_open", "facts_fts_closed", "episodes_fts")
+
+
+def test_the_text_indexes_searches_read_keep_no_pending_list(fresh_dsn: str) -> None:
+    # every lookup reads a GIN pending list in full: a search of the 100k benchmark
+    # database took 8.3 ms at p50 with 2,000 facts in it against 6.7 ms with none
+    ontology = timestone.Ontology(edge_types=[timestone.EdgeType("WORKS_AT", cardinality="one")])
+    with timestone.Memory.open(fresh_dsn, ontology=ontology) as mem:
+        start = datetime(2020, 1, 1, tzinfo=UTC)
+        for year in range(3):  # each year closes the job before: open and closed periods
+            mem.add_facts(
+                "g",
+                [timestone.FactInput(f"Person {i}", "WORKS_AT", f"Firm {year}") for i in range(40)],
+                reference_time=start.replace(year=2020 + year),
+            )
+        mem.add_document(
+            "g",
+            "doc://note",
+            "A note on the firms and the people who work there.",
+            reference_time=start,
+        )
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION pgstattuple")
+        for name in WRITTEN_THROUGH:
+            row = conn.execute(
+                "SELECT (pgstatginindex(%s::regclass)).pending_tuples,"
+                " (SELECT count(*) FROM timestone.facts WHERE expired_at IS NULL"
+                "  AND invalid_at IS NOT NULL) AS closed, c.reloptions"
+                " FROM pg_class AS c WHERE c.oid = %s::regclass",
+                (f"timestone.{name}", f"timestone.{name}"),
+            ).fetchone()
+            assert row is not None
+            pending, closed, options = row
+            assert closed == 80  # the closed index was written to
+            assert pending == 0, name
+            assert "fastupdate=off" in options, name
 
 
 def test_text_search_plans_its_query_per_call(memory: timestone.Memory, dsn: str) -> None:

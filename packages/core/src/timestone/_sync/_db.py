@@ -101,9 +101,10 @@ LOAD_INDEXES = (
     "CREATE INDEX facts_closing ON timestone.facts USING btree (group_id, invalid_at)"
     " INCLUDE (version_id) WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
     "CREATE INDEX facts_fts_open ON timestone.facts USING gin (fts)"
-    " WITH (gin_pending_list_limit='256') WHERE ((expired_at IS NULL) AND (invalid_at IS NULL))",
+    " WITH (gin_pending_list_limit='256', fastupdate=off)"
+    " WHERE ((expired_at IS NULL) AND (invalid_at IS NULL))",
     "CREATE INDEX facts_fts_closed ON timestone.facts USING gin (fts)"
-    " WITH (gin_pending_list_limit='256')"
+    " WITH (gin_pending_list_limit='256', fastupdate=off)"
     " WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
 )
 
