@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -145,6 +146,12 @@ BAD_FACTS: list[tuple[str, Any, type[Exception], str]] = [
         {"source": {"name": "A", "attributes": {"k": {1}}}, "relation": "R", "target": "B"},
         InvalidInput,
         r"attributes of Entity 'A'\['k'\] is a set",
+    ),
+    (
+        "integer longer than Python writes",
+        {"source": "A", "relation": "R", "target": "B", "attributes": {"k": 10**5000}},
+        InvalidInput,
+        r"attributes of R\['k'\] is an integer of 16,610 bits, more digits than Python writes",
     ),
     (
         "nested key not a string",
@@ -437,4 +444,41 @@ def test_other_bad_input_names_what_was_wrong(
 ) -> None:
     with pytest.raises(InvalidInput, match=message):
         call(memory, group)
+    assert _rows(dsn, group) == 0
+
+
+def test_an_integer_attribute_is_stored_up_to_what_postgres_holds(
+    memory: timestone.Memory, group: str
+) -> None:
+    # in a process that writes integers of any length (Python's default stops at 4,300
+    # digits: refused above); Postgres's numeric holds 131,072 digits before the point
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        long = 10**5000 + 7
+        memory.add_facts(
+            group,
+            [{"source": "A", "relation": "R", "target": "B", "attributes": {"k": long}}],
+            reference_time=REF,
+        )
+        (fact,) = memory.facts(group, source="A")
+        assert fact.attributes["k"] == long
+        too_long = {"source": "C", "relation": "R", "target": "D", "attributes": {"k": 10**131072}}
+        with pytest.raises(InvalidInput, match="integer of 131,073 digits, more than a Postgres"):
+            memory.add_facts(group, [too_long], reference_time=REF)
+        assert memory.facts(group, source="C") == []
+    finally:
+        sys.set_int_max_str_digits(limit)
+
+
+def test_an_empty_idempotency_key_is_refused(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    # taken for "no key", it would have written under the default key without a word
+    facts = [{"source": "A", "relation": "R", "target": "B"}]
+    with pytest.raises(InvalidInput, match="idempotency_key is empty"):
+        memory.add_facts(group, facts, reference_time=REF, idempotency_key="")
+    batch = {"facts": facts, "reference_time": REF, "idempotency_key": " "}
+    with pytest.raises(InvalidInput, match=r"batches\[0\]: idempotency_key is empty"):
+        memory.add_fact_batches(group, [batch])
     assert _rows(dsn, group) == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -63,11 +64,34 @@ def check_chars(value: str, what: str) -> str:
 MAX_JSON_DEPTH = 64
 
 
+MAX_JSON_INT_DIGITS = 131_072  # Postgres's numeric: digits before the decimal point
+_PLAIN_INT_BITS = 4_000  # below this, an integer has fewer digits than any limit here
+
+
+def _check_big_int(value: int, what: str) -> None:
+    try:
+        digits = len(str(abs(value)))
+    except ValueError:  # longer than the interpreter writes (sys.set_int_max_str_digits)
+        raise InvalidInput(
+            f"{what} is an integer of {value.bit_length():,} bits, more digits than Python "
+            f"writes ({sys.get_int_max_str_digits():,}): store it as a string"
+        ) from None
+    if digits > MAX_JSON_INT_DIGITS:
+        raise InvalidInput(
+            f"{what} is an integer of {digits:,} digits, more than a Postgres number holds "
+            f"({MAX_JSON_INT_DIGITS:,}): store it as a string"
+        )
+
+
 def check_json(value: object, what: str, depth: int = 0) -> None:
     """Refuse what a ``jsonb`` column cannot hold, naming where it is: a value other than
     a string, a finite number, a boolean, None, a list (or tuple) or a mapping with string
     keys, a string that is not ``storable``, or nesting deeper than ``MAX_JSON_DEPTH``."""
-    if value is None or isinstance(value, (bool, int)):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if value.bit_length() > _PLAIN_INT_BITS:
+            _check_big_int(value, what)
         return
     if depth > MAX_JSON_DEPTH:
         raise InvalidInput(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")

@@ -176,6 +176,14 @@ def _as_given(value: object) -> str:
     return str(isoformat()) if callable(isoformat) else str(value)
 
 
+def _key_of(given: object, group_id: str, content: str, reference_time: datetime) -> str:
+    """The idempotency key given (an empty one is refused, not taken for none), or the
+    default: a hash of the group, the content and the reference time."""
+    if given is None:
+        return idempotency_key(group_id, content, reference_time)
+    return check_text(given, "idempotency_key", max_chars=512)
+
+
 def _optional_text(value: object, what: str, max_chars: int) -> str | None:
     return None if value is None else check_text(value, what, max_chars=max_chars)
 
@@ -390,8 +398,7 @@ class Ingest:
         ref = aware(reference_time, "reference_time")
         parsed, prepared = self.prepare(facts, ref)
         content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False, default=_as_given)
-        key = idempotency_key_ or idempotency_key(group_id, content, ref)
-        check_text(key, "idempotency_key", max_chars=512)
+        key = _key_of(idempotency_key_, group_id, content, ref)
         episode = EpisodeRow(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
@@ -660,8 +667,7 @@ class Ingest:
         check_group(group_id)
         ref = aware(reference_time, "reference_time")
         text = check_episode_content(content, source, max_chars)
-        key = idempotency_key_ or idempotency_key(group_id, text, ref)
-        check_text(key, "idempotency_key", max_chars=512)
+        key = _key_of(idempotency_key_, group_id, text, ref)
         row = EpisodeRow(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
