@@ -4,13 +4,14 @@
 -- With fastupdate on (Postgres's default), a GIN index takes new entries into
 -- a pending list that every lookup reads in full until a vacuum or the list's
 -- limit merges it. Migration 0009 bounded the list at 256 kB; in the 100k-fact
--- benchmark database, a search still took 8.3 ms at p50 with about 2,000
--- facts in the list against 6.7 once vacuumed, and 6.2 against 5.6 with about
--- 1,000. Written through (fastupdate off), each fact's lexemes go into the
--- index as it is inserted: no search reads a list. Streaming writes of 100
--- facts a call measured the same either way, within the noise of the machine
--- (3,000 facts, three rounds each way in turn). A bulk load drops these
--- indexes and builds them at its end, so it does not pay for the change.
+-- benchmark database, a search still took 7.74 and 7.37 ms at p50 with about
+-- 1,300 facts in the list against 6.41 and 6.71 once it was merged (nothing
+-- else changed, two rounds). Written through (fastupdate off), each fact's
+-- lexemes go into the index as it is inserted: no search reads a list.
+-- Streaming writes of 100 facts a call measured the same either way, within
+-- the noise of the machine (3,000 facts, three rounds each way in turn). A
+-- bulk load drops these indexes and builds them at its end, so it does not
+-- pay for the change.
 --
 -- The entity indexes keep their short list: an entity is written again each
 -- time a fact touches it, and the trigram index takes a dozen entries a name.
