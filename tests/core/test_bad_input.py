@@ -482,3 +482,19 @@ def test_an_empty_idempotency_key_is_refused(
     with pytest.raises(InvalidInput, match=r"batches\[0\]: idempotency_key is empty"):
         memory.add_fact_batches(group, [batch])
     assert _rows(dsn, group) == 0
+
+
+def test_an_integer_past_a_lowered_digit_limit_is_refused(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    # Python lets a process lower its limit to 640 digits: 701 digits are then refused
+    # by name, not by a ValueError from the JSON encoder
+    limit = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        fact = {"source": "A", "relation": "R", "target": "B", "attributes": {"k": 10**700}}
+        with pytest.raises(InvalidInput, match=r"more digits than Python writes \(640\)"):
+            memory.add_facts(group, [fact], reference_time=REF)
+    finally:
+        sys.set_int_max_str_digits(limit)
+    assert _rows(dsn, group) == 0

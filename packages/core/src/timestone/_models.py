@@ -65,7 +65,9 @@ MAX_JSON_DEPTH = 64
 
 
 MAX_JSON_INT_DIGITS = 131_072  # Postgres's numeric: digits before the decimal point
-_PLAIN_INT_BITS = 4_000  # below this, an integer has fewer digits than any limit here
+# below this, an integer has fewer digits (at most 603) than the lowest limit Python
+# allows (sys.set_int_max_str_digits takes 640 or more) and than Postgres's
+_PLAIN_INT_BITS = 2_000
 
 
 def _check_big_int(value: int, what: str) -> None:
