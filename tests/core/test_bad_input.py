@@ -419,6 +419,58 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         r"attributes\['k'\] is nan",
     ),
     (lambda m, g: m.export_group(g, 5), "out must be writable"),  # pyright: ignore[reportArgumentType]
+    (
+        lambda m, g: m.add_document(g, "u://a", "Ada met Bo.", reference_time=REF, metadata="x"),  # pyright: ignore[reportArgumentType]
+        r"document metadata must be a mapping \(a dict\), got str",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities="Ada"),  # pyright: ignore[reportArgumentType]
+        "entities must be a list of EntityInput records or dicts, got str",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities=["Ada"]),  # pyright: ignore[reportArgumentType]
+        r"an entity must be a mapping \(a dict\), got str",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, chunks=None),  # pyright: ignore[reportArgumentType]
+        "chunks must be a list of GraphChunk records, got NoneType",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, relations=5),  # pyright: ignore[reportArgumentType]
+        "relations must be a list of GraphRelation records, got int",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities=[{"name": "Ada"}], vectors="Ada"),  # pyright: ignore[reportArgumentType]
+        r"vectors must be a mapping \(a dict\), got str",
+    ),
+    (
+        lambda m, g: m.graph_retract(g, edges=None),  # pyright: ignore[reportArgumentType]
+        "edges must be a list of edge ids, got NoneType",
+    ),
+    (
+        lambda m, g: m.graph_edges(g, skip_relations=None),  # pyright: ignore[reportArgumentType]
+        "skip_relations must be a list of relation names, got NoneType",
+    ),
+    (
+        lambda m, g: m.graph_edges(g, skip_relations=["\ud800"]),
+        "must be an identifier",
+    ),
+    (
+        lambda m, g: m.import_group(5, group_id=g),  # pyright: ignore[reportArgumentType]
+        "lines must be an iterable of text lines",
+    ),
+    (
+        lambda m, g: m.import_group([b'{"kind": "header"}'], group_id=g),  # pyright: ignore[reportArgumentType]
+        "line 1 is bytes, not text: open the export in text mode",
+    ),
+    (
+        lambda m, g: m.episodes(g, ids=0),  # pyright: ignore[reportArgumentType]
+        "ids must be a list of episode ids, got int",
+    ),
+    (
+        lambda m, g: m.add_facts(g, ["Ada"], reference_time=REF),  # pyright: ignore[reportArgumentType]
+        "each fact must be a FactInput or a dict of its fields, got str: 'Ada'",
+    ),
 ]
 
 
@@ -433,6 +485,19 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         "node set",
         "nodes NaN",
         "sink",
+        "metadata str",
+        "nodes str",
+        "node str",
+        "chunks None",
+        "relations int",
+        "vectors str",
+        "edges None",
+        "skip None",
+        "skip surrogate",
+        "lines int",
+        "line bytes",
+        "episode ids int",
+        "fact str",
     ],
 )
 def test_other_bad_input_names_what_was_wrong(
@@ -498,3 +563,58 @@ def test_an_integer_past_a_lowered_digit_limit_is_refused(
     finally:
         sys.set_int_max_str_digits(limit)
     assert _rows(dsn, group) == 0
+
+
+HUGE = "x" * 100_000
+
+
+HUGE_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
+    (lambda m, g: m.search(g, "Ada", limit=HUGE), "limit must be an integer"),  # pyright: ignore[reportArgumentType]
+    (lambda m, g: m.search(g, "Ada", scopes=[HUGE]), "unknown search scope"),
+    (lambda m, g: m.search(g, "Ada", reranker=HUGE), "unknown reranker"),
+    (lambda m, g: m.context(g, "Ada", token_budget=HUGE), "token_budget must be"),  # pyright: ignore[reportArgumentType]
+    (lambda m, g: m.episodes(g, limit=HUGE), "limit must be an integer"),  # pyright: ignore[reportArgumentType]
+    (lambda m, g: m.search_items(g, ("n",), offset=HUGE), "offset must be"),  # pyright: ignore[reportArgumentType]
+    (lambda m, g: m.graph_edges(g, depth=HUGE), "depth must be"),  # pyright: ignore[reportArgumentType]
+    (lambda m, g: m.add_facts(g, [HUGE], reference_time=REF), "each fact must be"),  # pyright: ignore[reportArgumentType]
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    HUGE_BAD,
+    ids=["limit", "scope", "reranker", "budget", "episodes", "offset", "depth", "fact"],
+)
+def test_a_huge_bad_value_is_named_not_echoed_whole(
+    memory: timestone.Memory,
+    dsn: str,
+    group: str,
+    call: Callable[[timestone.Memory, str], object],
+    named: str,
+) -> None:
+    """An error names the parameter and shows the start of the value, not 100,000
+    characters of it."""
+    with pytest.raises(InvalidInput, match=named) as caught:
+        call(memory, group)
+    assert "xxxx" in str(caught.value)
+    assert len(str(caught.value)) < 400
+    assert _rows(dsn, group) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"pool_size": "8"}, "pool_size must be an integer of at least 1, got '8'"),
+        ({"pool_size": 0}, "pool_size must be an integer of at least 1, got 0"),
+        ({"ontology": "closed"}, "ontology must be a timestone.Ontology or None, got str"),
+        ({"communities": "sometimes"}, "communities must be one of"),
+    ],
+)
+def test_bad_settings_of_open_are_refused(
+    fresh_dsn: str, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        timestone.Memory.open(fresh_dsn, **kwargs)
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute("SELECT to_regclass('timestone.meta')").fetchone()
+    assert row == (None,)  # refused before the database was touched

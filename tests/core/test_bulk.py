@@ -60,9 +60,10 @@ def _facts(n: int, tag: str) -> list[FactInput]:
     return [FactInput(f"{tag} {i:04d}", "KNOWS", f"{tag} {(i + 1) % n:04d}") for i in range(n)]
 
 
-def _plan(dsn: str, group: str, vector: list[float]) -> str:
+def _plan(dsn: str, group: str, vector: list[float], *, sort: bool = True) -> str:
     """The plan of a nearest-facts query as the library role, ordered as a search reads
-    the index (by the keyed distance)."""
+    the index (by the keyed distance). Without ``sort``, only an index whose expression
+    is the query's order can avoid a sort: the plan names it if it exists."""
     near = sql.SQL("{} <=> {}").format(
         keyed(sql.SQL("embedding"), sql.SQL("group_id"), len(vector)),
         keyed(sql.SQL("%(v)s::vector"), sql.SQL("%(g)s::text"), len(vector)),
@@ -70,6 +71,7 @@ def _plan(dsn: str, group: str, vector: list[float]) -> str:
     with psycopg.connect(dsn) as conn:
         conn.execute("SET ROLE timestone_app")
         conn.execute("SELECT set_config('timestone.group_id', %s, false)", (group,))
+        conn.execute("SELECT set_config('enable_sort', %s, false)", ("on" if sort else "off",))
         rows = conn.execute(
             sql.SQL(
                 "EXPLAIN SELECT version_id FROM timestone.facts WHERE group_id = %(g)s"
@@ -117,6 +119,40 @@ def test_bulk_load_drops_the_indexes_and_builds_them_at_the_end(fresh_dsn: str) 
         vector = mem.embedder.embed(["Rider 0007 knows"])[0]
         assert "facts_embedding_hnsw" in _plan(fresh_dsn, group, vector)
         assert mem.stats(group)["facts"]["current"] == 250
+
+
+def _index_definitions(dsn: str) -> dict[str, str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index AS i"
+            " JOIN pg_class AS c ON c.oid = i.indexrelid"
+            " WHERE c.relnamespace = 'timestone'::regnamespace AND c.relname = ANY(%s)",
+            (sorted(HNSW),),
+        ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+def test_a_3072_dimension_embedder_is_indexed_at_half_precision(fresh_dsn: str) -> None:
+    """pgvector's HNSW indexes take at most 2,000 dimensions of full precision: a wider
+    embedder (OpenAI's text-embedding-3-large has 3,072) is indexed as ``halfvec``, when
+    the embedder is bound and when a bulk load builds the indexes again, and a search
+    reads that index (a group of more than 1,000 current facts is ranked through it)."""
+    group = "wide-" + uuid.uuid4().hex[:8]
+    wide = timestone.HashEmbedder(dimension=3072)
+    with timestone.Memory.open(fresh_dsn, embedder=wide) as mem:
+        built = _index_definitions(fresh_dsn)
+        assert set(built) == HNSW
+        assert all("::halfvec(3080)) halfvec_cosine_ops" in d for d in built.values()), built
+        mem.add_facts(group, _facts(40, "Walker"), reference_time=REF)
+        with mem.bulk_load(maintenance_work_mem="64MB"):
+            mem.add_facts(group, _facts(1050, "Rider"), reference_time=REF)
+        assert _index_definitions(fresh_dsn) == built
+        found = [f.fact for f in mem.search(group, "Rider 0007 knows Rider 0008", limit=3).facts]
+        assert found[0] == "Rider 0007 knows Rider 0008."
+        vector = wide.embed(["Rider 0007 knows"])[0]
+        assert "Index Scan using facts_embedding_hnsw" in _plan(
+            fresh_dsn, group, vector, sort=False
+        )
 
 
 def test_an_error_inside_still_rebuilds_and_keeps_committed_batches(fresh_dsn: str) -> None:

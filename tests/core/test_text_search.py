@@ -15,9 +15,12 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import timestone
 from timestone import FactInput as F
+from timestone._fulltext import MAX_NEGATIONS, web_query
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 T2023 = datetime(2023, 1, 1, tzinfo=UTC)
@@ -278,3 +281,85 @@ def test_an_episode_of_more_words_than_a_text_vector_holds_is_stored(
         assert matched == (True, False)
         late_facts = _found(conn, group, late_word, valid_at=None)
     assert late_facts == [late]
+
+
+# Pieces of a question: words, quotes, OR, the characters the web-search syntax skips
+# between negations (and some it does not), and runs of negations of every length.
+_WORDS = st.sampled_from(
+    [
+        "cat",
+        "dogs",
+        "a",
+        "or",
+        "OR",
+        "-cat",
+        "well-known",
+        "x-",
+        "  ",
+        *" \"()!&|<,':*\t\n\u00a0\u2003",
+    ]
+)
+
+
+def _negations(n: int, between: str) -> str:
+    return ("-" + between) * n
+
+
+_RUNS = st.builds(
+    _negations,
+    st.integers(min_value=1, max_value=80),
+    st.sampled_from(["", " ", "(", " (", "! ", "&", "\u00a0", ","]),
+)
+_PIECES: st.SearchStrategy[str] = st.one_of(_WORDS, _RUNS)
+
+
+def _parse(conn: Conn, text: str) -> str | psycopg.Error:
+    try:
+        with conn.transaction():
+            row = conn.execute("SELECT websearch_to_tsquery('english', %s)::text", (text,))
+            return str(row.fetchone()[0])  # type: ignore[index]
+    except psycopg.errors.InternalError_ as exc:  # "tsquery stack too small"
+        return exc
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_a_question_of_many_negations_is_read_as_it_means(
+    memory: timestone.Memory, text: str
+) -> None:
+    """Postgres's parser fails on more than 32 negations in a row; the question a search
+    hands it never has more than 16, and means what Postgres read: the same tsquery
+    once double negations cancel, and the very same where no run was longer."""
+    given = web_query(text)
+    with psycopg.connect(memory.dsn) as conn:
+        asked = _parse(conn, given)
+        assert not isinstance(asked, psycopg.Error), (text, asked)
+        original = _parse(conn, text)
+    assert "!" * (MAX_NEGATIONS + 1) not in asked
+    if given == text:
+        return
+    assert "-" * (MAX_NEGATIONS + 1) in text.replace(" ", "") or len(text) > len(given)
+    if not isinstance(original, psycopg.Error):
+        assert _cancelled(asked) == _cancelled(original)
+
+
+def _cancelled(query: str) -> str:
+    """A tsquery's text with each double negation taken out (!!x matches as x does)."""
+    while "!!" in query:
+        query = query.replace("!!", "")
+    return query
+
+
+def test_a_search_of_a_run_of_dashes_answers(memory: timestone.Memory, group: str) -> None:
+    """A pasted divider, or 41 negations of a word: once a database error."""
+    memory.add_facts(
+        group,
+        [F("Ada", "WORKS_AT", "Acme"), F("Bo", "WORKS_AT", "Acme")],
+        reference_time=T2015,
+    )
+    assert memory.search(group, "-" * 50).query == "-" * 50
+    found = memory.search(group, "works at Acme " + "-" * 41 + "Ada", limit=2)
+    assert {f.source for f in found.facts} == {"Ada", "Bo"}
+    assert memory.context(group, "- " * 40 + "Acme").items

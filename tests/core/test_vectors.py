@@ -9,11 +9,19 @@ import psycopg
 import pytest
 from pgvector import Vector
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
-from timestone import Memory, WordLlamaEmbedder
-from timestone._vectors import VectorArray, register_vector_array
+from timestone import HashEmbedder, Memory, WordLlamaEmbedder
+from timestone._vectors import (
+    MAX_DIMENSION,
+    VectorArray,
+    half_indexed,
+    index_opclass,
+    keyed,
+    register_vector_array,
+)
 from timestone.embedders import aembed_rows, check_rows, embed_rows
-from timestone.errors import EmbedderError
+from timestone.errors import EmbedderError, InvalidInput
 
 
 @pytest.fixture
@@ -108,3 +116,67 @@ async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
 def test_check_rows_names_what_is_wrong(vectors: object, message: str) -> None:
     with pytest.raises(EmbedderError, match=message):
         check_rows(WordLlamaEmbedder(), ["one text"], vectors)
+
+
+@pytest.mark.parametrize(
+    ("dimension", "kind", "opclass"),
+    [
+        (256, "::vector(264)", "vector_cosine_ops"),
+        (1992, "::vector(2000)", "vector_cosine_ops"),
+        (1993, "::halfvec(2001)", "halfvec_cosine_ops"),
+        (3072, "::halfvec(3080)", "halfvec_cosine_ops"),
+        (MAX_DIMENSION, "::halfvec(4000)", "halfvec_cosine_ops"),
+    ],
+)
+def test_the_index_holds_full_precision_up_to_pgvectors_2000_dimensions(
+    dimension: int, kind: str, opclass: str
+) -> None:
+    expression = keyed(sql.SQL("embedding"), sql.SQL("group_id"), dimension).as_string()
+    assert expression.endswith(kind)
+    assert index_opclass(dimension).as_string() == opclass
+    assert half_indexed(dimension) == (opclass == "halfvec_cosine_ops")
+
+
+class _Declared:
+    """An embedder as a user may write one, declaring what it is given."""
+
+    def __init__(self, name: object, dimension: object) -> None:
+        self.name = name
+        self.dimension = dimension
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("a refused embedder is never called")
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("a refused embedder is never called")
+
+
+class _NoAsync:
+    name = "blocking only"
+    dimension = 8
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("a refused embedder is never called")
+
+
+@pytest.mark.parametrize(
+    ("embedder", "message"),
+    [
+        ("openai:text-embedding-3-small", r"got str without embed, aembed"),
+        (_NoAsync(), r"got _NoAsync without aembed"),
+        (_Declared("", 8), r"without a name \(a non-empty string\)"),
+        (_Declared(None, 8), r"without a name"),
+        (_Declared("mine", "256"), r"embedder 'mine' declares dimension '256'"),
+        (_Declared("mine", 0), r"declares dimension 0; a positive integer"),
+        (_Declared("mine", True), r"declares dimension True"),
+        (HashEmbedder(dimension=MAX_DIMENSION + 1), r"declares 3,993 dimensions; .* at most 3,992"),
+    ],
+)
+def test_an_embedder_the_indexes_cannot_hold_is_refused_before_the_database_is_touched(
+    fresh_dsn: str, embedder: object, message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        Memory.open(fresh_dsn, embedder=embedder)  # pyright: ignore[reportArgumentType]
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute("SELECT to_regclass('timestone.meta')").fetchone()
+    assert row == (None,)  # not even migrated

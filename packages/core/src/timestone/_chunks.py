@@ -25,7 +25,7 @@ def chunk_text(content: str, *, max_chars: int = 1500, overlap: int = 0) -> list
     sentence, then word boundaries; ``content[c.start:c.end] == c.text`` for every chunk."""
     given: object = max_chars  # as the caller passed it
     if type(given) is not int or given < 100:
-        raise InvalidInput(f"max_chunk_chars must be an integer of at least 100, got {given!r}")
+        raise InvalidInput(f"max_chunk_chars must be an integer of at least 100, got {given!r:.80}")
     chunks: list[Chunk] = []
     start = 0
     n = len(content)

@@ -140,7 +140,7 @@ def check_node_ids(values: object, what: str) -> list[str]:
 def check_space(value: object) -> str:
     if not isinstance(value, str) or not _SPACE.fullmatch(value):
         raise InvalidInput(
-            f"vector_space must be 1 to 64 letters, digits and _ . : -, got {value!r}"
+            f"vector_space must be 1 to 64 letters, digits and _ . : -, got {value!r:.80}"
         )
     return value
 
@@ -156,7 +156,7 @@ def check_vector(value: object, what: str) -> list[float]:
     out: list[float] = []
     for x in numbers:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x:
-            raise InvalidInput(f"{what} holds {x!r}, not a number")
+            raise InvalidInput(f"{what} holds {x!r:.80}, not a number")
         out.append(float(x))
     if not any(out):
         raise InvalidInput(f"{what} is all zeros: it has no direction to compare")
@@ -165,7 +165,7 @@ def check_vector(value: object, what: str) -> list[float]:
 
 def check_depth(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_DEPTH:
-        raise InvalidInput(f"depth must be an integer from 1 to {MAX_DEPTH}, got {value!r}")
+        raise InvalidInput(f"depth must be an integer from 1 to {MAX_DEPTH}, got {value!r:.80}")
     return value
 
 

@@ -102,7 +102,7 @@ def check_filter(value: object) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
     for k, v in cast(Mapping[object, Any], value).items():
         if not isinstance(k, str):
-            raise InvalidInput(f"filter keys must be strings, got {k!r}")
+            raise InvalidInput(f"filter keys must be strings, got {k!r:.80}")
         _check_condition(v, k)
         out[k] = v
     return out
@@ -115,7 +115,7 @@ def _check_condition(condition: Any, where: str) -> None:
         unknown = [k for k in ops if k not in _OPERATORS]
         if unknown:
             raise InvalidInput(
-                f"filter on {where!r}: unknown operator {unknown[0]!r}; "
+                f"filter on {where!r:.80}: unknown operator {unknown[0]!r:.80}; "
                 f"use one of {', '.join(sorted(_OPERATORS))}"
             )
 
@@ -189,13 +189,13 @@ def matches_namespace(
 
 def check_offset(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInput(f"offset must be a non-negative integer, got {value!r}")
+        raise InvalidInput(f"offset must be a non-negative integer, got {value!r:.80}")
     return value
 
 
 def check_depth(value: object) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise InvalidInput(f"max_depth must be a positive integer or None, got {value!r}")
+        raise InvalidInput(f"max_depth must be a positive integer or None, got {value!r:.80}")
     return value
 
 

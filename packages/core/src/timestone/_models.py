@@ -12,7 +12,7 @@ import math
 import re
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, cast
 
@@ -144,10 +144,27 @@ def check_uuid(value: object, what: str) -> uuid.UUID:
     raise InvalidInput(f"{what} must be a UUID, got {value!r:.80}")
 
 
+def check_list(value: object, what: str, of: str) -> list[object]:
+    """``value`` as a list when it is a list, tuple or other iterable of items (``of``
+    names them); a string, bytes, a mapping or a single object is refused naming
+    ``what``, before anything reads an item."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        kind = type(cast(object, value)).__name__
+        raise InvalidInput(f"{what} must be a list of {of}, got {kind}")
+    return list(cast(Iterable[object], value))
+
+
+def check_mapping(value: object, what: str) -> Mapping[str, Any]:
+    """``value`` when it is a mapping (a dict); anything else is refused naming ``what``."""
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{what} must be a mapping (a dict), got {type(value).__name__}")
+    return cast(Mapping[str, Any], value)
+
+
 def check_relation(value: object) -> str:
     if not isinstance(value, str) or not _RELATION.fullmatch(value):
         raise InvalidInput(
-            f"relation {value!r} must be an identifier of at most 128 characters "
+            f"relation {value!r:.80} must be an identifier of at most 128 characters "
             "(letters, digits and underscores, not starting with a digit), like WORKS_AT"
         )
     return value
@@ -159,7 +176,7 @@ def _check_attributes(value: object, what: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(key, str):
-            raise InvalidInput(f"{what} keys must be strings, got {key!r}")
+            raise InvalidInput(f"{what} keys must be strings, got {key!r:.80}")
         out[key] = item
     return out
 
@@ -246,6 +263,11 @@ class FactInput:
         """A ``FactInput`` from itself or from a mapping of its fields (JSON shape)."""
         if isinstance(value, FactInput):
             return value
+        if not isinstance(cast(object, value), Mapping):
+            raise InvalidInput(
+                f"each fact must be a FactInput or a dict of its fields, got "
+                f"{type(value).__name__}: {value!r:.80}"
+            )
         try:
             return _FACT_ADAPTER.validate_python(value)
         except pydantic.ValidationError as exc:

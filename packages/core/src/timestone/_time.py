@@ -49,5 +49,5 @@ def parse_datetime(value: str | datetime, what: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except (ValueError, AttributeError) as exc:
-        raise InvalidPeriod(f"{what}: cannot read {value!r} as an ISO 8601 datetime") from exc
+        raise InvalidPeriod(f"{what}: cannot read {value!r:.80} as an ISO 8601 datetime") from exc
     return aware(parsed, what)

@@ -92,24 +92,46 @@ def register_vector_array(conn: BaseConnection[Any]) -> None:
 
 
 KEY_DIMENSIONS = 8
+# pgvector's HNSW indexes hold vectors of at most 2,000 dimensions, and half-precision
+# vectors (halfvec) of at most 4,000.
+_VECTOR_INDEX_LIMIT = 2_000
+_HALFVEC_INDEX_LIMIT = 4_000
+MAX_DIMENSION = _HALFVEC_INDEX_LIMIT - KEY_DIMENSIONS  # the widest embedding indexed
+
+
+def half_indexed(dimension: int) -> bool:
+    """Whether the HNSW indexes hold embeddings of ``dimension`` at half precision: from
+    1,993 dimensions (3,072 for OpenAI's text-embedding-3-large), where the keyed vector
+    is past pgvector's 2,000 for full precision. The columns keep 4-byte floats, and a
+    search ranks its candidates by their full-precision distance; only the index's
+    graph, which chooses the candidates, is built from rounded coordinates."""
+    return dimension + KEY_DIMENSIONS > _VECTOR_INDEX_LIMIT
+
+
+def index_opclass(dimension: int) -> sql.SQL:
+    """The HNSW operator class of the keyed vectors of embeddings of ``dimension``."""
+    return sql.SQL("halfvec_cosine_ops" if half_indexed(dimension) else "vector_cosine_ops")
 
 
 def keyed(vector: sql.Composable, group: sql.Composable, dimension: int) -> sql.Composable:
     """``vector`` (of ``dimension``) normalized, followed by ``KEY_DIMENSIONS`` coordinates
     from ``group`` (``hashtextextended`` of the group id with seeds 1 to 8, each mapped to
     (-1, 1)): the expression every HNSW index is built on, and that a search orders by
-    to read it. Built-in functions only, written out so the planner matches the index
-    expression and computes it in C; an SQL function of it, kept from inlining, cost 0.4
-    to 1 ms per search at 100k facts, mostly per row returned. ``mod``, not ``%``:
-    statements are sent with numbered placeholders and no percent sign left."""
+    to read it (as ``halfvec`` past 1,992 dimensions: ``half_indexed``). Built-in
+    functions only, written out so the planner matches the index expression and
+    computes it in C; an SQL function of it, kept from inlining, cost 0.4 to 1 ms per
+    search at 100k facts, mostly per row returned. ``mod``, not ``%``: statements are
+    sent with numbered placeholders and no percent sign left."""
     parts = sql.SQL(", ").join(
         sql.SQL("mod(hashtextextended({g}, {i}), 1000)::float4 / 1000").format(
             g=group, i=sql.Literal(i)
         )
         for i in range(1, KEY_DIMENSIONS + 1)
     )
-    return sql.SQL("(l2_normalize({v}) || ARRAY[{parts}]::vector({k}))::vector({d})").format(
+    kind = sql.SQL("halfvec" if half_indexed(dimension) else "vector")
+    return sql.SQL("(l2_normalize({v}) || ARRAY[{parts}]::vector({k}))::{t}({d})").format(
         v=vector,
+        t=kind,
         parts=parts,
         k=sql.Literal(KEY_DIMENSIONS),
         d=sql.Literal(dimension + KEY_DIMENSIONS),

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
-from .errors import EmbedderError
+from .errors import EmbedderError, InvalidInput
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,6 +47,7 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "WordLlamaEmbedder",
     "aembed_rows",
+    "check_embedder",
     "check_rows",
     "check_vectors",
     "embed_rows",
@@ -68,6 +69,37 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[Vector]: ...
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]: ...
+
+
+def check_embedder(value: object) -> Embedder:
+    """``value`` when it is an embedder: a non-empty ``name``, an integer ``dimension`` the
+    HNSW indexes can hold (1 to ``MAX_DIMENSION``), ``embed`` and ``aembed``; anything
+    else is refused naming what it lacks, before the database is touched."""
+    from ._vectors import MAX_DIMENSION
+
+    kind = type(value).__name__
+    lacking = [m for m in ("embed", "aembed") if not callable(getattr(value, m, None))]
+    name: object = getattr(value, "name", None)
+    if lacking or not isinstance(name, str) or not name.strip():
+        what = ", ".join(lacking) if lacking else "a name (a non-empty string)"
+        raise InvalidInput(
+            f"embedder must be an Embedder (a name, a dimension, embed and aembed), got "
+            f"{kind} without {what}"
+        )
+    dimension: object = getattr(value, "dimension", None)
+    if not isinstance(dimension, int) or isinstance(dimension, bool) or dimension < 1:
+        raise InvalidInput(
+            f"embedder {name!r:.80} declares dimension {dimension!r:.80}; a positive integer "
+            "is needed"
+        )
+    if dimension > MAX_DIMENSION:
+        raise InvalidInput(
+            f"embedder {name!r:.80} declares {dimension:,} dimensions; the vector indexes hold "
+            f"at most {MAX_DIMENSION:,} (pgvector indexes half-precision vectors of up to 4,000 "
+            "dimensions, 8 of them the group's key): ask the model for fewer (OpenAI's "
+            "text-embedding-3 models take a dimensions parameter)"
+        )
+    return cast(Embedder, value)
 
 
 def check_vectors(

@@ -220,7 +220,7 @@ class _Tools:
         system = _when(as_of, "as_of")
         ref = _ref(entity)
         if await mem.get_entity(group_id, ref, as_of=system) is None:
-            raise NotFound(f"unknown entity {entity!r}")
+            raise NotFound(f"unknown entity {entity!r:.80}")
         return {"facts": [_fact(f) for f in await mem.timeline(group_id, ref, as_of=system)]}
 
     async def facts_as_of(

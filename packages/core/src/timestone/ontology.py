@@ -50,7 +50,7 @@ class EdgeType:
         if self.cardinality not in ("one", "many"):
             raise InvalidInput(
                 f"edge type {self.name}: cardinality must be 'one' or 'many', "
-                f"got {self.cardinality!r}"
+                f"got {self.cardinality!r:.80}"
             )
 
 
@@ -119,16 +119,18 @@ class Ontology:
             if self.closed:
                 known = ", ".join(sorted(self._edges)) or "none"
                 raise OntologyViolation(
-                    f"relation {relation!r} is not in the closed ontology (declared: {known})"
+                    f"relation {relation!r:.80} is not in the closed ontology (declared: {known})"
                 )
             return _validate(None, attributes, f"attributes of {relation}")
         if edge.source_types and source_type is not None and source_type not in edge.source_types:
             raise OntologyViolation(
-                f"{relation}: source type {source_type!r} is not one of {list(edge.source_types)}"
+                f"{relation}: source type {source_type!r:.80} is not one of "
+                f"{list(edge.source_types)}"
             )
         if edge.target_types and target_type is not None and target_type not in edge.target_types:
             raise OntologyViolation(
-                f"{relation}: target type {target_type!r} is not one of {list(edge.target_types)}"
+                f"{relation}: target type {target_type!r:.80} is not one of "
+                f"{list(edge.target_types)}"
             )
         return _validate(edge.attributes, attributes, f"attributes of {relation}")
 
@@ -141,7 +143,8 @@ class Ontology:
             if self.closed and entity_type != "Entity":
                 known = ", ".join(sorted(self._entities)) or "none"
                 raise OntologyViolation(
-                    f"entity type {entity_type!r} of {name!r} is not in the closed ontology "
+                    f"entity type {entity_type!r:.80} of {name!r:.80} is not in the closed "
+                    "ontology "
                     f"(declared: {known})"
                 )
             return _validate(None, attributes, f"attributes of {entity_type} {name!r}")

@@ -55,11 +55,11 @@ def check_memory_setting(value: object) -> str:
     if found is None:
         raise InvalidInput(
             f"maintenance_work_mem must be a Postgres memory size such as '512MB' or '2GB', "
-            f"got {value!r}"
+            f"got {value!r:.80}"
         )
     kb = int(found.group(0).rstrip("kMGB ")) * _KB[found.group(1)]
     if not 1024 <= kb <= _MAX_KB:
-        raise InvalidInput(f"maintenance_work_mem must be from 1MB to 2047GB, got {value!r}")
+        raise InvalidInput(f"maintenance_work_mem must be from 1MB to 2047GB, got {value!r:.80}")
     return found.group(0)
 
 
@@ -67,7 +67,7 @@ def _check_workers(value: object) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 64:
-        raise InvalidInput(f"workers must be an integer from 0 to 64 or None, got {value!r}")
+        raise InvalidInput(f"workers must be an integer from 0 to 64 or None, got {value!r:.80}")
     return value
 
 

@@ -351,7 +351,7 @@ def _check_ids(entities: object) -> list[uuid.UUID]:
     out: list[uuid.UUID] = []
     for e in entities:  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(e, uuid.UUID):
-            raise InvalidInput(f"entities must hold entity ids (UUID), got {e!r}")
+            raise InvalidInput(f"entities must hold entity ids (UUID), got {e!r:.80}")
         out.append(e)
     if len(out) > MAX_UPDATE_ENTITIES:
         raise InvalidInput(f"{len(out):,} entities; at most {MAX_UPDATE_ENTITIES:,} per update")

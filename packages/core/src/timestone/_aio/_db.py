@@ -26,7 +26,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
-from .._vectors import keyed, register_vector_array
+from .._vectors import index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -341,14 +341,14 @@ async def build_vector_indexes(conn: Conn) -> None:
             )
         await conn.execute(
             sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
-                "WHERE {}"
+                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} {}) WHERE {}"
             ).format(
                 sql.Identifier(name),
                 sql.Identifier(table),
                 sql.SQL("({})").format(
                     keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension)
                 ),
+                index_opclass(dimension),
                 sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
             )
         )

@@ -37,6 +37,7 @@ from .._models import (
     FactInput,
     IngestResult,
     check_json,
+    check_mapping,
     check_text,
 )
 from .._time import aware
@@ -550,7 +551,7 @@ class Ingest:
         check_text(uri, "document uri", max_chars=2048)
         check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
         title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
-        meta = dict(metadata or {})
+        meta = {} if metadata is None else dict(check_mapping(metadata, "document metadata"))
         check_json(meta, "document metadata")
         digest = hashlib.sha256(content.encode()).hexdigest()
         chunks = chunk_text(content, max_chars=max_chunk_chars)
@@ -773,9 +774,11 @@ class Ingest:
         if isinstance(episodes, (str, bytes, Mapping)) or not isinstance(episodes, Sequence):
             raise InvalidInput("episodes must be a list of mappings with add_episode's arguments")
         if not isinstance(concurrency, int) or isinstance(concurrency, bool):
-            raise InvalidInput(f"concurrency must be an integer, got {concurrency!r}")
+            raise InvalidInput(f"concurrency must be an integer, got {concurrency!r:.80}")
         if not 1 <= concurrency <= 64:
-            raise InvalidInput(f"concurrency must be an integer from 1 to 64, got {concurrency!r}")
+            raise InvalidInput(
+                f"concurrency must be an integer from 1 to 64, got {concurrency!r:.80}"
+            )
         items = cast(Sequence[object], episodes)
         specs = [_episode_spec(i, e) for i, e in enumerate(items)]
         slots = _compat.ASemaphore(concurrency)

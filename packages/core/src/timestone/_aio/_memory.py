@@ -32,12 +32,14 @@ from .._models import (
     IngestResult,
     RemovalReport,
     RollbackReport,
+    check_list,
+    check_mapping,
     check_text,
 )
 from .._names import normalize
 from .._results import CommunityReport, Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
-from ..embedders import Embedder, WordLlamaEmbedder
+from ..embedders import Embedder, WordLlamaEmbedder, check_embedder
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
@@ -83,12 +85,30 @@ COMMUNITY_MODES = ("manual", "auto")
 
 def _check_communities(mode: object) -> None:
     if mode not in COMMUNITY_MODES:
-        raise InvalidInput(f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {mode!r}")
+        raise InvalidInput(
+            f"communities must be one of {', '.join(COMMUNITY_MODES)}, got {mode!r:.80}"
+        )
+
+
+def _check_pool_size(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInput(f"pool_size must be an integer of at least 1, got {value!r:.80}")
+    return value
+
+
+def _check_ontology(value: object) -> Ontology:
+    if value is None:
+        return Ontology()
+    if not isinstance(value, Ontology):
+        raise InvalidInput(
+            f"ontology must be a timestone.Ontology or None, got {type(value).__name__}"
+        )
+    return value
 
 
 def _limit(limit: object) -> int:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r:.80}")
     return limit
 
 
@@ -154,21 +174,22 @@ class AsyncMemory:
         (its full-text list is read beside the rest), never waiting for it.
         """
         _check_communities(communities)
+        size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
+        chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
         target = dsn or os.environ.get("TIMESTONE_DSN")
         if target is None:
             target = await _compat.ato_thread(embedded_dsn, data_dir)
-        chosen = embedder if embedder is not None else WordLlamaEmbedder()
         await migrate(target)
         if reembed:
             await reembed_all(target, chosen)
         else:
             await bind_embedder(target, chosen)
-        db = await Database.aopen(target, max_size=pool_size)
+        db = await Database.aopen(target, max_size=size)
         model = llm if llm is not None else OpenAICompatibleLLM.from_env()
         return cls(
             db,
             embedder=chosen,
-            ontology=ontology or Ontology(),
+            ontology=kinds,
             llm=model,
             communities=communities,
         )
@@ -194,7 +215,7 @@ class AsyncMemory:
 
     async def reembed(self, embedder: Embedder) -> int:
         """Move every stored vector to ``embedder`` and use it from now on; returns rows done."""
-        done = await reembed_all(self._db.dsn, embedder)
+        done = await reembed_all(self._db.dsn, check_embedder(embedder))
         self.embedder = embedder
         self._ingest = Ingest(self._db, embedder, self.ontology)
         return done
@@ -624,22 +645,26 @@ class AsyncMemory:
         from .._items import check_value
         from ._graph import graph_upsert, write_keys
 
-        ents = [e if isinstance(e, EntityInput) else EntityInput(**e) for e in entities]
+        ents = [
+            e if isinstance(e, EntityInput) else EntityInput(**check_mapping(e, "an entity"))
+            for e in check_list(entities, "entities", "EntityInput records or dicts")
+        ]
         for e in ents:
             check_value(e.attributes, f"attributes of node {e.name!r:.80}")
-        parts = [check_chunk(c) for c in chunks]
+        parts = [check_chunk(c) for c in check_list(chunks, "chunks", "GraphChunk records")]
         for c in parts:
             check_value(c.attributes, f"attributes of chunk {c.key!r:.80}")
-        rels = list(relations)
-        for r in rels:
-            if not isinstance(r, GraphRelation):  # pyright: ignore[reportUnnecessaryIsInstance]
+        rels: list[GraphRelation] = []
+        for r in check_list(relations, "relations", "GraphRelation records"):
+            if not isinstance(r, GraphRelation):
                 raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
+            rels.append(r)
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
             check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
         given = {
             check_text(k, "vector entity name", max_chars=512): v
-            for k, v in (vectors or {}).items()
+            for k, v in check_mapping(vectors or {}, "vectors").items()
         }
         vecs = {k: check_vector(v, f"vector of {k!r}") for k, v in given.items()}
         space = check_space(vector_space)
@@ -720,7 +745,7 @@ class AsyncMemory:
         start = None if around is None else check_node_ids(around, "around")
         hops = check_depth(depth)
         only = None if relations is None else check_relations(relations, "relations")
-        skip = [str(s) for s in skip_relations]
+        skip = check_relations(skip_relations, "skip_relations")
         world, system, n = _world(valid_at), _system(as_of), _limit(limit)
         async with self._db.transaction(group_id, "walking the graph") as conn:
             return await graph_edges(
@@ -781,7 +806,7 @@ class AsyncMemory:
 
         nodes = check_node_ids(ids, "ids")
         parsed: list[uuid.UUID | str] = []
-        for e in edges:
+        for e in check_list(edges, "edges", "edge ids"):
             parsed.append(
                 e if isinstance(e, uuid.UUID) else check_text(e, "edge id", max_chars=128)
             )
@@ -827,7 +852,11 @@ class AsyncMemory:
         limit: int = 100,
     ) -> list[Episode]:
         """Episodes held at ``as_of`` (default: now), newest ``reference_time`` first."""
-        wanted = None if ids is None else [check_episode_id(i) for i in ids]
+        wanted = (
+            None
+            if ids is None
+            else [check_episode_id(i) for i in check_list(ids, "ids", "episode ids")]
+        )
         system, n = _system(as_of), _limit(limit)
         async with self._db.transaction(group_id, "reading episodes") as conn:
             return await list_episodes(conn, group_id, as_of=system, ids=wanted, limit=n)

@@ -22,7 +22,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from psycopg import sql
 
@@ -187,11 +187,22 @@ class Parsed:
 
 def parse_export(lines: Iterable[str]) -> Parsed:
     """Read and check an export; refuse it naming the line and what is wrong."""
+    given = cast(object, lines)
+    if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
+        kind = type(given).__name__  # pyright: ignore[reportUnknownArgumentType]
+        raise InvalidInput(
+            f"lines must be an iterable of text lines (an open file, a list of str), got {kind}"
+        )
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {}
     ended = False
     number = 0
-    for number, text in enumerate(lines, start=1):
+    for number, text in enumerate(cast(Iterable[object], given), start=1):
+        if not isinstance(text, str):
+            raise InvalidInput(
+                f"line {number} is {type(text).__name__}, not text: open the export in text "
+                "mode (encoding utf-8)"
+            )
         if not text.strip():
             continue
         if ended:
@@ -211,7 +222,7 @@ def parse_export(lines: Iterable[str]) -> Parsed:
                 raise InvalidInput(f"line {number}: not a Timestone export (no {FORMAT} header)")
             if item.get("format_version") != FORMAT_VERSION:
                 raise InvalidInput(
-                    f"line {number}: export format version {item.get('format_version')!r}; "
+                    f"line {number}: export format version {item.get('format_version')!r:.80}; "
                     f"this Timestone reads version {FORMAT_VERSION}"
                 )
             header = item
@@ -224,12 +235,12 @@ def parse_export(lines: Iterable[str]) -> Parsed:
             total = sum(len(r) for r in rows.values())
             if item.get("rows") != total:
                 raise InvalidInput(
-                    f"line {number}: the end marker counts {item.get('rows')!r} rows, "
+                    f"line {number}: the end marker counts {item.get('rows')!r:.80} rows, "
                     f"the file holds {total}"
                 )
             ended = True
         else:
-            raise InvalidInput(f"line {number}: unknown line kind {kind!r}")
+            raise InvalidInput(f"line {number}: unknown line kind {kind!r:.80}")
     if header is None:
         raise InvalidInput("the export is empty: no header line")
     if not ended:
@@ -263,7 +274,9 @@ async def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
     for name, rows in parsed.rows.items():
         table = tables.get(name)
         if table is None:
-            raise InvalidInput(f"the export has rows of table {name!r}, which this database lacks")
+            raise InvalidInput(
+                f"the export has rows of table {name!r:.80}, which this database lacks"
+            )
         allowed = set(table.columns)
         for row in rows:
             unknown = set(row) - allowed - set(table.generated)

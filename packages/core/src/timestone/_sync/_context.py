@@ -184,7 +184,7 @@ def build_context(
     ):
         raise InvalidInput(
             f"token_budget must be an integer from {MIN_TOKEN_BUDGET} to {MAX_TOKEN_BUDGET:,}, "
-            f"got {token_budget!r}"
+            f"got {token_budget!r:.80}"
         )
     req = prepare_search(
         text,

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .._compat import Spawned, settle, spawn
 from .._groups import check_group
-from .._vectors import keyed, register_vector_array
+from .._vectors import index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -340,14 +340,14 @@ def build_vector_indexes(conn: Conn) -> None:
             )
         conn.execute(
             sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} vector_cosine_ops) "
-                "WHERE {}"
+                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} {}) WHERE {}"
             ).format(
                 sql.Identifier(name),
                 sql.Identifier(table),
                 sql.SQL("({})").format(
                     keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension)
                 ),
+                index_opclass(dimension),
                 sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
             )
         )

@@ -89,7 +89,7 @@ _STEPS = {
 def check_episode_content(content: object, source: object, max_chars: int) -> str:
     """Refuse what no model should see: not text, empty, binary, oversized, bad JSON."""
     if source not in SOURCES:
-        raise InvalidInput(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        raise InvalidInput(f"source must be one of {', '.join(SOURCES)}, got {source!r:.80}")
     if isinstance(content, (bytes, bytearray, memoryview)):
         raise InvalidInput("episode content is binary (bytes); pass decoded text")
     if not isinstance(content, str):
@@ -168,10 +168,10 @@ def build_types(
         pairs = cast(Mapping[object, object], edge_type_map)
         for pair, rels in pairs.items():
             if not (isinstance(pair, tuple) and len(cast(tuple[object, ...], pair)) == 2):
-                raise InvalidInput(f"edge_type_map key {pair!r} is not a (source, target) pair")
+                raise InvalidInput(f"edge_type_map key {pair!r:.80} is not a (source, target) pair")
             ends = cast(tuple[object, object], pair)
             if isinstance(rels, str) or not isinstance(rels, Iterable):
-                raise InvalidInput(f"edge_type_map[{pair!r}] must be a list of relation names")
+                raise InvalidInput(f"edge_type_map[{pair!r:.80}] must be a list of relation names")
             names = cast(Iterable[object], rels)
             edge_map[(str(ends[0]), str(ends[1]))] = tuple(check_relation(r) for r in names)
     excluded: frozenset[str] = frozenset()
@@ -201,9 +201,9 @@ def _models_by_name(value: object, what: str) -> dict[str, type[pydantic.BaseMod
     out: dict[str, type[pydantic.BaseModel]] = {}
     for name, model in value.items():  # pyright: ignore[reportUnknownVariableType]
         if not isinstance(name, str) or not name:
-            raise InvalidInput(f"{what}: type names must be non-empty strings, got {name!r}")
+            raise InvalidInput(f"{what}: type names must be non-empty strings, got {name!r:.80}")
         if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
-            raise InvalidInput(f"{what}[{name!r}] must be a pydantic model class")
+            raise InvalidInput(f"{what}[{name!r:.80}] must be a pydantic model class")
         out[name] = model
     return out
 
@@ -1061,9 +1061,9 @@ def check_budget(max_calls: object, max_tokens: object, period: object) -> LLMBu
         if value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0
         ):
-            raise InvalidInput(f"{what} must be a non-negative integer or None, got {value!r}")
+            raise InvalidInput(f"{what} must be a non-negative integer or None, got {value!r:.80}")
     if not isinstance(period, timedelta) or period <= timedelta(0):
-        raise InvalidInput(f"period must be a positive timedelta, got {period!r}")
+        raise InvalidInput(f"period must be a positive timedelta, got {period!r:.80}")
     if max_calls is None and max_tokens is None:
         return None
     return LLMBudget(

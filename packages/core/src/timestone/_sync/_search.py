@@ -52,6 +52,7 @@ from psycopg import RawCursor, sql
 from psycopg.rows import DictRow
 
 from .._compat import join, settle, spawn
+from .._fulltext import web_query
 from .._fusion import RERANKERS, RRF_K, Candidate, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact, check_relation, check_text, check_uuid
@@ -162,12 +163,14 @@ def prepare_search(
     """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
     text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
-        raise InvalidInput(f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r}")
+        raise InvalidInput(
+            f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r:.80}"
+        )
     wanted = _strings(scopes, "scopes", lambda s: s if isinstance(s, str) else repr(s)) or ()
     for scope in wanted:
         if scope not in SCOPES:
             raise InvalidInput(
-                f"unknown search scope {scope!r}; the scopes are {', '.join(SCOPES)}"
+                f"unknown search scope {scope!r:.80}; the scopes are {', '.join(SCOPES)}"
             )
     world = (
         utcnow() if valid_at is NOW else (None if valid_at is None else aware(valid_at, "valid_at"))
@@ -176,7 +179,7 @@ def prepare_search(
     if isinstance(reranker, str):
         if reranker not in RERANKERS or reranker == "cross_encoder":
             raise InvalidInput(
-                f"unknown reranker {reranker!r}; use one of rrf, mmr, node_distance, "
+                f"unknown reranker {reranker!r:.80}; use one of rrf, mmr, node_distance, "
                 "episode_mentions, or pass a timestone.rerankers.Reranker (a cross-encoder)"
             )
         chosen: str | Reranker = reranker
@@ -251,7 +254,7 @@ def search_params(
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     return {
         "g": group_id,
-        "text": req.query,
+        "text": web_query(req.query),
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
         "vec": None if vector is None else np.asarray(vector, dtype=np.float32),
@@ -1272,7 +1275,7 @@ def run_search(
     if center_cur is not None:
         found = center_cur.fetchone()
         if found is None or found["n"] == 0:
-            raise NotFound(f"center {req.center!r} is not an entity of group {group_id!r}")
+            raise NotFound(f"center {req.center!r:.80} is not an entity of group {group_id!r:.80}")
     probed = probe.fetchone() if probe is not None else None
     if spare is not None and probed is not None and probed["few"]:
         if db is not None:

@@ -177,7 +177,7 @@ def _valid(text: str | None) -> Any:
 
 def _require_entity(mem: Memory, group: str, name: str, as_of: datetime | None) -> None:
     if mem.get_entity(group, name, as_of=as_of) is None:
-        raise NotFound(f"unknown entity {name!r} in group {group!r}")
+        raise NotFound(f"unknown entity {name!r:.80} in group {group!r:.80}")
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -657,7 +657,7 @@ def serve_mcp(
     from ..mcp_server import build_server, check_port
 
     if transport not in ("stdio", "http"):
-        raise _fail(InvalidInput(f"--transport must be stdio or http, got {transport!r}"))
+        raise _fail(InvalidInput(f"--transport must be stdio or http, got {transport!r:.80}"))
     if transport == "http":
         _guard(lambda: check_port(host, port))
     g = resolve_group(group)

@@ -89,20 +89,20 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
             model, _, dim = rest.rpartition(":")  # a model name may hold ':' (Ollama tags)
             if not model or not dim.isdigit() or int(dim) < 1:
                 raise InvalidInput(
-                    f"--embedder {spec!r}: write openai:MODEL:DIMENSION, "
+                    f"--embedder {spec!r:.80}: write openai:MODEL:DIMENSION, "
                     "e.g. openai:text-embedding-3-small:1536"
                 )
             return OpenAICompatibleEmbedder.from_env(model, int(dim))
         if name not in ("wordllama", "hash"):
             raise InvalidInput(
-                f"--embedder {spec!r}: use wordllama[:64|128|256], hash[:DIM] or "
+                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM] or "
                 "openai:MODEL:DIMENSION (other embedders are chosen in Python with "
                 "Memory.open(embedder=...))"
             )
         try:
             dimension = int(rest) if rest else None
         except ValueError:
-            raise InvalidInput(f"--embedder {spec!r}: the dimension must be a number") from None
+            raise InvalidInput(f"--embedder {spec!r:.80}: the dimension must be a number") from None
         if name == "wordllama":
             return WordLlamaEmbedder(dimension or 256)
         return HashEmbedder(dimension or 64)
@@ -247,7 +247,7 @@ def parse_when(text: str, what: str) -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError as exc:
         raise InvalidPeriod(
-            f"{what}: cannot read {text!r} as a date; use ISO 8601 such as 2019-05-01, "
+            f"{what}: cannot read {text!r:.80} as a date; use ISO 8601 such as 2019-05-01, "
             "2019-05-01T12:00:00Z, 2019-05, 2019, or 'now'"
         ) from exc
     if parsed.tzinfo is None:

@@ -1,0 +1,44 @@
+"""What a search hands Postgres's ``websearch_to_tsquery`` to read.
+
+The web-search syntax reads ``-`` before a word as NOT, and a run of them as one
+NOT each (``--x`` is ``!!'x'``). The parser keeps its operators on a stack of 32:
+a query with more negations in a row (33 dashes, or 32 after a word) fails with
+"tsquery stack too small" instead of matching anything. Such a run is cut to 16
+negations or 15, whichever has the run's parity, so the query means what it
+meant (two negations cancel); runs of 16 or fewer, and every other query, go
+through as they are.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MAX_NEGATIONS", "web_query"]
+
+MAX_NEGATIONS = 16
+# One negation: a dash, then what the parser skips before the next operand (ASCII
+# white space and the operator characters of the plain tsquery syntax, which the
+# web-search syntax ignores). Other characters end the run: a word, a quote, a comma.
+_SKIPPED = r" \t\n\r\f\v()!&|<"
+_NEGATION = f"-[{_SKIPPED}]*"
+# a run where an operand may start (the text's start, or after a skipped character): a
+# dash right after a word is part of it ("well-known", "cat---"), and reads as no NOT
+_LONG_RUN = re.compile(f"(?<![^{_SKIPPED}])(?:{_NEGATION}){{{MAX_NEGATIONS + 1},}}")
+_ONE = re.compile(_NEGATION)
+_NO_SKIPPED = str.maketrans("", "", " \t\n\r\f\v()!&|<")
+
+
+def _cut(run: re.Match[str]) -> str:
+    negations = _ONE.findall(run.group())
+    kept = MAX_NEGATIONS if len(negations) % 2 == 0 else MAX_NEGATIONS - 1
+    return "".join(negations[:kept])
+
+
+def web_query(text: str) -> str:
+    """``text`` with each run of more than ``MAX_NEGATIONS`` negations cut (see above);
+    inside double quotes (a phrase) a dash is no operator, and is left alone."""
+    if "-" * (MAX_NEGATIONS + 1) not in text.translate(_NO_SKIPPED):
+        return text  # no run long enough, whatever is between its dashes
+    parts = text.split('"')
+    parts[::2] = [_LONG_RUN.sub(_cut, p) for p in parts[::2]]
+    return '"'.join(parts)
