@@ -163,6 +163,14 @@ def test_bad_dates_usage_errors_and_busy_ports(run_here: Here) -> None:
         port = busy.getsockname()[1]
         taken = cli("ui", "--port", str(port), check=9)
     assert f"port {port} on 127.0.0.1 is already in use" in taken.stderr
+    # out of range: refused by name, not the socket module's OverflowError
+    for command in (("ui",), ("serve", "mcp", "--transport", "http")):
+        wide = cli(*command, "--port", "70000", check=3)
+        assert "port must be an integer from 0 to 65535, got 70000" in wide.stderr
+        assert "Traceback" not in wide.stderr
+    # an explicitly empty group is refused, not taken for the default one
+    empty = cli("stats", "--group", "", check=3)
+    assert "group_id is empty" in empty.stderr
 
 
 def test_text_files_and_folders_become_documents(run_here: Here, tmp_path: Path) -> None:

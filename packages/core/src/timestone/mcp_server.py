@@ -50,8 +50,9 @@ Opener = Callable[[], Awaitable[AsyncMemory]]
 
 def check_port(host: str, port: int) -> None:
     """Refuse a port that is already in use, before the server starts, with a clear error."""
-    from .cli._output import AddressInUse
+    from .cli._output import AddressInUse, check_port_number
 
+    check_port_number(port)
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:

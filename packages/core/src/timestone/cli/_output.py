@@ -75,6 +75,14 @@ class AddressInUse(TimestoneError):
     """The port a server should listen on is taken."""
 
 
+def check_port_number(port: object) -> int:
+    """A TCP port, 0 (any free one) to 65535; anything else is refused by name (the socket
+    module would raise a bare ``OverflowError``)."""
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65_535:
+        raise InvalidInput(f"port must be an integer from 0 to 65535, got {port!r:.80}")
+    return port
+
+
 def exit_code_for(exc: BaseException) -> ExitCode:
     if isinstance(exc, AddressInUse):
         return ExitCode.ADDRESS_IN_USE

@@ -42,7 +42,11 @@ ONTOLOGY_KEY = "ontology"
 
 
 def resolve_group(group: str | None) -> str:
-    return group or os.environ.get("TIMESTONE_GROUP") or DEFAULT_GROUP
+    """``--group`` as given (an empty one is refused where it is used, not taken for the
+    default), else ``TIMESTONE_GROUP``, else ``default``."""
+    if group is not None:
+        return group
+    return os.environ.get("TIMESTONE_GROUP") or DEFAULT_GROUP
 
 
 def resolve_dsn(dsn: str | None, data_dir: Path | None) -> str:

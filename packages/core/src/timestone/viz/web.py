@@ -64,7 +64,9 @@ def make_server(
     mem: Memory, group_id: str, *, host: str = "127.0.0.1", port: int = 8766
 ) -> ThreadingHTTPServer:
     """The HTTP server of the view, bound (``AddressInUse`` if the port is taken)."""
-    from ..cli._output import AddressInUse
+    from ..cli._output import AddressInUse, check_port_number
+
+    check_port_number(port)
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
