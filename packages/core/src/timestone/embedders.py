@@ -293,12 +293,25 @@ class HashEmbedder:
         return self.embed(texts)
 
 
+def _positive(what: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidInput(f"{what} must be a positive integer, got {value!r:.80}")
+
+
 class OpenAICompatibleEmbedder:
     """Embeddings from any OpenAI-compatible server (``base_url`` for Ollama, vLLM, Azure).
 
     Pass ``client`` (``openai.OpenAI``) for ``Memory`` and ``async_client``
     (``openai.AsyncOpenAI``) for ``AsyncMemory``; either may be omitted when only
     the other twin is used.
+
+    An embeddings endpoint refuses an input past the model's context (8,191 tokens
+    for OpenAI's models) and a request past a total (300,000 tokens for OpenAI's),
+    and Timestone embeds long texts: an ``add_facts`` call's episode is every fact
+    sentence of the call, an episode up to 100,000 characters. Each text is sent as
+    its first ``max_chars`` characters (default 8,000, about 2,000 tokens of English;
+    a text of many tokens per character, such as emoji, may need fewer), and a
+    request holds at most ``batch_size`` texts and ``max_request_chars`` characters.
     """
 
     def __init__(
@@ -309,14 +322,47 @@ class OpenAICompatibleEmbedder:
         client: openai.OpenAI | None = None,
         async_client: openai.AsyncOpenAI | None = None,
         batch_size: int = 256,
+        max_chars: int = 8_000,
+        max_request_chars: int = 200_000,
     ) -> None:
         if client is None and async_client is None:
             raise EmbedderError("OpenAICompatibleEmbedder needs client= or async_client=")
+        _positive("batch_size", batch_size)
+        _positive("max_chars", max_chars)
+        _positive("max_request_chars", max_request_chars)
         self._model = model
         self._dimension = dimension
         self._client = client
         self._async_client = async_client
         self._batch_size = batch_size
+        self.max_chars = max_chars
+        self._max_request_chars = max(max_request_chars, max_chars)
+
+    def _requests(self, texts: Sequence[str]) -> list[list[str]]:
+        """``texts``, each cut to ``max_chars``, in order, grouped into requests."""
+        out: list[list[str]] = []
+        size = 0
+        for text in texts:
+            cut = text[: self.max_chars]
+            if (
+                not out
+                or len(out[-1]) >= self._batch_size
+                or size + len(cut) > (self._max_request_chars)
+            ):
+                out.append([])
+                size = 0
+            out[-1].append(cut)
+            size += len(cut)
+        return out
+
+    def _refused(self, exc: Exception) -> EmbedderError:
+        hint = (
+            f" (each text is sent as its first {self.max_chars:,} characters: lower "
+            "max_chars if the model's context is smaller)"
+            if "token" in str(exc) or "context" in str(exc)
+            else ""
+        )
+        return EmbedderError(f"embedding request to {self._model!r:.80} failed: {exc}{hint}")
 
     @classmethod
     def from_env(cls, model: str, dimension: int) -> OpenAICompatibleEmbedder:
@@ -351,12 +397,11 @@ class OpenAICompatibleEmbedder:
         if self._client is None:
             raise EmbedderError("this OpenAICompatibleEmbedder has no blocking client= for Memory")
         out: list[Vector] = []
-        for start in range(0, len(texts), self._batch_size):
-            batch = list(texts[start : start + self._batch_size])
+        for batch in self._requests(texts):
             try:
                 resp = self._client.embeddings.create(model=self._model, input=batch)
             except Exception as exc:
-                raise EmbedderError(f"embedding request to {self._model!r} failed: {exc}") from exc
+                raise self._refused(exc) from exc
             out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
         return out
 
@@ -366,11 +411,10 @@ class OpenAICompatibleEmbedder:
                 "this OpenAICompatibleEmbedder has no async_client= for AsyncMemory"
             )
         out: list[Vector] = []
-        for start in range(0, len(texts), self._batch_size):
-            batch = list(texts[start : start + self._batch_size])
+        for batch in self._requests(texts):
             try:
                 resp = await self._async_client.embeddings.create(model=self._model, input=batch)
             except Exception as exc:
-                raise EmbedderError(f"embedding request to {self._model!r} failed: {exc}") from exc
+                raise self._refused(exc) from exc
             out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
         return out
