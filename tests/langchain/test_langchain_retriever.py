@@ -99,6 +99,8 @@ def test_bad_input(memory: timestone.Memory) -> None:
         TimestoneRetriever(memory=memory, group_id="")
     with pytest.raises(ValidationError, match="unknown scope"):
         TimestoneRetriever(memory=memory, group_id="g", scopes=("facts", "nope"))
+    with pytest.raises(ValidationError, match=r"unknown scope\(s\) '\\ud800'"):
+        TimestoneRetriever(memory=memory, group_id="g", scopes=("\ud800",))
     with pytest.raises(ValidationError, match="k must be at least 1"):
         TimestoneRetriever(memory=memory, group_id="g", k=0)
     with pytest.raises(ValidationError, match="naive datetime"):

@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 
 import timestone
 from langchain_timestone import TimestoneStore
+from timestone.errors import InvalidInput
 
 Op = tuple[Any, ...]
 
@@ -150,6 +151,19 @@ def test_namespaces_that_break_the_rules(memory: timestone.Memory) -> None:
         store.put(("acme", "a.b"), "k", {"v": 1})
     with pytest.raises(TypeError, match="AsyncMemory"):
         TimestoneStore(memory="not a memory")  # type: ignore[arg-type]
+
+
+def test_values_and_options_that_break_the_rules(memory: timestone.Memory, group: str) -> None:
+    """Refused by name (InvalidInput, a ValueError as the in-memory store's errors are),
+    and nothing written."""
+    store = TimestoneStore(memory)
+    with pytest.raises(InvalidInput, match="value must be a dict"):
+        store.put((group, "x"), "k", "plain text")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="index must be False, None or a list of field paths"):
+        store.put((group, "x"), "k", {"v": 1}, index=0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="max_depth must be a positive integer, got ''"):
+        store.list_namespaces(prefix=(group,), max_depth="")  # type: ignore[arg-type]
+    assert store.search((group,)) == []
 
 
 async def test_blocking_calls_on_async_memory_are_refused(

@@ -335,6 +335,39 @@ def test_history_time_and_refusals(memory: timestone.Memory, group: str) -> None
     assert len(in_2019.get_triplets(entity_names=["Mira"])) == 1
 
 
+def test_arguments_of_the_wrong_shape_are_refused_by_name(
+    memory: timestone.Memory, group: str
+) -> None:
+    """Each once raised Python's own TypeError or AttributeError from deep inside; now an
+    InvalidInput names the argument, and nothing is written."""
+    store: Any = TimestonePropertyGraphStore(memory, group)  # called as an agent may
+    query: Any = VectorStoreQuery
+    refused: list[tuple[Any, str]] = [
+        (lambda: store.upsert_nodes(None), "nodes must be a list of EntityNode and ChunkNode"),
+        (lambda: store.upsert_relations("Mira"), "relations must be a list of Relation"),
+        (lambda: store.get_rel_map("Mira"), "graph_nodes must be a list of LabelledNode"),
+        (lambda: store.get_rel_map(["Mira"]), "graph_nodes must hold LabelledNode records"),
+        (lambda: store.get_rel_map([EntityNode(name="Mira")], depth=None), "depth must be an"),
+        (lambda: store.get_rel_map([EntityNode(name="Mira")], limit="30"), "limit must be an"),
+        (lambda: store.delete(ids=7), "ids must be a list of node ids, got int"),
+        (lambda: store.delete(entity_names=1.5), "entity_names must be a list of names"),
+        (
+            lambda: store.vector_query(query(query_str="Mira", similarity_top_k=None)),
+            "similarity_top_k must be an integer, got None",
+        ),
+        (
+            lambda: store.vector_query(query(query_embedding=0, similarity_top_k=2)),
+            "must be a list of numbers, got int",
+        ),
+    ]
+    for call, message in refused:
+        with pytest.raises(InvalidInput, match=message):
+            call()
+    with pytest.raises(TypeError, match="stores Relation records, got 'Mira'"):
+        store.upsert_relations(["Mira"])
+    assert memory.stats(group)["entities"]["versions"] == 0
+
+
 def test_vector_query(memory: timestone.Memory, group: str) -> None:
     store = TimestonePropertyGraphStore(memory, group)
     assert store.supports_vector_queries

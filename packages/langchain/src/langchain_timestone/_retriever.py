@@ -72,7 +72,8 @@ class TimestoneRetriever(BaseRetriever):
         unknown = sorted(set(scopes) - _SCOPES)
         if unknown:
             raise ValueError(
-                f"unknown scope(s) {', '.join(unknown)}; use facts, entities or episodes"
+                f"unknown scope(s) {', '.join(f'{u!r:.80}' for u in unknown)}; use facts, "
+                "entities or episodes"
             )
         return scopes
 

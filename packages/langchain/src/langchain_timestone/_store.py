@@ -9,7 +9,7 @@ a put or a delete never erases, and ``as_of`` reads what the store held then.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -30,7 +30,7 @@ from langgraph.store.base import (
 
 import timestone
 from timestone._groups import check_group
-from timestone.errors import InvalidGroup
+from timestone.errors import InvalidGroup, InvalidInput
 
 __all__ = ["TimestoneStore"]
 
@@ -105,6 +105,15 @@ class TimestoneStore(BaseStore):
     def _index(self, op: PutOp, value: dict[str, Any]) -> bool | str:
         if op.index is False:
             return False
+        given = cast(object, op.index)
+        if given is not None and (
+            isinstance(given, str)
+            or not isinstance(given, Sequence)
+            or not all(isinstance(p, str) for p in cast(Sequence[object], given))
+        ):
+            raise InvalidInput(
+                f"index must be False, None or a list of field paths, got {given!r:.80}"
+            )
         paths = op.index if op.index is not None else self.fields
         if paths is None or list(paths) == ["$"]:
             return True
@@ -132,11 +141,12 @@ class TimestoneStore(BaseStore):
     @staticmethod
     def _depth(op: ListNamespacesOp) -> int | None:
         """The depth inside the group (the group is the first label)."""
-        if op.max_depth is None:
+        depth = cast(object, op.max_depth)
+        if depth is None:
             return None
-        if op.max_depth < 1:
-            raise ValueError(f"max_depth must be a positive integer, got {op.max_depth}")
-        return max(op.max_depth - 1, 1)
+        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+            raise InvalidInput(f"max_depth must be a positive integer, got {depth!r:.80}")
+        return max(depth - 1, 1)
 
     @staticmethod
     def _names(
@@ -194,7 +204,12 @@ class TimestoneStore(BaseStore):
                 if op.value is None:
                     mem.delete_item(group, ns, op.key)
                 else:
-                    value = dict(op.value)
+                    given = cast(object, op.value)
+                    if not isinstance(given, Mapping):
+                        raise InvalidInput(
+                            f"value must be a dict (None deletes), got {type(given).__name__}"
+                        )
+                    value = dict(cast(Mapping[str, Any], given))
                     mem.put_item(group, ns, op.key, value, index=self._index(op, value))
                 results.append(None)
         return results
@@ -240,7 +255,12 @@ class TimestoneStore(BaseStore):
                 if op.value is None:
                     await mem.delete_item(group, ns, op.key)
                 else:
-                    value = dict(op.value)
+                    given = cast(object, op.value)
+                    if not isinstance(given, Mapping):
+                        raise InvalidInput(
+                            f"value must be a dict (None deletes), got {type(given).__name__}"
+                        )
+                    value = dict(cast(Mapping[str, Any], given))
                     await mem.put_item(group, ns, op.key, value, index=self._index(op, value))
                 results.append(None)
         return results

@@ -34,7 +34,9 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 import timestone
 from timestone import NOW, EntityInput, GraphChunk, GraphEdge, GraphRelation
 from timestone._groups import check_group
+from timestone._models import check_list
 from timestone._time import Now
+from timestone.errors import InvalidInput
 
 __all__ = ["VECTOR_SPACE", "TimestonePropertyGraphStore", "relation_name"]
 
@@ -43,6 +45,12 @@ UNTYPED = "entity"
 _PAGE = 1000
 _MAX_DEPTH = 10
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _whole(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(f"{what} must be an integer, got {value!r:.80}")
+    return value
 
 
 def relation_name(label: str) -> str:
@@ -202,10 +210,17 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
     ) -> list[Triplet]:
         """Triplets within ``depth`` hops of the nodes, nearest first, by one recursive query
         in Timestone; relations in ``ignore_rels`` are neither returned nor walked through."""
-        if not graph_nodes or depth < 1 or limit < 1:
+        nodes = check_list(graph_nodes, "graph_nodes", "LabelledNode records")
+        for node in nodes:
+            if not isinstance(node, LabelledNode):
+                raise InvalidInput(
+                    f"graph_nodes must hold LabelledNode records, got {type(node).__name__}"
+                )
+        depth, limit = _whole(depth, "depth"), _whole(limit, "limit")
+        if not nodes or depth < 1 or limit < 1:
             return []
         edges = self._edges(
-            list(dict.fromkeys(n.id for n in graph_nodes)),
+            list(dict.fromkeys(cast(LabelledNode, n).id for n in nodes)),
             depth=min(depth, _MAX_DEPTH),
             skip=ignore_rels,
             limit=min(limit, _PAGE),
@@ -226,7 +241,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         entities: list[EntityInput] = []
         chunks: list[GraphChunk] = []
         vectors: dict[str, list[float]] = {}
-        for node in nodes:
+        for node in check_list(nodes, "nodes", "EntityNode and ChunkNode records"):
             if isinstance(node, ChunkNode):
                 chunks.append(
                     GraphChunk(
@@ -243,7 +258,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
                     vectors[node.name] = list(node.embedding)
             else:
                 raise TypeError(
-                    f"TimestonePropertyGraphStore stores EntityNode and ChunkNode, got {node!r}"
+                    f"TimestonePropertyGraphStore stores EntityNode and ChunkNode, got {node!r:.80}"
                 )
         if not entities and not chunks:
             return
@@ -258,7 +273,13 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
 
     def upsert_relations(self, relations: list[Relation]) -> None:
         self._writable()
-        if not relations:
+        given = check_list(relations, "relations", "Relation records")
+        for r in given:
+            if not isinstance(r, Relation):
+                raise TypeError(
+                    f"TimestonePropertyGraphStore stores Relation records, got {r!r:.80}"
+                )
+        if not given:
             return
         self.memory.graph_upsert(
             self.group_id,
@@ -269,7 +290,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
                     target=r.target_id,
                     attributes=dict(r.properties),
                 )
-                for r in relations
+                for r in cast(list[Relation], given)
             ],
             valid_at=self._valid_from(),
         )
@@ -291,11 +312,16 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
             if found:
                 self.memory.graph_retract(self.group_id, edges=[e.id for e, _ in found])
             return
-        nodes = [*(entity_names or []), *(ids or [])]
+        nodes: list[object] = [
+            *check_list(entity_names or [], "entity_names", "names"),
+            *check_list(ids or [], "ids", "node ids"),
+        ]
         if properties:
             nodes += [n.id for n in self.get(properties=properties)]
-        if nodes:
-            self.memory.graph_retract(self.group_id, ids=list(dict.fromkeys(nodes)))
+        if nodes:  # graph_retract checks each id
+            self.memory.graph_retract(
+                self.group_id, ids=cast(list[str], list(dict.fromkeys(nodes)))
+            )
 
     # -- queries -----------------------------------------------------------------------
 
@@ -315,11 +341,11 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
             raise NotImplementedError(
                 "TimestonePropertyGraphStore.vector_query takes no metadata filters"
             )
-        k = max(1, min(query.similarity_top_k, _PAGE))
+        k = max(1, min(_whole(query.similarity_top_k, "similarity_top_k"), _PAGE))
         if query.query_embedding is not None:
             found = self.memory.graph_nearest(
                 self.group_id,
-                vector=list(query.query_embedding),
+                vector=query.query_embedding,
                 vector_space=self.vector_space,
                 limit=k,
                 as_of=self.as_of,
