@@ -206,6 +206,33 @@ async def test_remember_and_timeline_with_app_deps(memory: timestone.Memory, gro
     assert "(2024-05-01 to present) Ada likes Gamay." in timeline
 
 
+async def test_a_query_or_name_the_library_refuses_is_sent_back(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A query past the length a search takes, a name with a NUL byte: the model is asked
+    again (ModelRetry) instead of the run failing."""
+    too_long = "wine " * 5_000
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turns = sum(isinstance(m, ModelResponse) for m in messages)
+        if turns == 0:
+            return ModelResponse(parts=[ToolCallPart("search_memory", {"query": too_long})])
+        if turns == 1:
+            return ModelResponse(parts=[ToolCallPart("entity_timeline", {"entity": "A\x00da"})])
+        if turns == 2:
+            return ModelResponse(parts=[ToolCallPart("search_memory", {"query": "wine"})])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(respond), deps_type=AppDeps, toolsets=[memory_toolset()])
+    result = await agent.run("What wine?", deps=AppDeps(memory, group))
+    retries = _retries(result.all_messages())
+    assert len(retries) == 2
+    assert "search_memory refused the query: context query has 25,000 characters" in retries[0]
+    assert "entity_timeline refused the name" in retries[1]
+    assert "NUL" in retries[1]
+    assert result.output == "done"
+
+
 def test_bad_deps(memory: timestone.Memory) -> None:
     with pytest.raises(InvalidGroup, match="group_id is empty"):
         TimestoneDeps(memory, "")

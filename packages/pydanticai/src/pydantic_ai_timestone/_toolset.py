@@ -60,7 +60,9 @@ def _when(text: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(f"valid_from {text!r} is not an ISO 8601 date, like 2024-05-01") from exc
+        raise InvalidInput(
+            f"valid_from {text!r:.80} is not an ISO 8601 date, like 2024-05-01"
+        ) from exc
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
@@ -73,7 +75,10 @@ async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
     if not query.strip():
         raise ModelRetry("search_memory needs a non-empty query")
     budget = getattr(ctx.deps, "token_budget", 1200)
-    context: Any = await _call(ctx, "context", query, token_budget=budget, **_reading(ctx))
+    try:
+        context: Any = await _call(ctx, "context", query, token_budget=budget, **_reading(ctx))
+    except InvalidInput as exc:  # a query too long, a NUL byte: the model can ask again
+        raise ModelRetry(f"search_memory refused the query: {exc}") from exc
     if not len(context):
         return "Nothing in memory matches this query."
     return str(context.as_prompt())
@@ -88,9 +93,12 @@ async def entity_timeline(ctx: RunContext[MemoryDeps], entity: str) -> str:
     if not entity.strip():
         raise ModelRetry("entity_timeline needs an entity name")
     as_of = getattr(ctx.deps, "as_of", None)
-    facts: list[timestone.Fact] = await _call(ctx, "timeline", entity, as_of=as_of)
+    try:
+        facts: list[timestone.Fact] = await _call(ctx, "timeline", entity, as_of=as_of)
+    except InvalidInput as exc:
+        raise ModelRetry(f"entity_timeline refused the name: {exc}") from exc
     if not facts:
-        return f"Memory holds no facts about {entity!r}."
+        return f"Memory holds no facts about {entity!r:.200}."
     return "\n".join([f"Timeline of {entity} (cite items by [id]):", *map(fact_line, facts)])
 
 
