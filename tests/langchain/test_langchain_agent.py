@@ -71,6 +71,22 @@ def test_middleware_recalls_before_the_model_and_records_after(
     )
 
 
+def test_a_long_message_with_a_nul_byte_is_recalled_and_recorded(
+    memory: timestone.Memory, mira: str
+) -> None:
+    """A pasted log of 30,000 characters holding a NUL byte, then the question: recall
+    reads the message's end (a search takes 10,000 characters), and the exchange is
+    recorded with the NUL replaced; neither fails the run."""
+    pasted = "log line\x00 " * 2_500 + "Where does Mira work now?"
+    model = _model([AIMessage("At Château Sud.")])
+    agent = create_agent(model, middleware=[TimestoneMemoryMiddleware(memory, mira)])
+    out = agent.invoke({"messages": [HumanMessage(pasted)]})
+    assert out["messages"][-1].content == "At Château Sud."
+    assert "Mira works at Château Sud." in str(model.seen[0][0].content)
+    recorded = memory.search(mira, "log line Where does Mira work", scopes=("episodes",))
+    assert any("log line\ufffd " in e.content for e in recorded.episodes)
+
+
 async def test_middleware_on_async_memory(amemory: timestone.AsyncMemory, mira: str) -> None:
     model = _model([AIMessage("Gamay, then Cabernet Franc.")])
     agent = create_agent(model, middleware=[TimestoneMemoryMiddleware(amemory, mira)])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -22,6 +23,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.runtime import Runtime
 
 import timestone
+from timestone._aio._extract import MAX_EPISODE_CHARS
+from timestone._aio._search import MAX_QUERY_CHARS
 from timestone._groups import check_group
 
 __all__ = ["TimestoneMemoryMiddleware"]
@@ -45,10 +48,21 @@ def _text(message: AnyMessage) -> str:
     return "".join(parts)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """``text`` with what Postgres cannot hold (NUL, a lone surrogate) replaced by U+FFFD:
+    a chat message may carry either, and recall or recording must not fail the run."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def _last_user_text(messages: Sequence[AnyMessage]) -> str | None:
+    """The last user message as a recall query: storable, and its last ``MAX_QUERY_CHARS``
+    characters when it is longer (a long paste usually ends with the question)."""
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
-            text = _text(message).strip()
+            text = _storable(_text(message)).strip()[-MAX_QUERY_CHARS:].strip()
             return text or None
     return None
 
@@ -64,7 +78,7 @@ def _exchange(messages: Sequence[AnyMessage]) -> str | None:
         return None
     lines: list[str] = []
     for message in messages[start:]:
-        text = _text(message).strip()
+        text = _storable(_text(message)).strip()
         if not text:
             continue
         if isinstance(message, HumanMessage):
@@ -171,7 +185,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         uri, text = episode
         now = datetime.now(UTC)
-        if mem.llm is not None:
+        if mem.llm is not None and len(text) <= MAX_EPISODE_CHARS:
             mem.add_episode(self.group_id, text, reference_time=now, name=uri, source="message")
         else:
             mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
@@ -188,7 +202,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return await asyncio.to_thread(self.after_agent, state, runtime)
         uri, text = episode
         now = datetime.now(UTC)
-        if mem.llm is not None:
+        if mem.llm is not None and len(text) <= MAX_EPISODE_CHARS:  # else chunked, as a document
             await mem.add_episode(
                 self.group_id, text, reference_time=now, name=uri, source="message"
             )
