@@ -35,6 +35,7 @@ RENAMES = {
     "asynccontextmanager": "contextmanager",
     "aembed": "embed",
     "aembed_rows": "embed_rows",
+    "awarm": "warm",
     "acomplete": "complete",
     "arerank": "rerank",
     "register_vector_async": "register_vector",

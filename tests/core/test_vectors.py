@@ -180,3 +180,43 @@ def test_an_embedder_the_indexes_cannot_hold_is_refused_before_the_database_is_t
     with psycopg.connect(fresh_dsn) as conn:
         row = conn.execute("SELECT to_regclass('timestone.meta')").fetchone()
     assert row == (None,)  # not even migrated
+
+
+class _Warming(HashEmbedder):
+    """A HashEmbedder with a model to load: counts its loads, and may fail them."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__(dimension=16)
+        self.loads = 0
+        self.fail = fail
+
+    def warm(self) -> None:
+        self.loads += 1
+        if self.fail:
+            raise RuntimeError("weights not found")
+
+
+def test_open_loads_the_embedders_model_beside_its_start(fresh_dsn: str) -> None:
+    warming = _Warming()
+    with Memory.open(fresh_dsn, embedder=warming):
+        assert warming.loads == 1  # done before open returned
+    cold = _Warming()
+    with Memory.open(fresh_dsn, embedder=cold, warm=False):
+        assert cold.loads == 0
+    failing = _Warming(fail=True)
+    with Memory.open(fresh_dsn, embedder=failing) as mem:  # left for the first use to raise
+        assert failing.loads == 1
+        assert mem.search("g", "anything").facts == []
+    with pytest.raises(InvalidInput, match="warm must be True or False, got str"):
+        Memory.open(fresh_dsn, embedder=_Warming(), warm="yes")  # pyright: ignore[reportArgumentType]
+
+
+async def test_async_open_loads_the_model_too(fresh_dsn: str) -> None:
+    from timestone import AsyncMemory
+
+    warming = _Warming()
+    mem = await AsyncMemory.open(fresh_dsn, embedder=warming)
+    try:
+        assert warming.loads == 1
+    finally:
+        await mem.close()

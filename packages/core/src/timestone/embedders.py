@@ -10,7 +10,10 @@ An embedder that computes in this process, with no I/O and in well under a
 millisecond for a query, may say so with ``in_process = True``: a search then
 embeds its query while the database already ranks the full text, on the
 connection the search holds. Any other embedder (a service) is called before
-a connection is taken, so that no connection waits on it.
+a connection is taken, so that no connection waits on it. An embedder with a
+model to load may have ``warm()``: ``Memory.open`` calls it on a worker thread
+while it starts the server and migrates, so that the first write or search does
+not pay the load (WordLlama: about 0.9 s, importing and loading its weights).
 
 - ``WordLlamaEmbedder``: the default; local and offline (the weights ship in
   the wheel), 256 dimensions, fast on a CPU.
@@ -23,6 +26,7 @@ a connection is taken, so that no connection waits on it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
@@ -100,6 +104,25 @@ def check_embedder(value: object) -> Embedder:
             "text-embedding-3 models take a dimensions parameter)"
         )
     return cast(Embedder, value)
+
+
+async def awarm(embedder: Embedder | None) -> None:
+    """The embedder's ``warm()``, if it has one, off the event loop; a failure is left for
+    the first use of the embedder to raise, with its own message. None: nothing to do."""
+    from ._compat import ato_thread
+
+    fn = getattr(embedder, "warm", None)
+    if callable(fn):
+        with contextlib.suppress(Exception):  # raised again, in full, where it is used
+            await ato_thread(fn)
+
+
+def warm(embedder: Embedder | None) -> None:
+    """The blocking twin of ``awarm``."""
+    fn = getattr(embedder, "warm", None)
+    if callable(fn):
+        with contextlib.suppress(Exception):  # raised again, in full, where it is used
+            fn()
 
 
 def check_vectors(
@@ -218,6 +241,10 @@ class WordLlamaEmbedder:
                 )
                 self._model_cache[self._dimension] = model
             return model
+
+    def warm(self) -> None:
+        """Load the model now (``Memory.open`` does, beside its own start-up)."""
+        self._model()
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
         return cast(list[Vector], self.embed_array(texts).tolist())

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import pydantic
 
@@ -40,6 +40,7 @@ from .._names import normalize
 from .._results import CommunityReport, Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, WordLlamaEmbedder, check_embedder
+from ..embedders import awarm as load_model
 from ..errors import InvalidInput, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
@@ -162,6 +163,7 @@ class AsyncMemory:
         reembed: bool = False,
         pool_size: int = 8,
         communities: str = "manual",
+        warm: bool = True,
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
@@ -171,20 +173,31 @@ class AsyncMemory:
         (the default): communities change when you build or update them, and when a
         removal repairs them. ``pool_size``: connections to the database at most; a
         search of a table of 500,000 facts or more takes a second one when one is idle
-        (its full-text list is read beside the rest), never waiting for it.
+        (its full-text list is read beside the rest), never waiting for it. ``warm``: load
+        the embedder's model (its ``warm()``) beside the start-up, so that the first write
+        or search does not pay for it; a short-lived process that may never embed (a read
+        from the command line) passes ``warm=False``.
         """
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
         chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
-        target = dsn or os.environ.get("TIMESTONE_DSN")
-        if target is None:
-            target = await _compat.ato_thread(embedded_dsn, data_dir)
-        await migrate(target)
-        if reembed:
-            await reembed_all(target, chosen)
-        else:
-            await bind_embedder(target, chosen)
-        db = await Database.aopen(target, max_size=size)
+        # the model loads beside the server's start and the migrations, not in the first
+        # write or search
+        if not isinstance(cast(object, warm), bool):
+            raise InvalidInput(f"warm must be True or False, got {type(warm).__name__}")
+        warming = await _compat.aspawn(load_model, chosen if warm else None)
+        try:
+            target = dsn or os.environ.get("TIMESTONE_DSN")
+            if target is None:
+                target = await _compat.ato_thread(embedded_dsn, data_dir)
+            await migrate(target)
+            if reembed:
+                await reembed_all(target, chosen)
+            else:
+                await bind_embedder(target, chosen)
+            db = await Database.aopen(target, max_size=size)
+        finally:
+            await _compat.asettle(warming)
         model = llm if llm is not None else OpenAICompatibleLLM.from_env()
         return cls(
             db,

@@ -146,11 +146,14 @@ def _store(
     embedder: str | None,
     *,
     ontology_file: Path | None = None,
+    embeds: bool = False,
 ) -> Generator[Memory]:
-    """Open the store with the ontology and embedder it keeps; map errors to exit codes."""
+    """Open the store with the ontology and embedder it keeps; map errors to exit codes.
+    ``embeds``: the command embeds text (a search, a write), so the embedder's model is
+    loaded beside the opening; a read that embeds nothing does not load it."""
     try:
         target, chosen, ontology = _resolve(dsn, data_dir, embedder, ontology_file)
-        mem = Memory.open(target, embedder=chosen, ontology=ontology)
+        mem = Memory.open(target, embedder=chosen, ontology=ontology, warm=embeds)
         if ontology_file is not None and ontology is not None:
             save_ontology(target, ontology_document(ontology))
     except TimestoneError as exc:
@@ -255,7 +258,7 @@ def ingest(
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
     with (
-        _store(dsn, data_dir, embedder, ontology_file=ontology) as mem,
+        _store(dsn, data_dir, embedder, ontology_file=ontology, embeds=True) as mem,
         mem.bulk_load() if bulk else contextlib.nullcontext(),
     ):
         summary = ingest_paths(
@@ -296,7 +299,7 @@ def search(
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     world = _valid(valid_at)
-    with _store(dsn, data_dir, embedder) as mem:
+    with _store(dsn, data_dir, embedder, embeds=True) as mem:
         wanted = tuple(s.strip() for s in scopes.split(",") if s.strip())
         results = mem.search(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
         if json_:
@@ -690,7 +693,7 @@ def ui(
     from ..viz.web import serve
 
     g = resolve_group(group)
-    with _store(dsn, data_dir, embedder) as mem:
+    with _store(dsn, data_dir, embedder, embeds=True) as mem:
         _guard(lambda: serve(mem, g, host=host, port=port, announce=err_console.print))
 
 
