@@ -371,11 +371,8 @@ class OpenAICompatibleEmbedder:
         size = 0
         for text in texts:
             cut = text[: self.max_chars]
-            if (
-                not out
-                or len(out[-1]) >= self._batch_size
-                or size + len(cut) > (self._max_request_chars)
-            ):
+            full = len(out[-1]) >= self._batch_size if out else True
+            if full or size + len(cut) > self._max_request_chars:
                 out.append([])
                 size = 0
             out[-1].append(cut)
