@@ -444,6 +444,10 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         r"vectors must be a mapping \(a dict\), got str",
     ),
     (
+        lambda m, g: m.graph_upsert(g, entities=[{"name": "Ada"}], vectors=""),  # pyright: ignore[reportArgumentType]
+        r"vectors must be a mapping \(a dict\), got str",
+    ),
+    (
         lambda m, g: m.graph_retract(g, edges=None),  # pyright: ignore[reportArgumentType]
         "edges must be a list of edge ids, got NoneType",
     ),
@@ -491,6 +495,7 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         "chunks None",
         "relations int",
         "vectors str",
+        "vectors empty str",
         "edges None",
         "skip None",
         "skip surrogate",

@@ -350,6 +350,7 @@ def test_arguments_of_the_wrong_shape_are_refused_by_name(
         (lambda: store.get_rel_map([EntityNode(name="Mira")], depth=None), "depth must be an"),
         (lambda: store.get_rel_map([EntityNode(name="Mira")], limit="30"), "limit must be an"),
         (lambda: store.delete(ids=7), "ids must be a list of node ids, got int"),
+        (lambda: store.delete(ids=0), "ids must be a list of node ids, got int"),
         (lambda: store.delete(entity_names=1.5), "entity_names must be a list of names"),
         (
             lambda: store.vector_query(query(query_str="Mira", similarity_top_k=None)),

@@ -19,13 +19,14 @@ MAX_NEGATIONS = 16
 # One negation: a dash, then what the parser skips before the next operand (ASCII
 # white space and the operator characters of the plain tsquery syntax, which the
 # web-search syntax ignores). Other characters end the run: a word, a quote, a comma.
-_SKIPPED = r" \t\n\r\f\v()!&|<"
-_NEGATION = f"-[{_SKIPPED}]*"
+_SKIPPED = " \t\n\r\f\v()!&|<"
+_IN_CLASS = re.escape(_SKIPPED)
+_NEGATION = f"-[{_IN_CLASS}]*"
 # a run where an operand may start (the text's start, or after a skipped character): a
 # dash right after a word is part of it ("well-known", "cat---"), and reads as no NOT
-_LONG_RUN = re.compile(f"(?<![^{_SKIPPED}])(?:{_NEGATION}){{{MAX_NEGATIONS + 1},}}")
+_LONG_RUN = re.compile(f"(?<![^{_IN_CLASS}])(?:{_NEGATION}){{{MAX_NEGATIONS + 1},}}")
 _ONE = re.compile(_NEGATION)
-_NO_SKIPPED = str.maketrans("", "", " \t\n\r\f\v()!&|<")
+_NO_SKIPPED = str.maketrans("", "", _SKIPPED)
 
 
 def _cut(run: re.Match[str]) -> str:

@@ -675,10 +675,8 @@ class AsyncMemory:
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
             check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
-        given = {
-            check_text(k, "vector entity name", max_chars=512): v
-            for k, v in check_mapping(vectors or {}, "vectors").items()
-        }
+        named: Mapping[str, Any] = {} if vectors is None else check_mapping(vectors, "vectors")
+        given = {check_text(k, "vector entity name", max_chars=512): v for k, v in named.items()}
         vecs = {k: check_vector(v, f"vector of {k!r}") for k, v in given.items()}
         space = check_space(vector_space)
         ref = utcnow() if reference_time is None else aware(reference_time, "reference_time")

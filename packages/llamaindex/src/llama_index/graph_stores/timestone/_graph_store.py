@@ -313,8 +313,8 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
                 self.memory.graph_retract(self.group_id, edges=[e.id for e, _ in found])
             return
         nodes: list[object] = [
-            *check_list(entity_names or [], "entity_names", "names"),
-            *check_list(ids or [], "ids", "node ids"),
+            *([] if entity_names is None else check_list(entity_names, "entity_names", "names")),
+            *([] if ids is None else check_list(ids, "ids", "node ids")),
         ]
         if properties:
             nodes += [n.id for n in self.get(properties=properties)]
