@@ -116,6 +116,28 @@ def test_results_need_not_be_kept(mem: timestone.Memory) -> None:
     assert _graph(mem, batched) == _graph(mem, looped)
 
 
+def test_results_nobody_sees_are_not_built_and_the_writes_are_the_same(
+    mem: timestone.Memory,
+) -> None:
+    """Neither kept nor followed, no result is built (its facts, entities and the facts
+    it closed): the writes are the loop's, and a second run finds every batch written."""
+    batches = _batches(n_batches=4)
+    looped, batched = _group("looped"), _group("unseen")
+    results = [mem.add_facts(looped, **b) for b in batches]
+    assert any(r.invalidated for r in results)  # later batches close earlier periods
+    assert mem.add_fact_batches(batched, batches, keep_results=False) == []
+    assert _graph(mem, batched) == _graph(mem, looped)
+    assert [e.name for e in mem.episodes(batched, limit=10)] == [
+        e.name for e in mem.episodes(looped, limit=10)
+    ]
+    before = mem.stats(batched)
+    assert mem.add_fact_batches(batched, batches, keep_results=False) == []
+    assert mem.stats(batched) == before
+    again = mem.add_fact_batches(batched, batches)  # the existing results, read back
+    assert [r.created for r in again] == [False] * len(batches)
+    assert [r.episode.name for r in again] == [b["name"] for b in batches]
+
+
 def test_a_generator_is_read_one_batch_ahead_and_has_no_total(mem: timestone.Memory) -> None:
     batches = _batches(n_batches=3)
     read: list[int] = []

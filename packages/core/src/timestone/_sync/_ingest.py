@@ -301,7 +301,9 @@ class Ingest:
                 idempotency_key_=idempotency_key_,
                 source_description=source_description,
             )
-            return self._store(batch)
+            result = self._store(batch, outcome=True)
+            assert result is not None
+            return result
 
     def add_fact_batches(
         self,
@@ -318,7 +320,8 @@ class Ingest:
         same order, and a bad batch raises before anything of it is written, after the
         batches before it committed. ``on_progress(done, total, result)`` follows each
         commit (``total``: None for an iterable without a length); without
-        ``keep_results`` the results are not kept, and the list returned is empty."""
+        ``keep_results`` the results are not kept, and the list returned is empty. With
+        neither, no result is built: the write is the same, its outcome is not read."""
         check_group(group_id)
         if not isinstance(keep_results, bool):
             raise InvalidInput(
@@ -334,17 +337,18 @@ class Ingest:
         total = len(items) if isinstance(items, Sized) else None
         source = iter(items)
         results: list[IngestResult] = []
+        outcome = keep_results or on_progress is not None
         done = 0
         pending = _compat.spawn(self._next_batch, group_id, source, 0)
         try:
             while (batch := _compat.join(pending)) is not None:
                 pending = _compat.spawn(self._next_batch, group_id, source, done + 1)
                 with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
-                    result = self._store(batch)
+                    result = self._store(batch, outcome=outcome)
                 done += 1
-                if keep_results:
+                if result is not None and keep_results:
                     results.append(result)
-                if on_progress is not None:
+                if result is not None and on_progress is not None:
                     on_progress(done, total, result)
             return results
         finally:
@@ -417,9 +421,10 @@ class Ingest:
         vectors = self.vectors([episode_text, *(p.sentence for p in prepared)])
         return _Batch(group_id, episode, prepared, episode_text, vectors)
 
-    def _store(self, batch: _Batch) -> IngestResult:
+    def _store(self, batch: _Batch, *, outcome: bool) -> IngestResult | None:
         """Write a checked batch: one transaction, retried when a concurrent writer took a
-        name or the idempotency key first."""
+        name or the idempotency key first. Its result, or None without ``outcome``: the
+        facts and entities it wrote are then not built, nor the facts it closed read."""
         group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
         entities = [e for p in prepared for e in (p.source, p.target)]
         for attempt in range(_RETRIES):
@@ -434,21 +439,16 @@ class Ingest:
                     w.remember(batch.vectors)
                     existing = find_by_key(conn, group_id, key)
                     if existing is not None:
+                        if not outcome:
+                            return None
                         return _existing_result(conn, group_id, existing)
-                    order = send_relation_order(w, (p.relation for p in prepared))
+                    relations = (p.relation for p in prepared)
+                    order = send_relation_order(w, relations) if outcome else None
                     written = self._write_episode(
                         w, batch.episode, batch.vectors[batch.episode_text], prepared
                     )
                     # built while the database stores the write; the episode's row comes last
-                    facts_out, invalidated = ingest_outcome(w, written, order)
-                    result = IngestResult(
-                        episode=written.stored(),
-                        entities=written.entities(),
-                        facts=facts_out,
-                        invalidated=invalidated,
-                        created=True,
-                        recorded_at=w.now,
-                    )
+                    result = _created(w, written, order) if outcome else None
                 self.db.note_writes(len(prepared))
                 return result
             except ConflictError:
@@ -933,6 +933,19 @@ def ingest_outcome(
             version_ids=[changes.expired[fid]["version_id"] for fid in gone],
         )
     return facts, closed
+
+
+def _created(w: Write, written: _Written, order: RelationOrder | None) -> IngestResult:
+    """The result of a write that created its episode."""
+    facts, invalidated = ingest_outcome(w, written, order)
+    return IngestResult(
+        episode=written.stored(),
+        entities=written.entities(),
+        facts=facts,
+        invalidated=invalidated,
+        created=True,
+        recorded_at=w.now,
+    )
 
 
 def _names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:

@@ -313,7 +313,11 @@ class Memory:
 
         try:
             return self._ingest.add_fact_batches(
-                group_id, batches, on_progress=progress, keep_results=keep_results
+                group_id,
+                batches,
+                # with no one to see the results, none is built
+                on_progress=progress if follow or on_progress is not None else None,
+                keep_results=keep_results,
             )
         finally:
             if done:
