@@ -449,7 +449,11 @@ class Ingest:
                         w, batch.episode, batch.vectors[batch.episode_text], prepared
                     )
                     # built while the database stores the write; the episode's row comes last
-                    result = await _created(w, written, order) if outcome else None
+                    result = (
+                        await _created(w, written, await ingest_outcome(w, written, order))
+                        if outcome
+                        else None
+                    )
                 await self.db.note_writes(len(prepared))
                 return result
             except ConflictError:
@@ -738,16 +742,10 @@ class Ingest:
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                        facts_out, invalidated = _closed_apart(
-                            written, *(await ingest_outcome(w, written, order))
-                        )
-                        return IngestResult(
-                            episode=await written.stored(),
-                            entities=written.entities(),
-                            facts=facts_out,
-                            invalidated=invalidated,
-                            created=True,
-                            recorded_at=w.now,
+                        return await _created(
+                            w,
+                            written,
+                            _closed_apart(written, *(await ingest_outcome(w, written, order))),
                             llm_calls=ledger.calls,
                             llm_tokens=ledger.tokens,
                         )
@@ -946,16 +944,24 @@ async def ingest_outcome(
     return facts, closed
 
 
-async def _created(w: Write, written: _Written, order: RelationOrder | None) -> IngestResult:
-    """The result of a write that created its episode."""
-    facts, invalidated = await ingest_outcome(w, written, order)
+async def _created(
+    w: Write,
+    written: _Written,
+    outcome: tuple[list[Fact], list[Fact]],
+    llm_calls: int = 0,
+    llm_tokens: int = 0,
+) -> IngestResult:
+    """The result of a write that created its episode: ``outcome`` is the facts it
+    supports and the facts it closed (``ingest_outcome``)."""
     return IngestResult(
         episode=await written.stored(),
         entities=written.entities(),
-        facts=facts,
-        invalidated=invalidated,
+        facts=outcome[0],
+        invalidated=outcome[1],
         created=True,
         recorded_at=w.now,
+        llm_calls=llm_calls,
+        llm_tokens=llm_tokens,
     )
 
 

@@ -448,7 +448,9 @@ class Ingest:
                         w, batch.episode, batch.vectors[batch.episode_text], prepared
                     )
                     # built while the database stores the write; the episode's row comes last
-                    result = _created(w, written, order) if outcome else None
+                    result = (
+                        _created(w, written, ingest_outcome(w, written, order)) if outcome else None
+                    )
                 self.db.note_writes(len(prepared))
                 return result
             except ConflictError:
@@ -729,16 +731,10 @@ class Ingest:
                             w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                        facts_out, invalidated = _closed_apart(
-                            written, *(ingest_outcome(w, written, order))
-                        )
-                        return IngestResult(
-                            episode=written.stored(),
-                            entities=written.entities(),
-                            facts=facts_out,
-                            invalidated=invalidated,
-                            created=True,
-                            recorded_at=w.now,
+                        return _created(
+                            w,
+                            written,
+                            _closed_apart(written, *(ingest_outcome(w, written, order))),
                             llm_calls=ledger.calls,
                             llm_tokens=ledger.tokens,
                         )
@@ -935,16 +931,24 @@ def ingest_outcome(
     return facts, closed
 
 
-def _created(w: Write, written: _Written, order: RelationOrder | None) -> IngestResult:
-    """The result of a write that created its episode."""
-    facts, invalidated = ingest_outcome(w, written, order)
+def _created(
+    w: Write,
+    written: _Written,
+    outcome: tuple[list[Fact], list[Fact]],
+    llm_calls: int = 0,
+    llm_tokens: int = 0,
+) -> IngestResult:
+    """The result of a write that created its episode: ``outcome`` is the facts it
+    supports and the facts it closed (``ingest_outcome``)."""
     return IngestResult(
         episode=written.stored(),
         entities=written.entities(),
-        facts=facts,
-        invalidated=invalidated,
+        facts=outcome[0],
+        invalidated=outcome[1],
         created=True,
         recorded_at=w.now,
+        llm_calls=llm_calls,
+        llm_tokens=llm_tokens,
     )
 
 
