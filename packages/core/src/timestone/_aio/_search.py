@@ -1181,7 +1181,9 @@ async def _send(
 ) -> AsyncRawCursor[DictRow]:
     text, names = statement(name, req, dimension)
     cur = AsyncRawCursor(conn)
-    await cur.execute(text, [params[n] for n in names])
+    # prepared at its first use on a connection, not its sixth (psycopg's default):
+    # each of the first five would be planned again, a few ms each
+    await cur.execute(text, [params[n] for n in names], prepare=True)
     return cur
 
 
