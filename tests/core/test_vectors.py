@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import cast
+from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import psycopg
 import pytest
 from pgvector import Vector
@@ -82,6 +84,38 @@ def test_wordllama_array_form_is_its_list_form() -> None:
     assert array.dtype == np.float32
     assert array.tolist() == embedder.embed(texts)
     assert embedder.embed_array([]).shape == (0, 256)
+
+
+def test_wordllama_vectors_are_the_models_own_bit_for_bit() -> None:
+    """The batch is tokenized once and summed a chunk at a time: each vector must be
+    what WordLlama computes for its text alone."""
+    import wordllama
+
+    embedder = WordLlamaEmbedder()
+    texts = [
+        *(
+            f"Person {i:07d} works at Company {i % 97:05d} since {1990 + i % 30}"
+            for i in range(150)
+        ),
+        "Mira Sołtys moved to Łódź",
+        "Ørsted",
+        "東京に住んでいる",
+        "!",
+        "a b c " * 300,
+        "x" * 600,
+        "y" * (embedder.max_chars + 500),
+        "Where does Mira work?",
+    ]
+    model: Any = wordllama.WordLlama.load(
+        cache_dir=Path(wordllama.__file__).parent, disable_download=True, trunc_dim=256
+    )
+    alone: npt.NDArray[np.float32] = np.stack(
+        [model.embed([t[: embedder.max_chars]], norm=True, batch_size=1)[0] for t in texts]
+    )
+    np.testing.assert_array_equal(embedder.embed_array(texts), alone)
+    np.testing.assert_array_equal(embedder.embed_array(texts[::-1]), alone[::-1])
+    for text, vector in zip(texts, alone, strict=True):  # one text: a search's question
+        np.testing.assert_array_equal(embedder.embed_array([text])[0], vector)
 
 
 async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
