@@ -17,6 +17,7 @@ from typing import Any
 
 from psycopg import sql
 
+from .._ids import new_ids
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
 from .._vectors import VectorArray
@@ -86,7 +87,7 @@ async def insert_assertions(
     """One statement for every row. Returns the rows as the database now holds them (JSON and
     times normalized the way a read would give them back)."""
     tz = w.now.tzinfo
-    ids = [uuid.uuid4() for _ in rows]
+    ids = new_ids(len(rows))
     attributes = [json_text(r.attributes) for r in rows]
     by_slot: dict[tuple[Any, ...], list[Assertion]] = {}
     for position, (r, ident, text) in enumerate(zip(rows, ids, attributes, strict=True)):
@@ -367,8 +368,7 @@ def _fact_params(
     episodes: list[uuid.UUID] = []
     first: list[int] = []
     last: list[int] = []
-    for key, _, period, _ in inserts:
-        version_id = uuid.uuid4()
+    for (key, _, period, _), version_id in zip(inserts, new_ids(len(inserts)), strict=True):
         version_ids.append(version_id)
         changes.inserted[period.id] = version_id
         changes.written.append((version_id, key, period))

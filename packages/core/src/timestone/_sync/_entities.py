@@ -28,6 +28,7 @@ from typing import Any
 
 from psycopg import sql
 
+from .._ids import new_ids
 from .._models import Entity, EntityInput
 from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._vectors import VectorArray
@@ -137,6 +138,7 @@ def resolve_entities(
         # trigram candidates only for names that could merge with another spelling
         eligible = [names[k] for k in unmatched if fuzzy_eligible(names[k])]
         fuzzy = _similar(w, eligible) if eligible else {}
+        fresh = iter(new_ids(len(unmatched)))
         for key in unmatched:
             ident = exact(*key)  # an earlier fuzzy or minted key may now match
             if ident is None and decided:
@@ -146,7 +148,7 @@ def resolve_entities(
             if ident is None:
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
             if ident is None:
-                ident = uuid.uuid4()
+                ident = next(fresh)
                 minted.setdefault(key[0], []).append((ident, key[1] or "Entity"))
                 if folds[key]:
                     minted_folds.setdefault(folds[key], []).append((ident, key[1] or "Entity"))
@@ -213,7 +215,7 @@ def insert_mentions(w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionR
     first: list[int] = []
     last: list[int] = []
     by_entity: dict[uuid.UUID, list[dict[str, Any]]] = {}
-    ids = [uuid.uuid4() for _ in mentions]
+    ids = new_ids(len(mentions))
     attributes = [json_text(m.attributes) for m in mentions]
     for position, (m, ident, text) in enumerate(zip(mentions, ids, attributes, strict=True)):
         first.append(len(labels) + 1)

@@ -18,6 +18,7 @@ from typing import Any
 
 from psycopg import sql
 
+from .._ids import new_ids
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
 from .._vectors import VectorArray
@@ -85,7 +86,7 @@ def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionR
     """One statement for every row. Returns the rows as the database now holds them (JSON and
     times normalized the way a read would give them back)."""
     tz = w.now.tzinfo
-    ids = [uuid.uuid4() for _ in rows]
+    ids = new_ids(len(rows))
     attributes = [json_text(r.attributes) for r in rows]
     by_slot: dict[tuple[Any, ...], list[Assertion]] = {}
     for position, (r, ident, text) in enumerate(zip(rows, ids, attributes, strict=True)):
@@ -364,8 +365,7 @@ def _fact_params(
     episodes: list[uuid.UUID] = []
     first: list[int] = []
     last: list[int] = []
-    for key, _, period, _ in inserts:
-        version_id = uuid.uuid4()
+    for (key, _, period, _), version_id in zip(inserts, new_ids(len(inserts)), strict=True):
         version_ids.append(version_id)
         changes.inserted[period.id] = version_id
         changes.written.append((version_id, key, period))
