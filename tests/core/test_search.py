@@ -607,10 +607,19 @@ async def _hnsw_scans(
     query: str,
 ) -> tuple[int, dict[str, dict[str, object]]]:
     """One search through ``run_search`` with the memory's own bookkeeping: the HNSW index
-    scans it started, and its facts."""
+    scans it started, and its facts. The group is measured as in a large table: in one of
+    a few thousand rows, once analyzed, the planner reads a group whole and sorts it
+    rather than read the index, so it is told not to (the exact branch, a statement
+    without the keyed order, cannot read the index either way)."""
     db = amemory._db  # pyright: ignore[reportPrivateUsage]
     req = prepare_search(query)
+    async with await psycopg.AsyncConnection.connect(amemory.dsn, autocommit=True) as owner:
+        await owner.execute("ANALYZE timestone.facts")  # the case that needs the settings
     async with app_conn.transaction():
+        await app_conn.execute(
+            "SELECT set_config('enable_seqscan', 'off', true),"
+            " set_config('enable_sort', 'off', true)"
+        )
         # the counts pending since the server last reported them, which may hold the
         # searches of the second before: the difference is this one's
         cur = await app_conn.execute(HNSW_SCANS)
