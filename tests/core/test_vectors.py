@@ -118,6 +118,17 @@ def test_wordllama_vectors_are_the_models_own_bit_for_bit() -> None:
         np.testing.assert_array_equal(embedder.embed_array([text])[0], vector)
 
 
+@pytest.mark.parametrize("texts", [[""], ["Mira works at Acme.", ""]])
+def test_wordllama_refuses_an_empty_text_by_its_place(texts: list[str]) -> None:
+    embedder = WordLlamaEmbedder()
+    with pytest.raises(
+        InvalidInput, match=f"empty text \\(text {len(texts) - 1} of {len(texts)}\\)"
+    ):
+        embedder.embed_array(texts)
+    with pytest.raises(InvalidInput, match="empty text"):
+        embedder.embed(texts)
+
+
 async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
     class ArrayOnly(WordLlamaEmbedder):
         def embed(self, texts: object) -> list[list[float]]:  # type: ignore[override]  # pyright: ignore[reportIncompatibleMethodOverride]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import math
 import os
 import re
@@ -275,14 +276,18 @@ class WordLlamaEmbedder:
         return cast(list[Vector], (await self.aembed_array(texts)).tolist())
 
     def embed_array(self, texts: Sequence[str]) -> Rows:
-        """The vectors of ``texts`` as one ``(len(texts), dimension)`` float32 array."""
-        import itertools
-
+        """The vectors of ``texts`` as one ``(len(texts), dimension)`` float32 array. An empty
+        text has no tokens to average: it is refused, not given a NaN vector."""
         import numpy as np
 
         out = np.zeros((len(texts), self._dimension), dtype=np.float32)
         if not texts:
             return out
+        empty = next((i for i, text in enumerate(texts) if not text), None)
+        if empty is not None:
+            raise InvalidInput(
+                f"WordLlamaEmbedder cannot embed an empty text (text {empty} of {len(texts)})"
+            )
         model = self._model()
         table = model.table
         if len(texts) == 1:  # a search's question: 90 us here, against 180 through the model
