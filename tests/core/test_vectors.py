@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -14,6 +15,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from timestone import HashEmbedder, Memory, WordLlamaEmbedder
+from timestone._arrays import TextArray
 from timestone._vectors import (
     MAX_DIMENSION,
     VectorArray,
@@ -27,11 +29,27 @@ from timestone.errors import EmbedderError, InvalidInput
 
 
 @pytest.fixture
-def conn(memory: Memory) -> psycopg.Connection[tuple[object, ...]]:
-    conn = psycopg.connect(memory.dsn)  # the memory created the extensions
-    register_vector(conn)
-    register_vector_array(conn)
-    return conn
+def conn(memory: Memory) -> Iterator[psycopg.Connection[tuple[object, ...]]]:
+    with psycopg.connect(memory.dsn) as conn:  # the memory created the extensions
+        register_vector(conn)
+        register_vector_array(conn)
+        yield conn
+
+
+def test_text_array_reads_back_as_given_through_a_raw_cursor(
+    conn: psycopg.Connection[tuple[object, ...]],
+) -> None:
+    """The binary form has none of the text form's quoting: commas, braces, quotes,
+    backslashes, the word NULL and the empty string come back as they went."""
+    given = ["mira", "o'brien & co.", "a,b", "{x}", '"q"', "back\\slash", "NULL", "", "château"]
+    wire = TextArray(given)
+    row = conn.execute("SELECT %s::text[], cardinality(%s::text[])", [wire, wire]).fetchone()
+    assert row == (given, len(given))
+    raw = psycopg.RawCursor(conn)  # as a search sends it: numbered placeholders
+    assert raw.execute("SELECT $1::text[], cardinality($1)", [wire]).fetchone() == row
+    empty = conn.execute("SELECT %s::text[] = '{}'::text[]", [TextArray(())]).fetchone()
+    assert empty == (True,)
+    assert wire.wire() is wire.wire()  # encoded once, however many statements send it
 
 
 def test_vector_array_reads_back_as_each_vector_dumped_alone(

@@ -50,6 +50,7 @@ import psycopg
 from psycopg import AsyncRawCursor, sql
 from psycopg.rows import DictRow
 
+from .._arrays import TextArray
 from .._compat import ajoin, asettle, aspawn
 from .._fulltext import web_query
 from .._fusion import RERANKERS, RRF_K, Candidate, rerank
@@ -259,10 +260,11 @@ def search_params(
         "vec": None if vector is None else np.asarray(vector, dtype=np.float32),
         "as_of": req.as_of,
         "valid_at": req.valid_at,
-        "relations": list(req.edge_types) if req.edge_types is not None else None,
-        "labels": list(req.labels) if req.labels is not None else None,
+        "relations": TextArray(req.edge_types) if req.edge_types is not None else None,
+        "labels": TextArray(req.labels) if req.labels is not None else None,
         "k": req.candidates,
-        "names": [] if req.center is not None else name_ngrams(req.query),
+        # a binary text[], dumped once for every statement that takes it (``TextArray``)
+        "names": TextArray(() if req.center is not None else name_ngrams(req.query)),
         "center_id": center_id,
         "center_name": center_name,
         "depth": CENTER_DEPTH if req.center is not None else WALK_DEPTH,
