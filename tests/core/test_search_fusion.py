@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from timestone._aio._search import name_ngrams
+from timestone._aio._search import name_ngrams, ngrams_with
 from timestone._fusion import RRF_K, Candidate, mmr_order, rerank, rrf_score
+from timestone._names import normalize
 
 
 def test_rrf_adds_reciprocal_ranks() -> None:
@@ -44,3 +47,21 @@ def test_name_ngrams_find_names_with_punctuation_and_accents() -> None:
     grams = name_ngrams("Where does Mira work? Ask Château Nord, or O'Brien & Co.")
     assert {"mira", "château nord", "o'brien", "o'brien & co"} <= set(grams)
     assert len(name_ngrams("word " * 5000)) <= 2001
+
+
+_ASCII_WORDS = st.lists(
+    st.one_of(
+        st.sampled_from(["Mira", "O'Brien", "ACME", "Co.", "(2019)", "--", "é", "4", ""]),
+        st.text(st.characters(max_codepoint=127), max_size=8),
+    ),
+    max_size=12,
+).map(" ".join)
+
+
+@given(_ASCII_WORDS)
+@example("  Where does\tIVO  Grau\r4 work\x0bnow?\x0c ")
+@example("\x1c\x1d\x1e\x1f")  # separators str.split takes for white space
+def test_name_ngrams_of_ascii_are_the_grams_each_normalized(query: str) -> None:
+    """The ASCII path lowers the query once instead of normalizing each gram: the same
+    list, in the same order, as normalizing each (any non-ASCII text takes that path)."""
+    assert name_ngrams(query) == ngrams_with(query, 5, normalize)

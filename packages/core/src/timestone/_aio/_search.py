@@ -219,11 +219,27 @@ _TRIM = " \t\n\"'`.,;:!?()[]{}<>"
 
 def name_ngrams(query: str, longest: int = 5) -> list[str]:
     """Normalized word n-grams of the query: the entity names it may mention, exactly."""
+    if query.isascii():
+        # An ASCII gram (words joined by one space, its ends trimmed) normalizes to its
+        # lower case: NFKC leaves ASCII as it is, its case folding is lower case, and it
+        # holds no run of white space. Lowered first, the query's grams need no
+        # ``normalize`` each (50 calls for a question of seven words).
+        return ngrams_with(query.lower(), longest, _as_is)
+    return ngrams_with(query, longest, normalize)
+
+
+def _as_is(gram: str) -> str:
+    return gram
+
+
+def ngrams_with(query: str, longest: int, norm: Callable[[str], str]) -> list[str]:
+    """``name_ngrams`` with ``norm`` the normalization of each gram (the whole query is
+    normalized in full)."""
     out: dict[str, None] = {}
     for words in (query.split(), re.findall(r"\w+", query)):
         for n in range(1, longest + 1):
             for i in range(len(words) - n + 1):
-                gram = normalize(" ".join(words[i : i + n]).strip(_TRIM))
+                gram = norm(" ".join(words[i : i + n]).strip(_TRIM))
                 if gram:
                     out[gram] = None
                 if len(out) >= _MAX_NAME_NGRAMS:
