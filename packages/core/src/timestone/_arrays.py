@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 import psycopg
+from psycopg import BaseConnection
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["TextArray"]
+__all__ = ["TextArray", "register_text_array"]
 
 _TEXT_OID = 25
 _TEXT_ARRAY_OID = 1009
@@ -59,6 +61,13 @@ class _TextArrayDumper(Dumper):
         return obj.wire()
 
 
+def register_text_array(conn: BaseConnection[Any]) -> None:
+    """On a connection made before this module was imported (its adapters are a copy of
+    psycopg's global ones, taken when it connected); the library's pool calls it for
+    each of its own."""
+    conn.adapters.register_dumper(TextArray, _TextArrayDumper)
+
+
 # text[] is built in (its oid is fixed), and the type is this module's own: registered
-# once for every connection, the library's and any other that sends one
+# for every connection made from now on, the library's and any other that sends one
 psycopg.adapters.register_dumper(TextArray, _TextArrayDumper)

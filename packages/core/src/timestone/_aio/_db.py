@@ -24,6 +24,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from .._arrays import register_text_array
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
 from .._vectors import index_opclass, keyed, register_vector_array
@@ -487,6 +488,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 async def _configure(conn: AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
     register_vector_array(conn)
+    register_text_array(conn)
     await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
     await conn.commit()

@@ -25,6 +25,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from .._arrays import register_text_array
 from .._compat import Spawned, settle, spawn
 from .._groups import check_group
 from .._vectors import index_opclass, keyed, register_vector_array
@@ -484,6 +485,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 def _configure(conn: Connection[Any]) -> None:
     register_vector(conn)
     register_vector_array(conn)
+    register_text_array(conn)
     conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
     conn.commit()
