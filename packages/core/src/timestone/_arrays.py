@@ -46,9 +46,6 @@ class TextArray:
                 self._wire = head + b"".join([pack(len(b)) + b for b in encoded])
         return self._wire
 
-    def __len__(self) -> int:
-        return len(self.items)
-
     def __repr__(self) -> str:
         return f"TextArray({list(self.items)!r})"
 
