@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import psycopg
+import pytest
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Interval, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
@@ -151,3 +153,68 @@ def test_text_search_plans_its_query_per_call(memory: timestone.Memory, dsn: str
         ).fetchone()
     assert row is not None
     assert "plan_cache_mode=force_custom_plan" in row[0]
+
+
+def _version(
+    conn: psycopg.Connection[tuple[object, ...]],
+    group: str,
+    source: uuid.UUID,
+    relation: str,
+    period: tuple[int, int | None],
+    *,
+    expired: bool = False,
+) -> None:
+    start, end = (None if y is None else datetime(y, 1, 1, tzinfo=UTC) for y in period)
+    conn.execute(
+        "INSERT INTO timestone.facts (group_id, id, source_id, relation, target_id,"
+        " cardinality, fact, episodes, valid_at, invalid_at, created_at, expired_at)"
+        " VALUES (%s, %s, %s, %s, %s, 'one', 'a fact', ARRAY[%s]::uuid[], %s, %s,"
+        " '2020-01-01Z', %s)",
+        (
+            group,
+            uuid.uuid4(),
+            source,
+            relation,
+            uuid.uuid4(),
+            uuid.uuid4(),
+            start,
+            end,
+            datetime(2021, 1, 1, tzinfo=UTC) if expired else None,
+        ),
+    )
+
+
+def test_two_current_versions_of_one_slot_may_not_overlap_in_world_time(
+    memory: timestone.Memory, dsn: str
+) -> None:
+    del memory  # opened so that the schema is migrated
+    mira = uuid.uuid4()
+    with psycopg.connect(dsn) as conn:
+        _version(conn, "g-one", mira, "WORKS_AT", (2015, 2019))
+        _version(conn, "g-one", mira, "WORKS_AT", (2019, None))  # meets it: no overlap
+        _version(conn, "g-one", mira, "WORKS_AT", (2016, 2017), expired=True)  # history
+        _version(conn, "g-one", mira, "LIVES_IN", (2016, 2017))  # another slot
+        _version(conn, "g-two", mira, "WORKS_AT", (2016, 2017))  # another tenant's slot
+        with pytest.raises(psycopg.errors.ExclusionViolation), conn.transaction():
+            _version(conn, "g-one", mira, "WORKS_AT", (2018, 2020))
+        with pytest.raises(psycopg.errors.ExclusionViolation), conn.transaction():
+            _version(conn, "g-one", mira, "WORKS_AT", (2030, None))
+        conn.rollback()
+
+
+def test_the_slot_constraint_leads_with_the_entity(memory: timestone.Memory, dsn: str) -> None:
+    # a GiST index places a new entry by its first column first: with the group there
+    # (one value a tenant) each current fact version cost twice as much to insert, 58
+    # microseconds a row against 31 (migration 0023)
+    del memory
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE conname = 'facts_one_slot_no_overlap'"
+            " AND conrelid = 'timestone.facts'::regclass"
+        ).fetchone()
+    assert row is not None
+    assert row[0].startswith(
+        "EXCLUDE USING gist (source_id WITH =, relation WITH =, group_id WITH =, "
+        "tstzrange(valid_at, invalid_at) WITH &&)"
+    )
