@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
 import uuid
+
+import pytest
 
 from timestone._ids import new_ids
 
@@ -22,3 +25,18 @@ def test_ids_drawn_together_are_random_version_4_uuids() -> None:
         share = sum(u.int >> bit & 1 for u in ids) / len(ids)
         assert 0.45 < share < 0.55, f"bit {bit} set in {share:.1%} of the ids"
     assert new_ids(0) == []
+
+
+def test_an_id_drawn_together_is_a_whole_uuid() -> None:
+    # made without UUID's constructor: it must still hash, compare, pickle, refuse
+    # assignment and carry is_safe like one made by it
+    made = new_ids(1)[0]
+    same = uuid.UUID(int=made.int)
+    assert made == same
+    assert hash(made) == hash(same)
+    assert made.is_safe is same.is_safe
+    assert pickle.loads(pickle.dumps(made)) == made
+    assert {made: 1}[same] == 1
+    assert sorted([same, made, uuid.UUID(int=0)])[0] == uuid.UUID(int=0)
+    with pytest.raises(TypeError):
+        made.int = 0  # pyright: ignore[reportAttributeAccessIssue]
