@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +27,7 @@ from timestone._embedded import (
     release_embedded,
     write_settings,
 )
+from timestone._sockets import SEND_BUFFER, widen_send_buffer
 from timestone._sync import _db as sync_db
 from timestone.errors import (
     ConnectionFailed,
@@ -385,3 +388,44 @@ def test_stored_embedder_is_recorded(dsn: str, memory: timestone.Memory) -> None
     assert row is not None
     assert row[0] == {"name": memory.embedder.name, "dimension": memory.embedder.dimension}
     assert json.dumps(row[0])
+
+
+def _send_buffer(fd: int) -> int:
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+
+def _granted(family: int, asked: int) -> int:
+    """The send buffer this system gives a new socket of ``family`` that asks for ``asked``."""
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, asked)
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+
+
+def test_the_pool_widens_the_send_buffer_of_its_unix_sockets(memory: timestone.Memory) -> None:
+    # a statement larger than the buffer (a megabyte of vectors) holds the client at its
+    # send until the server reaches it, where a pipeline would have gone on
+    granted = _granted(socket.AF_UNIX, SEND_BUFFER)
+    assert granted > _granted(socket.AF_UNIX, 1)  # the system lets it grow at all
+    with memory._db.pool.connection() as conn:  # pyright: ignore[reportPrivateUsage]
+        assert _send_buffer(conn.pgconn.socket) == granted
+
+
+async def test_the_async_pool_widens_them_too(amemory: timestone.AsyncMemory) -> None:
+    async with amemory._db.pool.connection() as conn:  # pyright: ignore[reportPrivateUsage]
+        assert _send_buffer(conn.pgconn.socket) == _granted(socket.AF_UNIX, SEND_BUFFER)
+
+
+def test_a_tcp_socket_keeps_the_size_linux_tunes() -> None:
+    # setting SO_SNDBUF on TCP fixes its size: the kernel would no longer grow it
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        before = sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        widen_send_buffer(sock.fileno())
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == before
+    left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with left, right:
+        widen_send_buffer(left.fileno())
+        assert _send_buffer(left.fileno()) == _granted(socket.AF_UNIX, SEND_BUFFER)
+        left.sendall(b"still open")  # the descriptor it borrowed was its own copy
+        assert right.recv(16) == b"still open"
+    widen_send_buffer(-1)  # no socket: nothing to do, no error

@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from .._arrays import register_text_array
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
+from .._sockets import widen_send_buffer
 from .._vectors import index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
@@ -486,6 +487,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 
 
 async def _configure(conn: AsyncConnection[Any]) -> None:
+    widen_send_buffer(conn.pgconn.socket)
     await register_vector_async(conn)
     register_vector_array(conn)
     register_text_array(conn)

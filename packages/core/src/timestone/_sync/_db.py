@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from .._arrays import register_text_array
 from .._compat import Spawned, settle, spawn
 from .._groups import check_group
+from .._sockets import widen_send_buffer
 from .._vectors import index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
@@ -483,6 +484,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
 
 
 def _configure(conn: Connection[Any]) -> None:
+    widen_send_buffer(conn.pgconn.socket)
     register_vector(conn)
     register_vector_array(conn)
     register_text_array(conn)
