@@ -89,3 +89,29 @@ def test_entity_version_is_the_fold_of_its_mentions(
         memory.remove_episode(group, ids[gone])
         rest = [m for k, m in enumerate(episodes) if k != gone]
         assert _stored(dsn, group) == _model(rest)
+
+
+def test_a_mention_recorded_after_the_writes_clock_is_folded_in_its_place(
+    memory: timestone.Memory, dsn: str
+) -> None:
+    # a writer whose clock is behind a mention already stored (two writers that meet on
+    # one entity under different spellings, each holding its own name's lock) folds the
+    # entity from the start in recording order, not on top of its current version
+    group = "fold-" + uuid.uuid4().hex[:10]
+
+    def ada(rank: str) -> EntityInput:
+        return EntityInput("Ada Lovelace", labels=("Person",), attributes={"rank": rank})
+
+    first = memory.add_facts(group, [FactInput(ada("a"), "KNOWS", "Friend 1")], reference_time=REF)
+    later = memory.add_facts(group, [FactInput(ada("c"), "KNOWS", "Friend 2")], reference_time=REF)
+    with psycopg.connect(dsn) as conn:  # the second one recorded a day ahead of the clock
+        conn.execute(
+            "UPDATE timestone.mentions SET recorded_at = recorded_at + interval '1 day'"
+            " WHERE group_id = %s AND episode_id = %s",
+            (group, later.episode.id),
+        )
+    assert first.episode.id != later.episode.id
+    assert _stored(dsn, group)["attributes"] == {"rank": "c"}
+    memory.add_facts(group, [FactInput(ada("b"), "KNOWS", "Friend 3")], reference_time=REF)
+    # in recording order: a, then b (now), then c (a day ahead): c stands
+    assert _stored(dsn, group)["attributes"] == {"rank": "c"}
