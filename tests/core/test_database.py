@@ -429,3 +429,17 @@ def test_a_tcp_socket_keeps_the_size_linux_tunes() -> None:
         left.sendall(b"still open")  # the descriptor it borrowed was its own copy
         assert right.recv(16) == b"still open"
     widen_send_buffer(-1)  # no socket: nothing to do, no error
+
+
+def test_the_pool_turns_jit_off(memory: timestone.Memory) -> None:
+    # a search's generic plan is estimated far above jit_above_cost at a million facts;
+    # a server with JIT would compile it on every call
+    with memory._db.transaction("g", "reading a setting") as conn:  # pyright: ignore[reportPrivateUsage]
+        row = conn.execute("SELECT current_setting('jit') AS jit").fetchone()
+    assert row == {"jit": "off"}
+
+
+async def test_the_async_pool_turns_jit_off(amemory: timestone.AsyncMemory) -> None:
+    async with amemory._db.transaction("g", "reading a setting") as conn:  # pyright: ignore[reportPrivateUsage]
+        cur = await conn.execute("SELECT current_setting('jit') AS jit")
+        assert await cur.fetchone() == {"jit": "off"}

@@ -493,6 +493,12 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
     register_text_array(conn)
     await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    # JIT compiles a plan's expressions on every execution once its estimated cost passes
+    # ``jit_above_cost``: a search of a 1M-fact group is estimated at 250k (as of a
+    # moment, 655k, past the inlining and optimization thresholds too) while it reads a
+    # few hundred rows in about 10 ms. Where the server has JIT (the embedded one does
+    # not), that compile would cost tens to hundreds of milliseconds a search.
+    await conn.execute("SET jit = off")
     await conn.commit()
 
 

@@ -490,6 +490,12 @@ def _configure(conn: Connection[Any]) -> None:
     register_text_array(conn)
     conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    # JIT compiles a plan's expressions on every execution once its estimated cost passes
+    # ``jit_above_cost``: a search of a 1M-fact group is estimated at 250k (as of a
+    # moment, 655k, past the inlining and optimization thresholds too) while it reads a
+    # few hundred rows in about 10 ms. Where the server has JIT (the embedded one does
+    # not), that compile would cost tens to hundreds of milliseconds a search.
+    conn.execute("SET jit = off")
     conn.commit()
 
 
