@@ -11,6 +11,7 @@ import pytest
 from psycopg_pool import PoolTimeout
 
 import timestone
+from timestone._aio import _db as aio_db
 from timestone._sync import _db as sync_db
 from timestone._sync import _search as sync_search
 from timestone._sync._search import prepare_search, search_hits
@@ -325,3 +326,91 @@ def test_a_search_whose_connection_dies_says_so(
         search_hits(one_connection, memory.embedder, a, req)
     hits = search_hits(one_connection, memory.embedder, a, req)
     assert {str(r["fact"]) for r in hits["facts"].rows.values()} == {f"Mira directs Winery of {a}."}
+
+
+def _as_a_pooler_hands_it_over(db: sync_db.Database) -> None:
+    """Drop the session's role and settings on the pool's one connection, as a pooler in
+    transaction mode does: its next transaction runs on whichever server connection is
+    free, which carries none of what this client set for its session."""
+    with db.pool.connection() as conn:
+        conn.execute("RESET ROLE")
+        conn.execute("RESET jit")
+        conn.commit()
+        row = conn.execute(
+            "SELECT current_user = session_user AS own, current_setting('jit') AS j"
+        ).fetchone()
+        conn.rollback()
+    assert row == {"own": True, "j": "on"}  # the DSN's user: the schema's owner
+
+
+def test_a_transaction_takes_the_library_role_itself(
+    two_groups: tuple[str, str], one_connection: sync_db.Database
+) -> None:
+    a, _ = two_groups
+    _as_a_pooler_hands_it_over(one_connection)
+    with one_connection.transaction(a, "reading") as conn:
+        row = conn.execute(
+            "SELECT current_user AS u, current_setting('jit') AS j,"
+            " (SELECT array_agg(DISTINCT group_id) FROM timestone.facts) AS groups"
+        ).fetchone()
+    # the policies bind the role, not the owner: no filter here, and only a's rows
+    assert row == {"u": sync_db.APP_ROLE, "j": "off", "groups": [a]}
+    with one_connection.pool.connection() as conn:  # the role ended with the transaction
+        after = conn.execute("SELECT current_user = session_user AS own").fetchone()
+        conn.rollback()
+    assert after == {"own": True}
+
+
+def test_a_search_takes_the_library_role_itself(
+    memory: timestone.Memory,
+    two_groups: tuple[str, str],
+    one_connection: sync_db.Database,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, _ = two_groups
+    _as_a_pooler_hands_it_over(one_connection)
+
+    def reading(scope: str, req: object, dimension: int) -> tuple[bytes, tuple[str, ...]]:
+        return (
+            b"SELECT current_user::text AS id, current_setting('jit') AS jit,"
+            b" (SELECT array_agg(DISTINCT group_id) FROM timestone.facts) AS groups",
+            (),
+        )
+
+    req = prepare_search("Who directs the winery?", scopes=("facts",))
+    with monkeypatch.context() as patch:
+        patch.setattr(sync_search, "statement", reading)
+        hits = search_hits(one_connection, memory.embedder, a, req)
+    assert list(hits["facts"].rows.values()) == [
+        {"id": sync_db.APP_ROLE, "jit": "off", "groups": [a]}
+    ]
+    req = prepare_search("Who directs the winery?", scopes=("facts", "entities"))
+    found = search_hits(one_connection, memory.embedder, a, req)  # and the real statements
+    assert {str(r["fact"]) for r in found["facts"].rows.values()} == {
+        f"Mira directs Winery of {a}."
+    }
+
+
+def test_the_role_set_per_transaction_is_the_library_role() -> None:
+    assert f"set_config('role', '{sync_db.APP_ROLE}', true)" in sync_db.TENANT_SETTINGS
+    assert f"set_config('role', '{sync_db.APP_ROLE}', true)" in sync_search._SETTINGS  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_an_async_transaction_takes_the_library_role_itself(
+    dsn: str, two_groups: tuple[str, str]
+) -> None:
+    a, _ = two_groups
+    db = await aio_db.Database.aopen(dsn, max_size=1)
+    try:
+        async with db.pool.connection() as conn:  # as a pooler in transaction mode hands it
+            await conn.execute("RESET ROLE")
+            await conn.execute("RESET jit")
+            await conn.commit()
+        async with db.transaction(a, "reading") as conn:
+            cur = await conn.execute(
+                "SELECT current_user AS u, current_setting('jit') AS j,"
+                " (SELECT array_agg(DISTINCT group_id) FROM timestone.facts) AS groups"
+            )
+            assert await cur.fetchone() == {"u": aio_db.APP_ROLE, "j": "off", "groups": [a]}
+    finally:
+        await db.close()

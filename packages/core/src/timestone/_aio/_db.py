@@ -2,7 +2,9 @@
 
 The pool's connections run as ``timestone_app``, a role without BYPASSRLS; a
 tenant transaction sets ``timestone.group_id`` with ``set_config(..., true)``,
-which the row level security policies read. Migrations and the embedder
+which the row level security policies read, and sets the role again for itself
+(``TENANT_SETTINGS``), so that it holds where a pooler in transaction mode drops
+the session's. Migrations and the embedder
 binding run on a separate connection as the DSN's own user, the schema owner.
 """
 
@@ -14,7 +16,7 @@ import re
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -61,6 +63,17 @@ __all__ = [
 ]
 
 APP_ROLE = "timestone_app"
+# What every tenant transaction sets first, local to it: the group the row level
+# security policies read, the library's role, and JIT off (see ``_configure``). The
+# pool's connections take the role and the setting for their session as well; set again
+# here, they hold where the session's are lost, as behind a pooler in transaction mode
+# (PgBouncer's), which runs each transaction on whichever server connection is free.
+# Without the role, the statements would run as the schema's owner, whom the policies
+# do not bind.
+TENANT_SETTINGS: LiteralString = (
+    "SELECT set_config('timestone.group_id', %s, true),"
+    " set_config('role', 'timestone_app', true), set_config('jit', 'off', true)"
+)
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
 BULK_LOCK = 0x7473_6275_6C6B  # "tsbulk": held by a bulk load for its whole length
@@ -672,7 +685,7 @@ class Database:
         group = check_group(group_id)
         try:
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+                await conn.execute(TENANT_SETTINGS, (group,))
                 if pipeline:
                     async with conn.pipeline() as statements:
                         try:

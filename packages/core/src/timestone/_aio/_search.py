@@ -1161,12 +1161,14 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
 
 # Every setting is local to the transaction: in autocommit (``search_hits``), the implicit
 # one the statements of a pipeline share until its sync, or the explicit one of a split
-# search (``run_search``); the group first. The statements
+# search (``run_search``); the group first, then the library's role and JIT off, as in
+# every tenant transaction (``_db.TENANT_SETTINGS``). The statements
 # are written in the join order they should run in (candidates first, then their rows,
 # then the small rank lists): keeping that order spares the planner its search over a
 # dozen relations, a third of the planning time.
 _SETTINGS: LiteralString = (
     "SELECT set_config('timestone.group_id', %s, true),"
+    " set_config('role', 'timestone_app', true), set_config('jit', 'off', true),"
     " set_config('hnsw.ef_search', %s, true),"
     " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
     " set_config('join_collapse_limit', '1', true),"
