@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import psycopg
 import pytest
+from psycopg import sql
 
 import timestone
 from timestone import HashEmbedder
@@ -443,3 +444,45 @@ async def test_the_async_pool_turns_jit_off(amemory: timestone.AsyncMemory) -> N
     async with amemory._db.transaction("g", "reading a setting") as conn:  # pyright: ignore[reportPrivateUsage]
         cur = await conn.execute("SELECT current_setting('jit') AS jit")
         assert await cur.fetchone() == {"jit": "off"}
+
+
+def _with_timeouts(dsn: str, statement: str) -> None:
+    """The database of ``dsn`` given a server-side statement timeout (and an idle one), as
+    a managed server's administrator may set for applications."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()
+        assert name is not None
+        for setting, value in (
+            ("statement_timeout", statement),
+            ("idle_in_transaction_session_timeout", "1s"),
+        ):
+            conn.execute(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    sql.Identifier(name[0]), sql.Identifier(setting), sql.Literal(value)
+                )
+            )
+
+
+def test_maintenance_runs_past_a_servers_statement_timeout(fresh_dsn: str) -> None:
+    # migrating a fresh database ran statements longer than 20 ms here, and was cancelled
+    # ("migrating the schema: canceling statement due to statement timeout")
+    _with_timeouts(fresh_dsn, "20ms")
+    with sync_db.connect_owner(fresh_dsn) as owner:
+        row = owner.execute(
+            "SELECT current_setting('statement_timeout') AS s,"
+            " current_setting('idle_in_transaction_session_timeout') AS i"
+        ).fetchone()
+    assert row == {"s": "0", "i": "0"}
+    with timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(16)) as mem:
+        with mem._db.pool.connection() as conn:  # pyright: ignore[reportPrivateUsage]
+            kept = conn.execute("SELECT current_setting('statement_timeout') AS s").fetchone()
+            conn.rollback()
+        assert kept == {"s": "20ms"}  # the library's own queries keep the server's
+
+
+async def test_async_maintenance_runs_past_it_too(fresh_dsn: str) -> None:
+    _with_timeouts(fresh_dsn, "20ms")
+    owner = await aio_db.connect_owner(fresh_dsn)
+    async with owner:
+        cur = await owner.execute("SELECT current_setting('statement_timeout') AS s")
+        assert await cur.fetchone() == {"s": "0"}

@@ -204,11 +204,30 @@ def _lost_connection(exc: psycopg.Error) -> bool:
     return state is None or state.startswith("08") or state in _CONNECTION_STATES
 
 
+# The owner's connection runs maintenance: migrations, index builds (minutes at a million
+# facts), re-embedding (Python work between statements of one transaction), ANALYZE.
+# A server's ``statement_timeout`` or ``idle_in_transaction_session_timeout``, set for an
+# application's short queries, would cancel it midway, and a migration cancelled is
+# retried, and cancelled again, at every open; like ``pg_dump`` and ``pg_restore``, the
+# maintenance session turns both off for itself. The library's own queries keep the
+# server's.
+_MAINTENANCE: LiteralString = (
+    "SELECT set_config('statement_timeout', '0', false),"
+    " set_config('idle_in_transaction_session_timeout', '0', false)"
+)
+
+
 def connect_owner(dsn: str) -> Connection[DictRow]:
     try:
-        return Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
+        conn = Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
         raise ConnectionFailed(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}") from exc
+    try:
+        conn.execute(_MAINTENANCE)
+    except psycopg.Error as exc:
+        conn.close()
+        raise ConnectionFailed(f"cannot set up {_redact(dsn)}: {str(exc).strip()}") from exc
+    return conn
 
 
 def _redact(dsn: str) -> str:
