@@ -20,6 +20,7 @@ from psycopg import sql
 
 import timestone
 from timestone import HashEmbedder
+from timestone import _extensions as extensions
 from timestone._aio import _db as aio_db
 from timestone._embedded import (
     NAPTIME,
@@ -28,6 +29,7 @@ from timestone._embedded import (
     release_embedded,
     write_settings,
 )
+from timestone._extensions import pgvector_refusal
 from timestone._sockets import SEND_BUFFER, widen_send_buffer
 from timestone._sync import _db as sync_db
 from timestone.errors import (
@@ -248,6 +250,54 @@ async def test_async_missing_extension_is_named(
 ) -> None:
     monkeypatch.setattr(aio_db, "EXTENSIONS", ("vector", "timestone_no_such_extension"))
     with pytest.raises(MissingExtension, match="timestone_no_such_extension"):
+        await timestone.AsyncMemory.open(fresh_dsn)
+
+
+@pytest.mark.parametrize(
+    ("version", "iterative", "named"),
+    [
+        ("0.7.4", None, "pgvector 0.8.0 or newer"),  # no iterative index scans
+        ("0.6.2", "off", "ALTER EXTENSION vector UPDATE"),  # a newer library, old SQL
+    ],
+)
+def test_an_old_pgvector_is_refused_with_the_way_out(
+    version: str, iterative: str | None, named: str
+) -> None:
+    refusal = pgvector_refusal(version, iterative)
+    assert refusal is not None
+    assert version in refusal
+    assert named in refusal
+
+
+def test_the_pgvector_this_library_needs_is_served() -> None:
+    assert pgvector_refusal("0.8.0", "off") is None
+    assert pgvector_refusal("0.7.0", "relaxed_order") is None  # the library is new
+    assert pgvector_refusal("0.10.1", "off") is None  # compared as numbers
+
+
+def test_a_server_without_iterative_scans_is_refused(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the real server, asked for a setting its pgvector does not define, as 0.7's lacks
+    # hnsw.iterative_scan: the open stops before the schema
+    monkeypatch.setattr(sync_db, "_ITERATIVE_SETTING", "hnsw.timestone_no_such_setting")
+    with pytest.raises(MissingExtension, match=r"no iterative index scans") as info:
+        timestone.Memory.open(fresh_dsn)
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute(
+            "SELECT extversion, to_regclass('timestone.facts') FROM pg_extension"
+            " WHERE extname = 'vector'"
+        ).fetchone()
+    assert row is not None
+    assert row[0] in str(info.value)  # the server's own version, named
+    assert row[1] is None  # nothing of the schema was created
+
+
+async def test_async_open_checks_pgvector_too(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(extensions, "PGVECTOR_SQL", (99, 0, 0))
+    with pytest.raises(MissingExtension, match="ALTER EXTENSION vector UPDATE"):
         await timestone.AsyncMemory.open(fresh_dsn)
 
 

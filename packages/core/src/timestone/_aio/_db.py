@@ -28,6 +28,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from .._arrays import register_text_array
 from .._compat import ASpawned, asettle, aspawn
+from .._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from .._groups import check_group
 from .._sockets import widen_send_buffer
 from .._vectors import index_opclass, keyed, register_vector_array
@@ -241,6 +242,24 @@ async def schema_version(conn: Conn) -> int:
     return int(row["value"]) if row is not None else 0
 
 
+_ITERATIVE_SETTING = "hnsw.iterative_scan"  # see ``_extensions``
+
+
+async def _check_pgvector(conn: Conn) -> None:
+    # a vector value loads the library, which defines its settings
+    await conn.execute("SELECT '[1]'::vector")
+    cur = await conn.execute(
+        "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS version,"
+        " current_setting(%s, true) AS iterative",
+        (_ITERATIVE_SETTING,),
+    )
+    row = await cur.fetchone()
+    assert row is not None
+    refusal = pgvector_refusal(str(row["version"]), row["iterative"])
+    if refusal is not None:
+        raise MissingExtension(refusal)
+
+
 async def _ensure_extensions(conn: Conn) -> None:
     cur = await conn.execute(
         "SELECT name FROM pg_available_extensions WHERE name = ANY(%s)", (list(EXTENSIONS),)
@@ -250,8 +269,8 @@ async def _ensure_extensions(conn: Conn) -> None:
     if missing:
         raise MissingExtension(
             f"the server lacks the extension(s) {', '.join(missing)}; Timestone needs "
-            f"{', '.join(EXTENSIONS)} (pgvector 0.7 or newer). Install them on the server, "
-            "or open with no dsn to use the embedded Postgres"
+            f"{', '.join(EXTENSIONS)} (pgvector {dotted(PGVECTOR_LIBRARY)} or newer). "
+            "Install them on the server, or open with no dsn to use the embedded Postgres"
         )
     for name in EXTENSIONS:
         try:
@@ -265,6 +284,7 @@ async def _ensure_extensions(conn: Conn) -> None:
             ) from exc
         except psycopg.errors.UniqueViolation:
             pass  # created concurrently by another database session
+    await _check_pgvector(conn)
 
 
 async def migrate(dsn: str) -> int:

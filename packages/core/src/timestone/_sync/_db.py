@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from .._arrays import register_text_array
 from .._compat import Spawned, settle, spawn
+from .._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from .._groups import check_group
 from .._sockets import widen_send_buffer
 from .._vectors import index_opclass, keyed, register_vector_array
@@ -242,6 +243,24 @@ def schema_version(conn: Conn) -> int:
     return int(row["value"]) if row is not None else 0
 
 
+_ITERATIVE_SETTING = "hnsw.iterative_scan"  # see ``_extensions``
+
+
+def _check_pgvector(conn: Conn) -> None:
+    # a vector value loads the library, which defines its settings
+    conn.execute("SELECT '[1]'::vector")
+    cur = conn.execute(
+        "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector') AS version,"
+        " current_setting(%s, true) AS iterative",
+        (_ITERATIVE_SETTING,),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    refusal = pgvector_refusal(str(row["version"]), row["iterative"])
+    if refusal is not None:
+        raise MissingExtension(refusal)
+
+
 def _ensure_extensions(conn: Conn) -> None:
     cur = conn.execute(
         "SELECT name FROM pg_available_extensions WHERE name = ANY(%s)", (list(EXTENSIONS),)
@@ -251,8 +270,8 @@ def _ensure_extensions(conn: Conn) -> None:
     if missing:
         raise MissingExtension(
             f"the server lacks the extension(s) {', '.join(missing)}; Timestone needs "
-            f"{', '.join(EXTENSIONS)} (pgvector 0.7 or newer). Install them on the server, "
-            "or open with no dsn to use the embedded Postgres"
+            f"{', '.join(EXTENSIONS)} (pgvector {dotted(PGVECTOR_LIBRARY)} or newer). "
+            "Install them on the server, or open with no dsn to use the embedded Postgres"
         )
     for name in EXTENSIONS:
         try:
@@ -264,6 +283,7 @@ def _ensure_extensions(conn: Conn) -> None:
             ) from exc
         except psycopg.errors.UniqueViolation:
             pass  # created concurrently by another database session
+    _check_pgvector(conn)
 
 
 def migrate(dsn: str) -> int:
