@@ -137,7 +137,11 @@ def jit_cost(dsn: str, calls: int = 20) -> dict[str, Any]:
 
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    try:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise SystemExit(f"cannot connect to the --jit-dsn server: {exc}") from exc
+    with conn:
         row = conn.execute("SELECT pg_jit_available(), version()").fetchone()
         assert row is not None
         if not row[0]:
@@ -175,6 +179,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("data_dirs", type=Path, nargs="+", help="databases kept by bench.search")
     parser.add_argument("--jit-dsn", help="a server with JIT, to time the compile on")
     args = parser.parse_args(argv)
+    for data_dir in args.data_dirs:
+        if not (data_dir / "corpus.json").is_file() or not (data_dir / "pg").is_dir():
+            parser.error(
+                f"{data_dir} is not a database kept by bench.search"
+                " (--keep DIR writes DIR/<size> with corpus.json and pg/)"
+            )
     runs = [estimates(d) for d in args.data_dirs]
     print("| facts in the table | search | scope | estimated cost | with JIT on, each call |")
     print("|---:|---|---|---:|---|")

@@ -63,7 +63,7 @@ from .._vectors import keyed
 from ..embedders import Embedder, aembed_rows
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ..rerankers import Reranker
-from ._db import Conn, Database, autocommit, wrap_db_error
+from ._db import TENANT_SETTINGS, Conn, Database, autocommit, wrap_db_error
 from ._entities import entity_from_row
 from ._episodes import episode_from_row
 from ._facts import fact_from_row
@@ -1167,8 +1167,7 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
 # then the small rank lists): keeping that order spares the planner its search over a
 # dozen relations, a third of the planning time.
 _SETTINGS: LiteralString = (
-    "SELECT set_config('timestone.group_id', %s, true),"
-    " set_config('role', 'timestone_app', true), set_config('jit', 'off', true),"
+    TENANT_SETTINGS + ","
     " set_config('hnsw.ef_search', %s, true),"
     " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
     " set_config('join_collapse_limit', '1', true),"

@@ -65,13 +65,17 @@ __all__ = [
 ]
 
 APP_ROLE = "timestone_app"
-# What every tenant transaction sets first, local to it: the group the row level
-# security policies read, the library's role, and JIT off (see ``_configure``). The
-# pool's connections take the role and the setting for their session as well; set again
-# here, they hold where the session's are lost, as behind a pooler in transaction mode
+# What every tenant transaction (and every search, ``_search._SETTINGS``) sets first,
+# local to it: the group the row level security policies read, the library's role, and
+# JIT off. The pool's connections take the role for their session as well; set again
+# here, it holds where the session's is lost, as behind a pooler in transaction mode
 # (PgBouncer's), which runs each transaction on whichever server connection is free.
 # Without the role, the statements would run as the schema's owner, whom the policies
-# do not bind.
+# do not bind. JIT: a server with it compiles a plan's expressions on every execution
+# once its estimated cost passes ``jit_above_cost``; a search of a 1M-fact group is
+# estimated at 250k (as of a moment, 655k, past the inlining and optimization thresholds
+# too) while it reads a few hundred rows in about 10 ms, and that compile would cost tens
+# to hundreds of milliseconds a search (``bench.plans``; the embedded server has no JIT).
 TENANT_SETTINGS: LiteralString = (
     "SELECT set_config('timestone.group_id', %s, true),"
     " set_config('role', 'timestone_app', true), set_config('jit', 'off', true)"
@@ -542,12 +546,6 @@ def _configure(conn: Connection[Any]) -> None:
     register_text_array(conn)
     conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
     conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    # JIT compiles a plan's expressions on every execution once its estimated cost passes
-    # ``jit_above_cost``: a search of a 1M-fact group is estimated at 250k (as of a
-    # moment, 655k, past the inlining and optimization thresholds too) while it reads a
-    # few hundred rows in about 10 ms. Where the server has JIT (the embedded one does
-    # not), that compile would cost tens to hundreds of milliseconds a search.
-    conn.execute("SET jit = off")
     conn.commit()
 
 
