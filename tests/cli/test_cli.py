@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from timestone._embedded import embedded_dsn
 
@@ -150,6 +151,19 @@ def test_an_episode_the_library_refuses_stops_the_file_at_its_line(
         "Bo",
         "Di",
     ]
+
+
+def test_prepared_statements_from_the_environment(
+    run_here: Here, monkeypatch: pytest.MonkeyPatch, mira_file: Path
+) -> None:
+    # for a pooler in transaction mode that does not carry prepared statements
+    monkeypatch.setenv("TIMESTONE_PREPARED_STATEMENTS", "maybe")
+    bad = run_here("facts", check=3)
+    assert "TIMESTONE_PREPARED_STATEMENTS must be on or off, got 'maybe'" in bad.stderr
+    monkeypatch.setenv("TIMESTONE_PREPARED_STATEMENTS", "off")
+    run_here("ingest", str(mira_file), "--json")
+    found = as_json(run_here("search", "who directs the winery", "--json"))
+    assert "Mira directs Château Sud." in [f["fact"] for f in found["facts"]]
 
 
 def test_bad_dates_usage_errors_and_busy_ports(run_here: Here) -> None:

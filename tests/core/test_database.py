@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -494,6 +495,84 @@ async def test_the_async_pool_turns_jit_off(amemory: timestone.AsyncMemory) -> N
     async with amemory._db.transaction("g", "reading a setting") as conn:  # pyright: ignore[reportPrivateUsage]
         cur = await conn.execute("SELECT current_setting('jit') AS jit")
         assert await cur.fetchone() == {"jit": "off"}
+
+
+def _prepared_on_each(mem: timestone.Memory) -> list[int]:
+    """How many statements each of the pool's idle connections has prepared."""
+    pool = mem._db.pool  # pyright: ignore[reportPrivateUsage]
+    counts: list[int] = []
+    for _ in range(pool.get_stats()["pool_available"]):
+        with pool.connection() as conn:
+            row = conn.execute("SELECT count(*) AS n FROM pg_prepared_statements").fetchone()
+            assert row is not None
+            counts.append(int(row["n"]))
+    return counts
+
+
+def _write(mem: timestone.Memory, group: str) -> None:
+    """Eight writes: the same statements, past psycopg's threshold for preparing them."""
+    for year in range(2010, 2018):
+        mem.add_facts(
+            group,
+            [timestone.FactInput("Mira", "WORKS_AT", f"Winery {year}")],
+            reference_time=datetime(year, 1, 1, tzinfo=UTC),
+        )
+
+
+def _read(mem: timestone.Memory, group: str) -> list[list[str]]:
+    """Reads and searches, each repeated past that threshold."""
+    answers = [[f.fact for f in mem.facts(group, valid_at=None)] for _ in range(6)]
+    answers += [[f.fact for f in mem.search(group, f"Winery {y}").facts] for y in range(2010, 2018)]
+    return answers
+
+
+def test_prepared_statements_can_be_turned_off(dsn: str, group: str) -> None:
+    # behind a pooler in transaction mode that does not carry prepared statements
+    # between server connections (PgBouncer before 1.21), a statement prepared on one
+    # is missing on the next: "prepared statement "_pg3_2" does not exist"
+    with timestone.Memory.open(dsn, pool_size=1, warm=False) as mem:
+        _write(mem, group)
+        prepared = _read(mem, group)
+        assert sum(_prepared_on_each(mem)) > 0  # the default prepares what it repeats
+    with timestone.Memory.open(dsn, pool_size=1, warm=False, prepared_statements=False) as mem:
+        _write(mem, group + "-b")
+        plain = _read(mem, group)
+        assert _prepared_on_each(mem) == [0]
+        assert _read(mem, group + "-b")[0] == prepared[0]
+    assert plain == prepared
+    assert len(plain[0]) == 8
+    assert plain[-1][0] == "Mira works at Winery 2017."
+
+
+def test_prepared_statements_follow_the_environment(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TIMESTONE_PREPARED_STATEMENTS", " OFF ")
+    with timestone.Memory.open(dsn, pool_size=1, warm=False) as mem:
+        _write(mem, "t-env-" + os.urandom(6).hex())
+        assert _prepared_on_each(mem) == [0]
+    # the argument wins over the environment
+    with timestone.Memory.open(dsn, pool_size=1, warm=False, prepared_statements=True) as mem:
+        _write(mem, "t-env-" + os.urandom(6).hex())
+        assert sum(_prepared_on_each(mem)) > 0
+
+
+@pytest.mark.parametrize(
+    ("argument", "variable", "message"),
+    [
+        ("no", None, "prepared_statements must be True, False or None, got str"),
+        (0, None, "prepared_statements must be True, False or None, got int"),
+        (None, "sometimes", "TIMESTONE_PREPARED_STATEMENTS must be on or off, got 'sometimes'"),
+        (None, "", "TIMESTONE_PREPARED_STATEMENTS must be on or off, got ''"),
+    ],
+)
+def test_a_bad_prepared_statements_setting_is_named(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, argument: object, variable: str | None, message: str
+) -> None:
+    if variable is not None:
+        monkeypatch.setenv("TIMESTONE_PREPARED_STATEMENTS", variable)
+    with pytest.raises(timestone.errors.InvalidInput, match=re.escape(message)):
+        timestone.Memory.open(dsn, prepared_statements=argument)  # pyright: ignore[reportArgumentType]
 
 
 def _with_timeouts(dsn: str, statement: str) -> None:

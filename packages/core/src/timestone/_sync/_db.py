@@ -656,12 +656,18 @@ class Database:
             self._analyze_every = _ANALYZE_LAST * 1000  # not allowed here: stop trying
 
     @classmethod
-    def open(cls, dsn: str, *, max_size: int = 8) -> Database:
+    def open(cls, dsn: str, *, max_size: int = 8, prepare: bool = True) -> Database:
+        """``prepare``: False for connections that prepare nothing (psycopg's
+        ``prepare_threshold`` None; an ``execute(..., prepare=True)`` is then not
+        prepared either), for a pooler that cannot carry prepared statements."""
+        kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": False}
+        if not prepare:
+            kwargs["prepare_threshold"] = None
         pool = ConnectionPool(
             dsn,
             min_size=1,
             max_size=max_size,
-            kwargs={"row_factory": dict_row, "autocommit": False},
+            kwargs=kwargs,
             configure=_configure,
             open=False,
             connection_class=Connection[DictRow],

@@ -98,6 +98,27 @@ def _check_pool_size(value: object) -> int:
     return value
 
 
+_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+
+
+def _check_prepared(value: object) -> bool:
+    """``prepared_statements``, or with None the ``TIMESTONE_PREPARED_STATEMENTS``
+    environment variable (on or off; unset: on)."""
+    if value is None:
+        text = os.environ.get("TIMESTONE_PREPARED_STATEMENTS")
+        if text is None:
+            return True
+        found = _SWITCH.get(text.strip().lower())
+        if found is None:
+            raise InvalidInput(f"TIMESTONE_PREPARED_STATEMENTS must be on or off, got {text!r:.80}")
+        return found
+    if not isinstance(value, bool):
+        raise InvalidInput(
+            f"prepared_statements must be True, False or None, got {type(value).__name__}"
+        )
+    return value
+
+
 def _check_ontology(value: object) -> Ontology:
     if value is None:
         return Ontology()
@@ -165,6 +186,7 @@ class Memory:
         pool_size: int = 8,
         communities: str = "manual",
         warm: bool = True,
+        prepared_statements: bool | None = None,
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
@@ -177,10 +199,17 @@ class Memory:
         (its full-text list is read beside the rest), never waiting for it. ``warm``: load
         the embedder's model (its ``warm()``) beside the start-up, so that the first write
         or search does not pay for it; a short-lived process that may never embed (a read
-        from the command line) passes ``warm=False``.
+        from the command line) passes ``warm=False``. ``prepared_statements``: whether the
+        pool's connections prepare the statements they repeat (psycopg's
+        ``prepare_threshold``; a search prepares its statements at their first use).
+        False behind a pooler in transaction mode that does not carry prepared statements
+        from one server connection to another (PgBouncer before 1.21): every statement is
+        then planned each time it runs. None: the ``TIMESTONE_PREPARED_STATEMENTS``
+        environment variable, ``on`` or ``off`` (unset: on).
         """
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
+        prepare = _check_prepared(prepared_statements)
         chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
         # the model loads beside the server's start and the migrations, not in the first
         # write or search
@@ -196,7 +225,7 @@ class Memory:
                 reembed_all(target, chosen)
             else:
                 bind_embedder(target, chosen)
-            db = Database.open(target, max_size=size)
+            db = Database.open(target, max_size=size, prepare=prepare)
         finally:
             _compat.settle(warming)
         model = llm if llm is not None else OpenAICompatibleLLM.from_env()
