@@ -94,6 +94,32 @@ def server_cpu_seconds(data_dir: Path) -> float | None:
         return None
 
 
+SETTLE_WAIT_S = 300.0  # seconds ``settled`` waits at most
+
+
+def settled(dsn: str, quiet_polls: int = 3) -> float | None:
+    """Wait until no autovacuum worker has run in the database of ``dsn`` for
+    ``quiet_polls`` polls a second apart; the seconds waited, or None if it was still
+    busy after ``SETTLE_WAIT_S``. Right after a large load autovacuum vacuums and
+    analyzes the new rows (the HNSW indexes among them) on the machine's other core: a
+    read timed then measures that maintenance as much as the read."""
+    import psycopg
+
+    start = time.perf_counter()
+    quiet = 0
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.perf_counter() - start < SETTLE_WAIT_S:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+                " AND datname = current_database()"
+            ).fetchone()
+            quiet = quiet + 1 if row is not None and row[0] == 0 else 0
+            if quiet >= quiet_polls:
+                return round(time.perf_counter() - start, 1)
+            time.sleep(1.0)
+    return None
+
+
 def machine() -> dict[str, Any]:
     import os
 

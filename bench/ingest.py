@@ -13,7 +13,9 @@ end; the rate includes that build), with a loop of ``add_facts`` calls and with
 one ``add_fact_batches`` call (the next batch checked and embedded while the
 database stores the one before). Each run has a database of its own. Reads are timed at
 each size: the current employer of a person (point), the same as of a moment in
-the middle of ingestion (as-of), and a person's whole timeline.
+the middle of ingestion (as-of), and a person's whole timeline, once autovacuum
+has finished with the new rows (``settled``: the seconds waited are in the
+result, ``settled_after_s``) and after ``WARM_UP`` untimed calls of each.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bench._common import (
     percentiles,
     scratch_data_dir,
     server_cpu_seconds,
+    settled,
     time_calls,
     write_result,
 )
@@ -106,6 +109,9 @@ def _cpu_since(client: float, server: float | None, data_dir: Path) -> dict[str,
     }
 
 
+WARM_UP = 50  # untimed calls of each read first
+
+
 def reads(
     mem: timestone.Memory, group: str, people: int, midpoint: datetime, repeat: int
 ) -> dict[str, dict[str, float]]:
@@ -114,11 +120,20 @@ def reads(
     def person() -> str:
         return f"Person {rnd.randrange(people):07d}"
 
-    point = time_calls(lambda: mem.facts(group, source=person(), relation="WORKS_AT"), repeat)
-    as_of = time_calls(
-        lambda: mem.facts(group, source=person(), relation="WORKS_AT", as_of=midpoint), repeat
-    )
-    timeline = time_calls(lambda: mem.timeline(group, person()), repeat)
+    def point_read() -> object:
+        return mem.facts(group, source=person(), relation="WORKS_AT")
+
+    def as_of_read() -> object:
+        return mem.facts(group, source=person(), relation="WORKS_AT", as_of=midpoint)
+
+    def timeline_read() -> object:
+        return mem.timeline(group, person())
+
+    for read in (point_read, as_of_read, timeline_read):
+        time_calls(read, WARM_UP)
+    point = time_calls(point_read, repeat)
+    as_of = time_calls(as_of_read, repeat)
+    timeline = time_calls(timeline_read, repeat)
     return {
         "point": percentiles(point),
         "as_of": percentiles(as_of),
@@ -166,6 +181,7 @@ def main() -> None:
             row["bulk_load"] = bulk
             row["call"] = "add_fact_batches" if many else "add_facts"
             row["cpu_pace_ms_before_after"] = [pace, cpu_pace_ms()]
+            row["settled_after_s"] = settled(mem.dsn)
             row["reads"] = reads(
                 mem, group, people, datetime.fromisoformat(str(row["midpoint"])), args.repeat
             )
@@ -183,6 +199,15 @@ def main() -> None:
                     f" (the machine's pace: {' / '.join(map(str, row['cpu_pace_ms_before_after']))}"
                     " ms before / after)"
                 )
+            waited = row["settled_after_s"]
+            print(
+                "  reads timed once autovacuum was done"
+                + (
+                    f" ({waited} s later)"
+                    if waited is not None
+                    else " (still busy: not waited for)"
+                )
+            )
             if bulk:
                 print(
                     f"  of which writes {row['writes_seconds']} s ({row['writes_per_second']:,}"
