@@ -94,6 +94,22 @@ def server_cpu_seconds(data_dir: Path) -> float | None:
         return None
 
 
+def wait_for(
+    dsn: str, ready: Callable[[Any], bool], limit_s: float, every_s: float
+) -> float | None:
+    """Ask ``ready`` (given a connection in autocommit) every ``every_s`` seconds until it
+    says yes; the seconds waited, or None if it had not after ``limit_s``."""
+    import psycopg
+
+    start = time.perf_counter()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while time.perf_counter() - start < limit_s:
+            if ready(conn):
+                return round(time.perf_counter() - start, 1)
+            time.sleep(every_s)
+    return None
+
+
 SETTLE_WAIT_S = 300.0  # seconds ``settled`` waits at most
 
 
@@ -103,21 +119,17 @@ def settled(dsn: str, quiet_polls: int = 3) -> float | None:
     busy after ``SETTLE_WAIT_S``. Right after a large load autovacuum vacuums and
     analyzes the new rows (the HNSW indexes among them) on the machine's other core: a
     read timed then measures that maintenance as much as the read."""
-    import psycopg
+    quiet = [0]
 
-    start = time.perf_counter()
-    quiet = 0
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.perf_counter() - start < SETTLE_WAIT_S:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
-                " AND datname = current_database()"
-            ).fetchone()
-            quiet = quiet + 1 if row is not None and row[0] == 0 else 0
-            if quiet >= quiet_polls:
-                return round(time.perf_counter() - start, 1)
-            time.sleep(1.0)
-    return None
+    def ready(conn: Any) -> bool:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            " AND datname = current_database()"
+        ).fetchone()
+        quiet[0] = quiet[0] + 1 if row is not None and row[0] == 0 else 0
+        return quiet[0] >= quiet_polls
+
+    return wait_for(dsn, ready, SETTLE_WAIT_S, 1.0)
 
 
 def machine() -> dict[str, Any]:

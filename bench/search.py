@@ -66,7 +66,7 @@ from timestone._aio._search import fact_vectors, prepare_search, search_params
 from timestone._sync._search import run_search
 from timestone._tokens import default_counter
 
-from ._common import cpu_pace_ms, percentiles, scratch_data_dir, write_result
+from ._common import cpu_pace_ms, percentiles, scratch_data_dir, wait_for, write_result
 
 FIRST = [
     "Alma",
@@ -586,17 +586,15 @@ def autovacuumed(dsn: str, since: datetime) -> float | None:
     rows stay in the HNSW indexes until then: migration 0022); the seconds waited, or
     None if it did not within ``AUTOVACUUM_WAIT_S``. Later measurements read the
     indexes as a production server's would be once autovacuum has passed."""
-    t0 = time.perf_counter()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while time.perf_counter() - t0 < AUTOVACUUM_WAIT_S:
-            row = conn.execute(
-                "SELECT last_autovacuum, n_dead_tup <= 1000 + 0.01 * n_live_tup"
-                " FROM pg_stat_user_tables WHERE relid = 'timestone.facts'::regclass"
-            ).fetchone()
-            if row is not None and row[0] is not None and row[0] > since and row[1]:
-                return round(time.perf_counter() - t0, 1)
-            time.sleep(2)
-    return None
+
+    def ready(conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
+            "SELECT last_autovacuum, n_dead_tup <= 1000 + 0.01 * n_live_tup"
+            " FROM pg_stat_user_tables WHERE relid = 'timestone.facts'::regclass"
+        ).fetchone()
+        return row is not None and row[0] is not None and row[0] > since and bool(row[1])
+
+    return wait_for(dsn, ready, AUTOVACUUM_WAIT_S, 2.0)
 
 
 MID_FACTS = (1200, 2800, 5800)  # tenants past the exact-ranking bound (1,000 facts)

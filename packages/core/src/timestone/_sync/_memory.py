@@ -38,6 +38,7 @@ from .._models import (
     check_text,
 )
 from .._names import normalize
+from .._prepared import prepared_statements as prepared_statements_setting
 from .._results import CommunityReport, Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, WordLlamaEmbedder, check_embedder
@@ -95,27 +96,6 @@ def _check_communities(mode: object) -> None:
 def _check_pool_size(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidInput(f"pool_size must be an integer of at least 1, got {value!r:.80}")
-    return value
-
-
-_SWITCH = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
-
-
-def _check_prepared(value: object) -> bool:
-    """``prepared_statements``, or with None the ``TIMESTONE_PREPARED_STATEMENTS``
-    environment variable (on or off; unset: on)."""
-    if value is None:
-        text = os.environ.get("TIMESTONE_PREPARED_STATEMENTS")
-        if text is None:
-            return True
-        found = _SWITCH.get(text.strip().lower())
-        if found is None:
-            raise InvalidInput(f"TIMESTONE_PREPARED_STATEMENTS must be on or off, got {text!r:.80}")
-        return found
-    if not isinstance(value, bool):
-        raise InvalidInput(
-            f"prepared_statements must be True, False or None, got {type(value).__name__}"
-        )
     return value
 
 
@@ -209,7 +189,7 @@ class Memory:
         """
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
-        prepare = _check_prepared(prepared_statements)
+        prepare = prepared_statements_setting(prepared_statements)
         chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
         # the model loads beside the server's start and the migrations, not in the first
         # write or search
