@@ -520,10 +520,11 @@ def _write(mem: timestone.Memory, group: str) -> None:
 
 
 def _read(mem: timestone.Memory, group: str) -> list[list[str]]:
-    """Reads and searches, each repeated past that threshold."""
-    answers = [[f.fact for f in mem.facts(group, valid_at=None)] for _ in range(6)]
-    answers += [[f.fact for f in mem.search(group, f"Winery {y}").facts] for y in range(2010, 2018)]
-    return answers
+    """Reads and searches, each repeated past that threshold (each of the group alone)."""
+    found = [mem.facts(group, valid_at=None) for _ in range(6)]
+    found += [mem.search(group, f"Winery {y}").facts for y in range(2010, 2018)]
+    assert {f.group_id for facts in found for f in facts} == {group}
+    return [[f.fact for f in facts] for facts in found]
 
 
 def test_prepared_statements_can_be_turned_off(dsn: str, group: str) -> None:
