@@ -11,7 +11,9 @@ is one transaction. The largest size is ingested three times: with plain
 calls, and twice inside ``Memory.bulk_load`` (vector indexes built once at the
 end; the rate includes that build), with a loop of ``add_facts`` calls and with
 one ``add_fact_batches`` call (the next batch checked and embedded while the
-database stores the one before). Each run has a database of its own. Reads are timed at
+database stores the one before); then once more inside ``bulk_load`` by
+``WRITERS`` processes at once, each writing its share into a group of its own
+(tenants loaded side by side). Each run has a database of its own. Reads are timed at
 each size: the current employer of a person (point), the same as of a moment in
 the middle of ingestion (as-of), and a person's whole timeline, once autovacuum
 has finished with the new rows (``settled``: the seconds waited are in the
@@ -21,6 +23,7 @@ result, ``settled_after_s``) and after ``WARM_UP`` untimed calls of each.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import time
 from datetime import UTC, datetime, timedelta
@@ -94,6 +97,54 @@ def ingest(
     }
 
 
+WRITERS = 2  # loaders of the parallel run, one process and one group each
+
+
+def _writer(dsn: str, group: str, people: int, batch: int, ready: Any, go: Any, done: Any) -> None:
+    """One loader of the parallel run (a process of its own): its group's facts through one
+    ``add_fact_batches`` call, once every loader is ready."""
+    facts = corpus(people, 5)
+    with timestone.Memory.open(dsn, ontology=ONTOLOGY) as mem:
+        ready.put(group)
+        go.wait()
+        row = ingest(mem, group, facts, batch, started=time.perf_counter(), many=True)
+        done.put(row["midpoint"])
+
+
+def ingest_parallel(
+    mem: timestone.Memory, groups: list[str], people: int, batch: int, data_dir: Path
+) -> dict[str, Any]:
+    """``len(groups)`` loaders at once, each writing ``people`` people's facts into a group
+    of its own; the row's rate counts all of them, from the moment they are let go (the
+    server's CPU too: ``server_at_start``)."""
+    ctx = multiprocessing.get_context("spawn")  # a fork would copy the pool's threads' locks
+    ready, go, done = ctx.Queue(), ctx.Event(), ctx.Queue()
+    loaders = [
+        ctx.Process(target=_writer, args=(mem.dsn, g, people, batch, ready, go, done))
+        for g in groups
+    ]
+    for p in loaders:
+        p.start()
+    for _ in loaders:
+        ready.get(timeout=300)
+    server = server_cpu_seconds(data_dir)
+    started = time.perf_counter()
+    go.set()
+    midpoints = sorted(done.get(timeout=3600) for _ in loaders)
+    for p in loaders:
+        p.join()
+        if p.exitcode != 0:
+            raise SystemExit(f"a loader of the parallel run failed (exit code {p.exitcode})")
+    return {
+        "facts": people * 5 * len(groups),
+        "batch": batch,
+        "started": started,
+        "midpoint": midpoints[0],
+        "writers": len(groups),
+        "server_at_start": server,
+    }
+
+
 def finish(row: dict[str, Any]) -> dict[str, Any]:
     """The rate, once everything the write needs (a bulk load's index build too) is done."""
     seconds = time.perf_counter() - row.pop("started")
@@ -146,30 +197,45 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2k and 10k facts")
     parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
-    # (facts, batch, inside bulk_load, through add_fact_batches)
+    # (facts, batch, inside bulk_load, through add_fact_batches, loaders at once)
     small, large = (2_000, 10_000) if args.quick else (10_000, 100_000)
     runs = [
-        (small, 100, False, False),
-        (large, 1_000, False, False),
-        (large, 1_000, True, False),
-        (large, 1_000, True, True),
+        (small, 100, False, False, 1),
+        (large, 1_000, False, False, 1),
+        (large, 1_000, True, False, 1),
+        (large, 1_000, True, True, 1),
+        (large, 1_000, True, True, WRITERS),
     ]
     results: list[dict[str, Any]] = []
-    for total, batch, bulk, many in runs:
+    for total, batch, bulk, many, writers in runs:
         with (
             scratch_data_dir() as data_dir,
             timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
         ):
-            people = total // 5
-            group = f"bench-{total}"
-            facts = corpus(people, 5)
+            people = total // 5 // writers  # in each group
+            groups = (
+                [f"bench-{total}"]
+                if writers == 1
+                else [f"bench-{total}-{j}" for j in range(writers)]
+            )
+            group = groups[0]
+            facts = corpus(people, 5) if writers == 1 else []  # the loaders make their own
             pace = cpu_pace_ms()
             client, server = time.process_time(), server_cpu_seconds(data_dir)
             if bulk:
                 with mem.bulk_load():
-                    row = ingest(mem, group, facts, batch, started=time.perf_counter(), many=many)
-                    written = time.perf_counter()
-                    row["cpu"] = _cpu_since(client, server, data_dir)
+                    if writers == 1:
+                        row = ingest(
+                            mem, group, facts, batch, started=time.perf_counter(), many=many
+                        )
+                        written = time.perf_counter()
+                        row["cpu"] = _cpu_since(client, server, data_dir)
+                    else:
+                        row = ingest_parallel(mem, groups, people, batch, data_dir)
+                        written = time.perf_counter()
+                        # the loaders' CPU is their processes' own (not read here)
+                        cpu = _cpu_since(client, row.pop("server_at_start"), data_dir)
+                        row["cpu"] = {**cpu, "client_s": None}
                 writes = written - row["started"]
                 row = finish(row)
                 row["writes_seconds"] = round(writes, 2)
@@ -188,14 +254,16 @@ def main() -> None:
             results.append(row)
             rate = row["facts_per_second"]
             how = " inside bulk_load (index build included)" if bulk else ""
+            by = f" by {writers} loaders at once, one group each" if writers > 1 else ""
             print(
-                f"ingested {total:,} facts in batches of {batch} ({row['call']}){how}:"
+                f"ingested {total:,} facts in batches of {batch} ({row['call']}){by}{how}:"
                 f" {rate:,} facts/s"
             )
             cpu = row["cpu"]
             if cpu["server_s"] is not None:
+                client_cpu = "not read" if cpu["client_s"] is None else f"{cpu['client_s']} s"
                 print(
-                    f"  CPU while writing: client {cpu['client_s']} s, server {cpu['server_s']} s"
+                    f"  CPU while writing: client {client_cpu}, server {cpu['server_s']} s"
                     f" (the machine's pace: {' / '.join(map(str, row['cpu_pace_ms_before_after']))}"
                     " ms before / after)"
                 )
@@ -227,9 +295,10 @@ def main() -> None:
             return f"{rd[name]['p50_ms']:.2f} / {rd[name]['p95_ms']:.2f}"
 
         alone = f" (writes alone {r['writes_per_second']:,})" if r["bulk_load"] else ""
+        loaders = f", {r['writers']} loaders" if r.get("writers", 1) > 1 else ""
         print(
             f"| {r['facts']:,} | {r['batch']:,}{' (bulk_load)' if r['bulk_load'] else ''} |"
-            f" `{r['call']}` | {r['facts_per_second']:,}{alone} | {cell('point')} |"
+            f" `{r['call']}`{loaders} | {r['facts_per_second']:,}{alone} | {cell('point')} |"
             f" {cell('as_of')} | {cell('timeline')} |"
         )
     print(f"\nwritten to {path}")
