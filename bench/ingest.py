@@ -1,23 +1,24 @@
 """Structured ingestion throughput and point / as-of read latency.
 
-    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk, twice)
-    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk, twice)
+    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk, 3 times)
+    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk, 3 times)
 
 A synthetic career graph: people change employer (``WORKS_AT``, cardinality
 one: every change closes the previous period) and know each other
 (``KNOWS``, many). Facts go in through ``add_facts`` in batches of 100 and
 1,000 on the embedded Postgres with the default (local) embedder; every batch
-is one transaction. The largest size is ingested three times: with plain
+is one transaction. The largest size is ingested four times: with plain
 calls, and twice inside ``Memory.bulk_load`` (vector indexes built once at the
 end; the rate includes that build), with a loop of ``add_facts`` calls and with
 one ``add_fact_batches`` call (the next batch checked and embedded while the
 database stores the one before); then once more inside ``bulk_load`` by
 ``WRITERS`` processes at once, each writing its share into a group of its own
-(tenants loaded side by side). Each run has a database of its own. Reads are timed at
-each size: the current employer of a person (point), the same as of a moment in
-the middle of ingestion (as-of), and a person's whole timeline, once autovacuum
-has finished with the new rows (``settled``: the seconds waited are in the
-result, ``settled_after_s``) and after ``WARM_UP`` untimed calls of each.
+(tenants loaded side by side). Each run has a database of its own. Reads are
+timed at each size (in the first group): the current employer of a person
+(point), the same as of a moment in the middle of ingestion (as-of), and a
+person's whole timeline, once autovacuum has finished with the new rows
+(``settled``: the seconds waited are in the result, ``settled_after_s``) and
+after ``WARM_UP`` untimed calls of each.
 """
 
 from __future__ import annotations
