@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import statistics
@@ -130,6 +131,17 @@ def settled(dsn: str, quiet_polls: int = 3) -> float | None:
         return quiet[0] >= quiet_polls
 
     return wait_for(dsn, ready, SETTLE_WAIT_S, 1.0)
+
+
+def kept_databases(parser: argparse.ArgumentParser, data_dirs: list[Path]) -> None:
+    """Refuse, through ``parser``, a directory that is not a database kept by
+    ``bench.search --keep`` (before anything is opened or written)."""
+    for data_dir in data_dirs:
+        if not (data_dir / "corpus.json").is_file() or not (data_dir / "pg").is_dir():
+            parser.error(
+                f"{data_dir} is not a database kept by bench.search"
+                " (--keep DIR writes DIR/<size> with corpus.json and pg/)"
+            )
 
 
 def machine() -> dict[str, Any]:

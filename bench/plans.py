@@ -31,7 +31,7 @@ from typing import Any, LiteralString
 import timestone
 from timestone._sync import _search
 
-from ._common import write_result
+from ._common import kept_databases, write_result
 from .search import ONTOLOGY
 
 QUESTION = "Where does Alma Berg work now?"
@@ -179,12 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("data_dirs", type=Path, nargs="+", help="databases kept by bench.search")
     parser.add_argument("--jit-dsn", help="a server with JIT, to time the compile on")
     args = parser.parse_args(argv)
-    for data_dir in args.data_dirs:
-        if not (data_dir / "corpus.json").is_file() or not (data_dir / "pg").is_dir():
-            parser.error(
-                f"{data_dir} is not a database kept by bench.search"
-                " (--keep DIR writes DIR/<size> with corpus.json and pg/)"
-            )
+    kept_databases(parser, args.data_dirs)
     runs = [estimates(d) for d in args.data_dirs]
     print("| facts in the table | search | scope | estimated cost | with JIT on, each call |")
     print("|---:|---|---|---:|---|")

@@ -25,7 +25,7 @@ from typing import Any
 
 import timestone
 
-from ._common import cpu_pace_ms, percentiles, write_result
+from ._common import cpu_pace_ms, kept_databases, percentiles, write_result
 from .search import ONTOLOGY
 
 WARM_UP = 20
@@ -82,12 +82,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("data_dirs", type=Path, nargs="+", help="databases kept by bench.search")
     parser.add_argument("--questions", type=int, default=150)
     args = parser.parse_args(argv)
-    for data_dir in args.data_dirs:
-        if not (data_dir / "corpus.json").is_file() or not (data_dir / "pg").is_dir():
-            parser.error(
-                f"{data_dir} is not a database kept by bench.search"
-                " (--keep DIR writes DIR/<size> with corpus.json and pg/)"
-            )
+    kept_databases(parser, args.data_dirs)
     runs = [measure(d, args.questions) for d in args.data_dirs]
     print("| facts | prepared p50 / p95 (ms) | unprepared p50 / p95 (ms) | same answers |")
     print("|---:|---:|---:|---|")
