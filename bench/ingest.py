@@ -198,6 +198,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2k and 10k facts")
     parser.add_argument("--repeat", type=int, default=300)
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be at least 1 (reads timed at each size), got {args.repeat}")
     # (facts, batch, inside bulk_load, through add_fact_batches, loaders at once)
     small, large = (2_000, 10_000) if args.quick else (10_000, 100_000)
     runs = [

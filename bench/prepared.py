@@ -83,6 +83,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=150)
     args = parser.parse_args(argv)
     kept_databases(parser, args.data_dirs)
+    for data_dir in args.data_dirs:
+        asked = len(json.loads((data_dir / "corpus.json").read_text())["questions"])
+        if not WARM_UP <= args.questions <= asked:
+            parser.error(
+                f"--questions must be from {WARM_UP} to the {asked:,} questions of {data_dir},"
+                f" got {args.questions}"
+            )
     runs = [measure(d, args.questions) for d in args.data_dirs]
     print("| facts | prepared p50 / p95 (ms) | unprepared p50 / p95 (ms) | same answers |")
     print("|---:|---:|---:|---|")
