@@ -57,7 +57,7 @@ def _retries(messages: list[ModelMessage]) -> list[str]:
 
 def _citation(memory: timestone.Memory, group: str, sentence: str) -> str:
     fact = next(f for f in memory.facts(group, limit=100) if f.fact == sentence)
-    return "F-" + fact.id.hex[:10]
+    return "F-" + fact.id.hex[-10:]  # a time-ordered id: its random end
 
 
 async def test_test_model_uses_the_toolset(memory: timestone.Memory, mira: str) -> None:

@@ -9,7 +9,24 @@ from datetime import datetime
 
 from ._models import Entity, Episode, Fact
 
-__all__ = ["Community", "CommunityReport", "Context", "ContextItem", "SearchResults"]
+__all__ = [
+    "Community",
+    "CommunityReport",
+    "Context",
+    "ContextItem",
+    "SearchResults",
+    "citation_of",
+]
+
+
+def citation_of(kind: str, ident: uuid.UUID) -> str:
+    """The stable citation id of a fact (``kind="fact"``: ``F-``) or an episode or document
+    chunk (``E-``), then 10 hex digits of its id: the last 10 of a time-ordered (version 7)
+    id, whose first digits are the millisecond it was minted and alike for every row of
+    a write (``_ids``); the first 10 of a random one, as ids were minted before, so that
+    such a fact keeps its citation."""
+    digits = ident.hex[-10:] if ident.version == 7 else ident.hex[:10]
+    return ("F-" if kind == "fact" else "E-") + digits
 
 
 def _minute(when: datetime) -> str:
@@ -62,8 +79,8 @@ class ContextItem:
     """One piece of evidence in a ``Context``.
 
     ``citation`` is stable: the same fact (or episode) gets the same citation id in
-    every context, ``F-`` then the first 10 hex digits of the fact id (``E-`` for an
-    episode or document chunk). ``fact_id``/``episode_ids``/``document_uri`` and the
+    every context: ``F-`` then 10 hex digits of the fact id (``E-`` for an episode or
+    document chunk; ``citation_of``). ``fact_id``/``episode_ids``/``document_uri`` and the
     character offsets map it back to its source.
     """
 

@@ -1,7 +1,7 @@
 """Citation ids, and the ones a run has retrieved so far.
 
-A citation id is ``F-`` (a fact) or ``E-`` (an episode or document chunk) and the
-first 10 hex digits of its id, as ``Memory.context`` renders them. What a run
+A citation id is ``F-`` (a fact) or ``E-`` (an episode or document chunk) and 10 hex
+digits of its id, as ``Memory.context`` renders them (``citation_of``). What a run
 retrieved is read from the run's own messages: the returns of the memory tools
 in requests of this run (``run_id``), so the check needs no state of its own.
 """
@@ -9,21 +9,17 @@ in requests of this run (``run_id``), so the check needs no state of its own.
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
+from timestone._results import citation_of
+
 __all__ = ["CITATION", "MEMORY_TOOLS", "citation_of", "retrieved_citations"]
 
 CITATION = re.compile(r"[FE]-[0-9a-f]{10}")
 MEMORY_TOOLS = frozenset({"search_memory", "entity_timeline", "remember"})
-
-
-def citation_of(kind: str, ident: uuid.UUID) -> str:
-    """The citation id of a fact (``kind="fact"``) or an episode."""
-    return ("F-" if kind == "fact" else "E-") + ident.hex[:10]
 
 
 def retrieved_citations(ctx: RunContext[object], tools: Iterable[str] = MEMORY_TOOLS) -> set[str]:

@@ -20,7 +20,6 @@ left out: their facts are already candidates, with dates.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -28,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from .._models import check_text
-from .._results import Context, ContextItem
+from .._results import Context, ContextItem, citation_of
 from .._time import NOW, Now
 from .._tokens import TokenCounter, default_counter
 from ..embedders import Embedder
@@ -44,11 +43,6 @@ DUPLICATE_SIMILARITY = 0.97
 DIVERSITY_LAMBDA = 0.75
 _CANDIDATES = 60
 MAX_EPISODE_CHARS = 2000
-
-
-def citation_of(kind: str, ident: uuid.UUID) -> str:
-    """The stable citation id of a fact (``F-``) or an episode (``E-``)."""
-    return ("F-" if kind == "fact" else "E-") + ident.hex[:10]
 
 
 T = TypeVar("T")

@@ -33,6 +33,7 @@ from typing import Any
 import pydantic
 from psycopg import sql
 
+from .._ids import new_ids
 from .._models import storable
 from .._results import CommunityReport
 from ..embedders import Embedder
@@ -333,7 +334,7 @@ def _reuse(
         share = len(mine & theirs) / len(mine | theirs)
         if share >= best_share:
             best, best_share = r["id"], share
-    ident = best if best is not None else uuid.uuid4()
+    ident = best if best is not None else new_ids(1)[0]
     taken.add(ident)
     return ident
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow
 
+from .._ids import new_ids
 from .._models import Episode
 from ._db import Conn
 from ._write import Write
@@ -122,7 +123,7 @@ class SentEpisode:
 def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> SentEpisode:
     """Send the insert; its result is read by ``SentEpisode.stored``, so that in a pipeline
     the write goes on while the database stores the episode."""
-    ident = uuid.uuid4()
+    ident = new_ids(1)[0]
     cur = w.conn.execute(
         sql.SQL(
             "INSERT INTO timestone.episodes (group_id, id, name, content, source,"
