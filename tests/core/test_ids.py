@@ -98,6 +98,7 @@ def test_the_portable_default_is_a_version_7_uuid(memory: timestone.Memory, dsn:
     (before Postgres 18), built from ``gen_random_uuid()`` and the clock."""
     del memory  # opened so that the schema is migrated
     with psycopg.connect(dsn) as conn:
+        conn.execute("SET ROLE timestone_app")  # the role the library's writes run as
         before = time.time_ns() // 1_000_000
         ids = [
             row[0]

@@ -27,6 +27,8 @@ RETURN encode(
             FROM 1 FOR 6),
         52, 1), 53, 1),
     'hex')::uuid;
+REVOKE ALL ON FUNCTION timestone.uuid_v7() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION timestone.uuid_v7() TO timestone_app;
 
 DO $migration$
 DECLARE
