@@ -1,24 +1,26 @@
 """Structured ingestion throughput and point / as-of read latency.
 
-    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk, 3 times)
-    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk, 3 times)
+    .venv/bin/python -m bench.ingest            # 10k and 100k facts (and 100k in bulk, 4 times)
+    .venv/bin/python -m bench.ingest --quick    # 2k and 10k facts (and 10k in bulk, 4 times)
 
 A synthetic career graph: people change employer (``WORKS_AT``, cardinality
 one: every change closes the previous period) and know each other
 (``KNOWS``, many). Facts go in through ``add_facts`` in batches of 100 and
 1,000 on the embedded Postgres with the default (local) embedder; every batch
-is one transaction. The largest size is ingested four times: with plain
-calls, and twice inside ``Memory.bulk_load`` (vector indexes built once at the
-end; the rate includes that build), with a loop of ``add_facts`` calls and with
-one ``add_fact_batches`` call (the next batch checked and embedded while the
-database stores the one before); then once more inside ``bulk_load`` by
-``WRITERS`` processes at once, each writing its share into a group of its own
-(tenants loaded side by side). Each run has a database of its own. Reads are
-timed at each size (in the first group): the current employer of a person
-(point), the same as of a moment in the middle of ingestion (as-of), and a
-person's whole timeline, once autovacuum has finished with the new rows
-(``settled``: the seconds waited are in the result, ``settled_after_s``) and
-after ``WARM_UP`` untimed calls of each.
+is one transaction. The largest size is ingested five times: with plain
+calls, and inside ``Memory.bulk_load`` (vector indexes built once at the end;
+the rate includes that build) with a loop of ``add_facts`` calls, with one
+``add_fact_batches`` call (the next batch checked and embedded while the
+database stores the one before), and with one ``add_fact_batches`` call of the
+same facts in another order, each person's facts together (``ORDERS``: the
+other runs shuffle them, so most batches add to timelines that earlier batches
+wrote); then once more inside ``bulk_load`` by ``WRITERS`` processes at once,
+each writing its share into a group of its own (tenants loaded side by side).
+Each run has a database of its own. Reads are timed at each size (in the first
+group): the current employer of a person (point), the same as of a moment in
+the middle of ingestion (as-of), and a person's whole timeline, once autovacuum
+has finished with the new rows (``settled``: the seconds waited are in the
+result, ``settled_after_s``) and after ``WARM_UP`` untimed calls of each.
 """
 
 from __future__ import annotations
@@ -47,8 +49,21 @@ ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one"), EdgeTyp
 T0 = datetime(2000, 1, 1, tzinfo=UTC)
 
 
-def corpus(people: int, facts_per_person: int, seed: int = 7) -> list[FactInput]:
-    """``people * facts_per_person`` facts: three employers in turn, the rest KNOWS."""
+ORDERS = ("shuffled", "by person", "by date")
+
+
+def corpus(
+    people: int, facts_per_person: int, seed: int = 7, order: str = "shuffled"
+) -> list[FactInput]:
+    """``people * facts_per_person`` facts: three employers in turn, the rest KNOWS.
+
+    ``order``: ``shuffled`` (every batch mixes people and dates, so most batches add to
+    timelines that earlier batches wrote), ``by person`` (each person's facts together,
+    as an export entity by entity writes them: most timelines are written by one batch)
+    or ``by date`` (in world-time order, as a replay of a log: every batch a slice of the
+    calendar, closing the periods the batches before opened)."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
     rnd = random.Random(seed)
     out: list[FactInput] = []
     for p in range(people):
@@ -62,6 +77,10 @@ def corpus(people: int, facts_per_person: int, seed: int = 7) -> list[FactInput]
                 other = f"Person {rnd.randrange(people):07d}"
                 out.append(FactInput(person, "KNOWS", other, valid_at=start))
     rnd.shuffle(out)
+    if order == "by person":
+        out.sort(key=lambda f: str(f.source))  # stable: each person's facts in shuffled order
+    elif order == "by date":
+        out.sort(key=lambda f: f.valid_at or T0)
     return out
 
 
@@ -200,17 +219,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error(f"--repeat must be at least 1 (reads timed at each size), got {args.repeat}")
-    # (facts, batch, inside bulk_load, through add_fact_batches, loaders at once)
+    # (facts, batch, inside bulk_load, through add_fact_batches, loaders at once, order)
     small, large = (2_000, 10_000) if args.quick else (10_000, 100_000)
     runs = [
-        (small, 100, False, False, 1),
-        (large, 1_000, False, False, 1),
-        (large, 1_000, True, False, 1),
-        (large, 1_000, True, True, 1),
-        (large, 1_000, True, True, WRITERS),
+        (small, 100, False, False, 1, "shuffled"),
+        (large, 1_000, False, False, 1, "shuffled"),
+        (large, 1_000, True, False, 1, "shuffled"),
+        (large, 1_000, True, True, 1, "shuffled"),
+        (large, 1_000, True, True, 1, "by person"),
+        (large, 1_000, True, True, WRITERS, "shuffled"),
     ]
     results: list[dict[str, Any]] = []
-    for total, batch, bulk, many, writers in runs:
+    for total, batch, bulk, many, writers, order in runs:
         with (
             scratch_data_dir() as data_dir,
             timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
@@ -222,7 +242,8 @@ def main() -> None:
                 else [f"bench-{total}-{j}" for j in range(writers)]
             )
             group = groups[0]
-            facts = corpus(people, 5) if writers == 1 else []  # the loaders make their own
+            # the parallel run's loaders make their own
+            facts = corpus(people, 5, order=order) if writers == 1 else []
             pace = cpu_pace_ms()
             client, server = time.process_time(), server_cpu_seconds(data_dir)
             if bulk:
@@ -249,6 +270,7 @@ def main() -> None:
                 row["cpu"] = _cpu_since(client, server, data_dir)
             row["bulk_load"] = bulk
             row["call"] = "add_fact_batches" if many else "add_facts"
+            row["order"] = order
             row["cpu_pace_ms_before_after"] = [pace, cpu_pace_ms()]
             row["settled_after_s"] = settled(mem.dsn)
             row["reads"] = reads(
@@ -259,8 +281,8 @@ def main() -> None:
             how = " inside bulk_load (index build included)" if bulk else ""
             by = f" by {writers} loaders at once, one group each" if writers > 1 else ""
             print(
-                f"ingested {total:,} facts in batches of {batch} ({row['call']}){by}{how}:"
-                f" {rate:,} facts/s"
+                f"ingested {total:,} facts ({order}) in batches of {batch} ({row['call']})"
+                f"{by}{how}: {rate:,} facts/s"
             )
             cpu = row["cpu"]
             if cpu["server_s"] is not None:
@@ -301,7 +323,8 @@ def main() -> None:
         loaders = f", {r['writers']} loaders" if r.get("writers", 1) > 1 else ""
         print(
             f"| {r['facts']:,} | {r['batch']:,}{' (bulk_load)' if r['bulk_load'] else ''} |"
-            f" `{r['call']}`{loaders} | {r['facts_per_second']:,}{alone} | {cell('point')} |"
+            f" `{r['call']}`{loaders}, {r['order']} | {r['facts_per_second']:,}{alone} |"
+            f" {cell('point')} |"
             f" {cell('as_of')} | {cell('timeline')} |"
         )
     print(f"\nwritten to {path}")
