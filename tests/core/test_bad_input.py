@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -212,6 +212,26 @@ def test_naive_read_points(memory: timestone.Memory, group: str) -> None:
         memory.facts(group, as_of=datetime(2020, 1, 1))
     with pytest.raises(NaiveDatetime, match="as_of"):
         memory.timeline(group, "Mira", as_of=datetime(2020, 1, 1))
+
+
+# aware, and in range where they are, but not once converted to UTC
+PAST_9999 = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
+BEFORE_1 = datetime(1, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=5)))
+
+
+@pytest.mark.parametrize("when", [PAST_9999, BEFORE_1], ids=["past 9999", "before year 1"])
+def test_a_time_outside_what_utc_holds(
+    memory: timestone.Memory, dsn: str, group: str, when: datetime
+) -> None:
+    with pytest.raises(InvalidPeriod, match=r"reference_time .* outside the years 1 to 9999"):
+        memory.add_facts(group, [FactInput("A", "R", "B")], reference_time=when)
+    with pytest.raises(InvalidPeriod, match=r"valid_at .* outside the years 1 to 9999"):
+        memory.add_facts(group, [FactInput("A", "R", "B", valid_at=when)], reference_time=REF)
+    assert _rows(dsn, group) == 0
+    with pytest.raises(InvalidPeriod, match="as_of"):
+        memory.facts(group, as_of=when)
+    with pytest.raises(InvalidPeriod, match="valid_at"):
+        memory.search(group, "A", valid_at=when)
 
 
 @pytest.mark.parametrize("limit", [0, -1, 10_000, True, 2.5])

@@ -347,6 +347,42 @@ def test_a_broken_surrogate_escape_in_the_reply_is_dropped_with_a_warning(
     assert {e.name for e in res.entities} == {"Ada", "Bo"}
 
 
+def test_a_date_past_what_utc_holds_is_dropped_with_a_warning(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A model's date that is valid where it is but past year 9999 in UTC (its offset
+    carries it over) is dropped with a warning like any unreadable date; the fact stays,
+    valid from the episode's reference time."""
+    replay.transport.extend(
+        [
+            chat_completion(
+                json.dumps(
+                    {
+                        "entities": [
+                            {"name": "Ada", "type": "Entity", "attributes": []},
+                            {"name": "Bo", "type": "Entity", "attributes": []},
+                        ],
+                        "facts": [
+                            {
+                                "source": "Ada",
+                                "relation": "KNOWS",
+                                "target": "Bo",
+                                "fact": "Ada knows Bo.",
+                                "valid_at": "9999-12-31T23:00:00-05:00",
+                                "invalid_at": None,
+                                "attributes": [],
+                            }
+                        ],
+                    }
+                )
+            )
+        ]
+    )
+    with pytest.warns(ExtractionWarning, match="outside the years 1 to 9999 in UTC; dropped"):
+        res = mem.add_episode(group, "Ada knows Bo.", reference_time=at(2020))
+    assert [(f.fact, f.valid_at) for f in res.facts] == [("Ada knows Bo.", at(2020))]
+
+
 # -- sources --------------------------------------------------------------------------
 
 

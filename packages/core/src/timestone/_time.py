@@ -35,7 +35,13 @@ def aware(value: object, what: str) -> datetime:
             f"{what} is a naive datetime ({value.isoformat()}); pass a timezone-aware one, "
             "for example datetime(..., tzinfo=UTC)"
         )
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        # 9999-12-31 23:00-05:00 is in year 10000 in UTC, past what datetime holds
+        raise InvalidPeriod(
+            f"{what} ({value.isoformat()}) is outside the years 1 to 9999 in UTC"
+        ) from None
 
 
 def optional_aware(value: object, what: str) -> datetime | None:

@@ -348,7 +348,11 @@ def _date(value: str | None, what: str) -> datetime | None:
     except ValueError:
         _warn(f"{what}: {value!r} is not an ISO 8601 date; dropped")
         return None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    try:
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except OverflowError:
+        _warn(f"{what}: {value!r} is outside the years 1 to 9999 in UTC; dropped")
+        return None
 
 
 def _attrs(items: Sequence[P.Attribute]) -> dict[str, Any]:

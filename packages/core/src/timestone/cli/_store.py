@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 
 from .. import _embedded
+from .._time import aware
 from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput, InvalidPeriod
 from ..ontology import EdgeType, EntityType, Ontology
@@ -256,4 +257,4 @@ def parse_when(text: str, what: str) -> datetime:
         ) from exc
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    return aware(parsed, what)
