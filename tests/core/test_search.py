@@ -208,6 +208,8 @@ def test_overlap_reranker_is_a_reranker(memory: timestone.Memory, group: str) ->
         ({"limit": 10_000}, InvalidInput, "limit"),
         ({"reranker": "bm25"}, InvalidInput, "unknown reranker"),
         ({"scopes": ("facts", "nodes")}, InvalidInput, "unknown search scope 'nodes'"),
+        ({"scopes": []}, InvalidInput, r"scopes is empty: name one or more of facts, .*None"),
+        ({"edge_types": []}, InvalidInput, "edge_types is empty: pass None for no filter"),
         ({"valid_at": datetime(2020, 1, 1)}, NaiveDatetime, "valid_at"),
         ({"as_of": datetime(2020, 1, 1)}, NaiveDatetime, "as_of"),
         ({"edge_types": ["not a relation"]}, InvalidInput, "relation"),

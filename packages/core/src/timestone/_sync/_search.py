@@ -131,7 +131,12 @@ class SearchRequest:
         return self.reranker if isinstance(self.reranker, str) else "cross_encoder"
 
 
-def _strings(value: object, what: str, check: Callable[[object], str]) -> tuple[str, ...] | None:
+def _strings(
+    value: object,
+    what: str,
+    check: Callable[[object], str],
+    empty: str = "pass None for no filter",
+) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -140,7 +145,7 @@ def _strings(value: object, what: str, check: Callable[[object], str]) -> tuple[
         raise InvalidInput(f"{what} must be a list of strings, got {type(value).__name__}")
     items = tuple(check(v) for v in cast(Iterable[object], value))
     if not items:
-        raise InvalidInput(f"{what} is empty: pass None for no filter")
+        raise InvalidInput(f"{what} is empty: {empty}")
     if len(items) > _MAX_FILTER_VALUES:
         raise InvalidInput(f"{what} has {len(items):,} values; at most {_MAX_FILTER_VALUES:,}")
     return items
@@ -167,7 +172,15 @@ def prepare_search(
         raise InvalidInput(
             f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r:.80}"
         )
-    wanted = _strings(scopes, "scopes", lambda s: s if isinstance(s, str) else repr(s)) or ()
+    wanted = (
+        _strings(
+            scopes,
+            "scopes",
+            lambda s: s if isinstance(s, str) else repr(s),
+            f"name one or more of {', '.join(SCOPES)} (None searches facts)",
+        )
+        or ()
+    )
     for scope in wanted:
         if scope not in SCOPES:
             raise InvalidInput(
