@@ -292,6 +292,20 @@ def test_edge_type_map_refuses_a_relation_between_the_wrong_types(
     assert {e.name for e in res.entities} == {"Navy", "Grace Hopper"}
 
 
+def extraction_reply(entities: list[str], facts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A chat completion of the extraction step: untyped entities, and facts with no
+    attributes and no dates unless given."""
+    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
+    return chat_completion(
+        json.dumps(
+            {
+                "entities": [{"name": n, "type": "Entity", "attributes": []} for n in entities],
+                "facts": [blank | f for f in facts],
+            }
+        )
+    )
+
+
 def test_a_broken_surrogate_escape_in_the_reply_is_dropped_with_a_warning(
     mem: timestone.Memory, replay: Replay, group: str
 ) -> None:
@@ -299,42 +313,25 @@ def test_a_broken_surrogate_escape_in_the_reply_is_dropped_with_a_warning(
     text an API sends, ASCII) decodes to a lone surrogate, which Postgres text cannot
     hold: the entity named with it, and the fact whose sentence holds it, are dropped;
     the rest is written."""
-    fact: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
     replay.transport.extend(
         [
-            chat_completion(
-                json.dumps(
+            extraction_reply(
+                ["Ada", "Bo", "Cy \ud83d"],
+                [
+                    {"source": "Ada", "relation": "KNOWS", "target": "Bo", "fact": "Ada knows Bo."},
                     {
-                        "entities": [
-                            {"name": "Ada", "type": "Entity", "attributes": []},
-                            {"name": "Bo", "type": "Entity", "attributes": []},
-                            {"name": "Cy \ud83d", "type": "Entity", "attributes": []},
-                        ],
-                        "facts": [
-                            {
-                                "source": "Ada",
-                                "relation": "KNOWS",
-                                "target": "Bo",
-                                "fact": "Ada knows Bo.",
-                                **fact,
-                            },
-                            {
-                                "source": "Bo",
-                                "relation": "LIKES",
-                                "target": "Ada",
-                                "fact": "Bo likes Ada \ud83d.",
-                                **fact,
-                            },
-                            {
-                                "source": "Ada",
-                                "relation": "KNOWS",
-                                "target": "Cy \ud83d",
-                                "fact": "Ada knows Cy.",
-                                **fact,
-                            },
-                        ],
-                    }
-                )
+                        "source": "Bo",
+                        "relation": "LIKES",
+                        "target": "Ada",
+                        "fact": "Bo likes Ada \ud83d.",
+                    },
+                    {
+                        "source": "Ada",
+                        "relation": "KNOWS",
+                        "target": "Cy \ud83d",
+                        "fact": "Ada knows Cy.",
+                    },
+                ],
             )
         ]
     )
@@ -355,26 +352,17 @@ def test_a_date_past_what_utc_holds_is_dropped_with_a_warning(
     valid from the episode's reference time."""
     replay.transport.extend(
         [
-            chat_completion(
-                json.dumps(
+            extraction_reply(
+                ["Ada", "Bo"],
+                [
                     {
-                        "entities": [
-                            {"name": "Ada", "type": "Entity", "attributes": []},
-                            {"name": "Bo", "type": "Entity", "attributes": []},
-                        ],
-                        "facts": [
-                            {
-                                "source": "Ada",
-                                "relation": "KNOWS",
-                                "target": "Bo",
-                                "fact": "Ada knows Bo.",
-                                "valid_at": "9999-12-31T23:00:00-05:00",
-                                "invalid_at": None,
-                                "attributes": [],
-                            }
-                        ],
+                        "source": "Ada",
+                        "relation": "KNOWS",
+                        "target": "Bo",
+                        "fact": "Ada knows Bo.",
+                        "valid_at": "9999-12-31T23:00:00-05:00",
                     }
-                )
+                ],
             )
         ]
     )
