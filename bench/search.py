@@ -66,7 +66,14 @@ from timestone._aio._search import fact_vectors, prepare_search, search_params
 from timestone._sync._search import run_search
 from timestone._tokens import default_counter
 
-from ._common import cpu_pace_ms, percentiles, scratch_data_dir, wait_for, write_result
+from ._common import (
+    cpu_pace_ms,
+    percentiles,
+    scratch_data_dir,
+    settled,
+    wait_for,
+    write_result,
+)
 
 FIRST = [
     "Alma",
@@ -379,9 +386,13 @@ def run_size(
                 )
         stats = mem.stats(group)
         with psycopg.connect(mem.dsn, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE timestone.facts")
-            conn.execute("VACUUM ANALYZE timestone.entities")
-            conn.execute("VACUUM ANALYZE timestone.episodes")
+            # every table the build wrote, so that no autovacuum of them runs on the other
+            # core while the searches are timed (the wait below sees to one that began)
+            for (table,) in conn.execute(
+                "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r'"
+                " AND c.relnamespace = 'timestone'::regnamespace ORDER BY 1"
+            ).fetchall():
+                conn.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
             # a server that has been answering holds its working set in memory: load the
             # schema's tables and indexes into the buffer cache, as pg_prewarm's autoprewarm
             # does for a restarted production server (without it, at 1M facts every question
@@ -391,6 +402,7 @@ def run_size(
                 "SELECT pg_prewarm(c.oid) FROM pg_class AS c"
                 " WHERE c.relnamespace = 'timestone'::regnamespace AND c.relkind IN ('r', 'i')"
             )
+        waited = settled(mem.dsn)
         rng = random.Random(11)
         sample = rng.sample(questions, min(n_questions, len(questions)))
         for q, _ in sample[:20]:  # warm caches
@@ -417,6 +429,7 @@ def run_size(
             "questions": len(sample),
             **percentiles(latencies),
             "cpu_pace_ms_before_after": pace,
+            "settled_after_s": waited,
             "recall_at_10": round(hits / len(sample), 4),
             "recall_at_10_where_exact_finds": round(both / max(1, sum(exact_hits)), 4),
             "exact_recall_at_10": round(sum(exact_hits) / len(sample), 4),
