@@ -14,6 +14,7 @@ import pytest
 
 import timestone
 from timestone import EdgeType, EntityInput, EntityType, FactInput, Ontology
+from timestone._models import MAX_ATTRIBUTES_CHARS
 from timestone.errors import (
     AlreadyRemoved,
     InvalidInput,
@@ -587,6 +588,100 @@ def test_an_integer_past_a_lowered_digit_limit_is_refused(
             memory.add_facts(group, [fact], reference_time=REF)
     finally:
         sys.set_int_max_str_digits(limit)
+    assert _rows(dsn, group) == 0
+
+
+def _json_of(chars: int) -> dict[str, str]:
+    """An attributes mapping whose JSON text (``json.dumps``) is ``chars`` characters."""
+    return {"k": "x" * (chars - len('{"k": ""}'))}
+
+
+LIMIT = MAX_ATTRIBUTES_CHARS
+
+
+OVERSIZED: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
+    (
+        lambda m, g: m.add_facts(
+            g, [FactInput("A", "R", "B", attributes=_json_of(LIMIT + 1))], reference_time=REF
+        ),
+        r"attributes of R is 100,001 characters of JSON; the limit is 100,000",
+    ),
+    (
+        lambda m, g: m.add_facts(
+            g,
+            [FactInput(EntityInput("A", attributes=_json_of(LIMIT + 1)), "R", "B")],
+            reference_time=REF,
+        ),
+        r"attributes of Entity 'A' is 100,001 characters of JSON",
+    ),
+    (
+        lambda m, g: m.add_document(
+            g, "u://a", "Ada met Bo.", reference_time=REF, metadata=_json_of(LIMIT + 1)
+        ),
+        r"document metadata is 100,001 characters of JSON; the limit is 100,000",
+    ),
+    (
+        lambda m, g: m.graph_upsert(
+            g, entities=[{"name": "Ada", "attributes": _json_of(5 * LIMIT)}]
+        ),
+        r"attributes of Entity 'Ada' is 500,000 characters of JSON",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"), OVERSIZED, ids=["fact", "entity", "document metadata", "graph node"]
+)
+def test_attributes_past_their_size_are_refused(
+    memory: timestone.Memory,
+    dsn: str,
+    group: str,
+    call: Callable[[timestone.Memory, str], object],
+    message: str,
+) -> None:
+    """A fact or entity row carries its attributes into every version and every result
+    that holds it: a mapping of over 100,000 characters of JSON is refused, whole."""
+    with pytest.raises(InvalidInput, match=message) as caught:
+        call(memory, group)
+    assert len(str(caught.value)) < 400
+    assert _rows(dsn, group) == 0
+
+
+def test_attributes_up_to_their_size_are_stored(memory: timestone.Memory, group: str) -> None:
+    most = _json_of(LIMIT)
+    res = memory.add_facts(
+        group,
+        [FactInput(EntityInput("A", attributes=most), "R", "B", attributes=most)],
+        reference_time=REF,
+    )
+    assert res.facts[0].attributes == most
+    stored = memory.get_entity(group, "A")
+    assert stored is not None
+    assert stored.attributes == most
+
+
+def test_attributes_past_their_size_once_their_model_converts_them(
+    closed: timestone.Memory, dsn: str, group: str
+) -> None:
+    # what is measured is what would be stored: the model's output, not the input
+    fact = FactInput("A", "DIRECTS", "B", attributes={"since": 1, "title": "t" * LIMIT})
+    with pytest.raises(InvalidInput, match="attributes of DIRECTS is 100,0"):
+        closed.add_facts(group, [fact], reference_time=REF)
+    assert _rows(dsn, group) == 0
+
+
+def test_attributes_nested_too_deep_are_named_briefly(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    nested: object = 1
+    for _ in range(1000):
+        nested = {"a": nested}
+    with pytest.raises(InvalidInput, match="is nested deeper than 64 levels") as caught:
+        memory.add_facts(
+            group, [FactInput("A", "R", "B", attributes={"k": nested})], reference_time=REF
+        )
+    assert str(caught.value).startswith("attributes of R['k']['a']")
+    assert len(str(caught.value)) < 200
     assert _rows(dsn, group) == 0
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from ._models import check_json, check_text
+from ._models import check_json, check_json_size, check_text
 from .errors import InvalidInput
 
 __all__ = [
@@ -80,12 +80,7 @@ def check_value(value: object, what: str = "item value") -> dict[str, Any]:
         raise InvalidInput(f"{what} must be a JSON object (a dict), got {type(value).__name__}")
     mapping = cast(Mapping[str, Any], value)
     check_json(mapping, what)
-    text = json.dumps(mapping)
-    if len(text) > MAX_VALUE_CHARS:
-        raise InvalidInput(
-            f"{what} is {len(text):,} characters of JSON; the limit is {MAX_VALUE_CHARS:,}"
-        )
-    return cast(dict[str, Any], json.loads(text))
+    return cast(dict[str, Any], json.loads(check_json_size(mapping, what, MAX_VALUE_CHARS)))
 
 
 def index_text(value: Mapping[str, Any]) -> str:

@@ -8,6 +8,7 @@ ISO 8601 strings for dates), validated by pydantic.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import sys
@@ -62,6 +63,10 @@ def check_chars(value: str, what: str) -> str:
 
 
 MAX_JSON_DEPTH = 64
+# the JSON text of one attributes mapping, or of a document's metadata: a fact or entity
+# row carries its attributes into every version and every search result that holds it
+MAX_ATTRIBUTES_CHARS = 100_000
+_PATH_CHARS = 120  # of a nested value's path (``what``) in a message
 
 
 MAX_JSON_INT_DIGITS = 131_072  # Postgres's numeric: digits before the decimal point
@@ -96,7 +101,8 @@ def check_json(value: object, what: str, depth: int = 0) -> None:
             _check_big_int(value, what)
         return
     if depth > MAX_JSON_DEPTH:
-        raise InvalidInput(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+        path = what if len(what) <= _PATH_CHARS else what[: _PATH_CHARS - 3] + "..."
+        raise InvalidInput(f"{path} is nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise InvalidInput(f"{what} is {value!r}, which JSON cannot hold")
@@ -117,6 +123,17 @@ def check_json(value: object, what: str, depth: int = 0) -> None:
             "number, boolean, None, list or dict (or declare the attribute's type in the "
             "ontology, which converts it)"
         )
+
+
+def check_json_size(value: object, what: str, max_chars: int = MAX_ATTRIBUTES_CHARS) -> str:
+    """The JSON text of ``value`` (checked by ``check_json``), refused naming ``what``
+    when it is longer than ``max_chars``."""
+    text = json.dumps(value)
+    if len(text) > max_chars:
+        raise InvalidInput(
+            f"{what} is {len(text):,} characters of JSON; the limit is {max_chars:,}"
+        )
+    return text
 
 
 def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = False) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import pydantic
 
-from ._models import check_json, check_relation, check_text
+from ._models import check_json, check_json_size, check_relation, check_text
 from .errors import InvalidInput, OntologyViolation
 
 __all__ = ["Cardinality", "EdgeType", "EntityType", "Ontology"]
@@ -69,6 +69,7 @@ def _validate(
             raise OntologyViolation(f"{what}: {where}: {err['msg']}") from exc
     if out:
         check_json(out, what)
+        check_json_size(out, what)
     return out
 
 

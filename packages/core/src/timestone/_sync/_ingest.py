@@ -38,6 +38,7 @@ from .._models import (
     FactInput,
     IngestResult,
     check_json,
+    check_json_size,
     check_mapping,
     check_text,
 )
@@ -558,6 +559,7 @@ class Ingest:
         title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
         meta = {} if metadata is None else dict(check_mapping(metadata, "document metadata"))
         check_json(meta, "document metadata")
+        check_json_size(meta, "document metadata")
         digest = hashlib.sha256(content.encode()).hexdigest()
         chunks = chunk_text(content, max_chars=max_chunk_chars)
         ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
