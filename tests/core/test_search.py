@@ -204,6 +204,16 @@ def test_overlap_reranker_is_a_reranker(memory: timestone.Memory, group: str) ->
     [
         ({"query": ""}, InvalidInput, "empty"),
         ({"query": "x" * 100_000}, InvalidInput, "100,000 characters"),
+        (
+            {"query": " or ".join(f"w{i}" for i in range(65))},
+            InvalidInput,
+            r"search query has 65 alternatives \(words joined by 'or'\); the limit is 64",
+        ),
+        (
+            {"query": " OR ".join(f"w{i}" for i in range(500))},
+            InvalidInput,
+            "has 500 alternatives",
+        ),
         ({"limit": 0}, InvalidInput, "limit"),
         ({"limit": 10_000}, InvalidInput, "limit"),
         ({"reranker": "bm25"}, InvalidInput, "unknown reranker"),
@@ -223,6 +233,19 @@ def test_bad_input_is_refused(
     query = args.pop("query")
     with pytest.raises(error, match=match):
         memory.search(group, query, **args)  # type: ignore[arg-type]
+
+
+def test_alternatives_up_to_the_limit_are_searched(memory: timestone.Memory, group: str) -> None:
+    _mira(memory, group)
+    words = [f"w{i}" for i in range(63)]
+    # quoted, an "or" is a word of a phrase: 64 alternatives and a phrase that says "or"
+    asked = " or ".join(["Gamay", *words]) + ' "red or white"'
+    found = memory.search(group, asked, valid_at=None)
+    assert any("Gamay" in f.fact for f in found.facts)
+    context = memory.context(group, " OR ".join(["Gamay", *words]))
+    assert any("Gamay" in item.text for item in context.items)
+    with pytest.raises(InvalidInput, match="65 alternatives"):
+        memory.context(group, " or ".join(["Gamay", *words, "w63"]))
 
 
 def test_tenancy_no_search_path_leaks(memory: timestone.Memory, group: str) -> None:

@@ -53,7 +53,7 @@ from psycopg.rows import DictRow
 
 from .._arrays import TextArray
 from .._compat import join, settle, spawn
-from .._fulltext import web_query
+from .._fulltext import check_alternatives, web_query
 from .._fusion import RERANKERS, RRF_K, Candidate, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact, check_relation, check_text, check_uuid
@@ -168,6 +168,7 @@ def prepare_search(
 ) -> SearchRequest:
     """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
     text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
+    check_alternatives(text)
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidInput(
             f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r:.80}"
