@@ -647,6 +647,12 @@ def test_attributes_up_to_their_size_are_stored(memory: timestone.Memory, group:
     stored = memory.get_entity(group, "A")
     assert stored is not None
     assert stored.attributes == most
+    # characters as written: 99,000 of "é" are 99,000, not their 594,000 of \u escapes
+    accented = {"k": "é" * 99_000}
+    res = memory.add_facts(
+        group, [FactInput("C", "R", "D", attributes=accented)], reference_time=REF
+    )
+    assert res.facts[0].attributes == accented
 
 
 def test_attributes_past_their_size_once_their_model_converts_them(

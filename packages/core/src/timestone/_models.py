@@ -127,8 +127,8 @@ def check_json(value: object, what: str, depth: int = 0) -> None:
 
 def check_json_size(value: object, what: str, max_chars: int = MAX_ATTRIBUTES_CHARS) -> str:
     """The JSON text of ``value`` (checked by ``check_json``), refused naming ``what``
-    when it is longer than ``max_chars``."""
-    text = json.dumps(value)
+    when it is longer than ``max_chars`` (characters as written, not ``\\u`` escapes)."""
+    text = json.dumps(value, ensure_ascii=False)
     if len(text) > max_chars:
         raise InvalidInput(
             f"{what} is {len(text):,} characters of JSON; the limit is {max_chars:,}"
