@@ -3,6 +3,7 @@ retraction in system time, rollback, and the cross-group id check under the libr
 
 from __future__ import annotations
 
+import random
 import uuid
 from datetime import UTC, datetime
 
@@ -119,3 +120,82 @@ def test_relation_properties_may_hold_lists_and_objects(
     history = memory.fact_history(group, "Ada")
     assert sorted(f.target for f in history) == ["Bo", "Cy"]
     assert {f.version_id for f in history if f.target == "Bo"} == {fact.version_id}
+
+
+def _end_key(end: timestone.Entity | GraphChunk | str) -> str:
+    if isinstance(end, timestone.Entity):
+        return "e:" + str(end.id)
+    return "c:" + end.key if isinstance(end, GraphChunk) else "k:" + end
+
+
+def _walk(edges: list[tuple[str, str, str]], start: set[str], depth: int) -> dict[str, int]:
+    """A breadth-first walk written apart from the query: each edge (id, end, end) at the
+    first level whose frontier it touches, up to ``depth``."""
+    found: dict[str, int] = {}
+    frontier, seen = set(start), set(start)
+    for level in range(1, depth + 1):
+        reached: set[str] = set()
+        for eid, a, b in edges:
+            if a in frontier or b in frontier:
+                found.setdefault(eid, level)
+                reached |= {a, b} - seen
+        if not reached:
+            break
+        seen |= reached
+        frontier = reached
+    return found
+
+
+def test_the_walk_is_a_breadth_first_walk_cut_at_its_limit(
+    memory: timestone.Memory, group: str
+) -> None:
+    """On a random graph of facts and links: the walk's depths are those of a walk
+    written apart, and a walk with a limit returns the first edges of the walk without
+    one. (The query stops reaching further once the nodes it reached past its start
+    outnumber the limit: each was reached by an edge of its own, nearer than they are.)"""
+    rnd = random.Random(3)
+    names = [f"N{i}" for i in range(60)]
+    chunks = [GraphChunk(f"chunk-{i}", f"text {i}") for i in range(6)]
+    relations = [
+        GraphRelation(rnd.choice(names), f"R{rnd.randrange(4)}", rnd.choice(names))
+        for _ in range(120)
+    ]
+    relations += [GraphRelation(c.key, "MENTIONS", rnd.choice(names)) for c in chunks]
+    relations += [GraphRelation(chunks[0].key, "SOURCE", "doc-1")]
+    memory.graph_upsert(
+        group, entities=[EntityInput(n) for n in names], chunks=chunks, relations=relations
+    )
+    every = memory.graph_edges(group, limit=1000)
+    assert len(every) > 100
+    edges = [
+        (f"f:{e.id}" if e.fact is not None else f"l:{e.id}", _end_key(e.source), _end_key(e.target))
+        for e in every
+    ]
+    ids = {n: memory.get_entity(group, n) for n in names}
+    for name in [*rnd.sample(names, 8), "chunk-0"]:
+        node = ids.get(name)
+        start = "e:" + str(node.id) if node is not None else "c:" + name
+        around = [str(node.id)] if node is not None else [name]
+        for depth in (1, 2, 3, 5):
+            whole = memory.graph_edges(group, around=around, depth=depth, limit=1000)
+            got = {(f"f:{e.id}" if e.fact is not None else f"l:{e.id}"): e.depth for e in whole}
+            assert got == _walk(edges, {start}, depth), (name, depth)
+            assert [e.depth for e in whole] == sorted(e.depth for e in whole)
+            for limit in (1, 3, 10, 40):
+                cut = memory.graph_edges(group, around=around, depth=depth, limit=limit)
+                assert cut == whole[:limit], (name, depth, limit)
+    # a tree, where the nodes a walk reaches are exactly as many as the edges that reached
+    # them: a walk that stopped one level early would come up short
+    tree = group + "-tree"
+    memory.graph_upsert(
+        tree,
+        entities=[EntityInput(f"T{i}") for i in range(63)],
+        relations=[GraphRelation(f"T{(i - 1) // 2}", "CHILD", f"T{i}") for i in range(1, 63)],
+    )
+    root = memory.get_entity(tree, "T0")
+    assert root is not None
+    whole = memory.graph_edges(tree, around=[str(root.id)], depth=6, limit=1000)
+    assert [e.depth for e in whole] == [1] * 2 + [2] * 4 + [3] * 8 + [4] * 16 + [5] * 32
+    for limit in range(1, 63):
+        cut = memory.graph_edges(tree, around=[str(root.id)], depth=6, limit=limit)
+        assert cut == whole[:limit], limit

