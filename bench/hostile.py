@@ -1,0 +1,142 @@
+"""Hostile shapes: a node with tens of thousands of neighbours, and questions built to be
+expensive. Each read is timed end to end (median and worst of ``--repeat`` calls).
+
+    .venv/bin/python -m bench.hostile                      # 20,000 employees of one company
+    .venv/bin/python -m bench.hostile --people 50000 --repeat 3
+
+One group, written in ``bulk_load``: ``--people`` people who each work at "Hub Corp"
+(from dates spread over eight years) and know one other person, so the company is a
+node with ``--people`` neighbours and the people a ring. Then:
+
+- the walk of the property graph (``graph_edges``, the LlamaIndex ``get_rel_map``)
+  around the company to depth 3 and around a person to depth 10, 1,000 edges each;
+- ``search`` and ``context`` of a question naming the company, ``search`` from the
+  company as ``center``, and the company's ``timeline`` (every period);
+- questions at the limits a search accepts: 1,400 negated words (10,000 characters,
+  which match every fact of the group), 64 alternatives ("Person 1 or Person 2 or
+  ..."), and 10,000 characters of distinct words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import timestone
+from bench._common import cpu_pace_ms, scratch_data_dir, settled, write_result
+from timestone import FactInput
+
+T0 = datetime(2016, 1, 1, tzinfo=UTC)
+HUB = "Hub Corp"
+QUESTION = "Who works at Hub Corp?"
+
+
+def hub_facts(people: int, seed: int = 5) -> list[FactInput]:
+    """Each person works at the company from a date of their own, and knows one other."""
+    rnd = random.Random(seed)
+    out: list[FactInput] = []
+    for i in range(people):
+        start = T0 + timedelta(days=rnd.randrange(8 * 365))
+        out.append(FactInput(f"Person {i}", "WORKS_AT", HUB, valid_at=start))
+        out.append(FactInput(f"Person {i}", "KNOWS", f"Person {(i * 7 + 1) % people}"))
+    return out
+
+
+def hostile_questions(seed: int = 9) -> dict[str, str]:
+    rnd = random.Random(seed)
+    words = ["".join(rnd.choice("bcdfghklmnprstvz") for _ in range(6)) for _ in range(3000)]
+    return {
+        "1,400 negated words": " ".join("-" + w for w in words)[:10_000].rsplit(" ", 1)[0],
+        "64 alternatives": " or ".join(f"Person {i}" for i in range(64)),
+        "10,000 characters of distinct words": " ".join(words)[:10_000].rsplit(" ", 1)[0],
+    }
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
+    fn()  # warm: plans, caches
+    samples: list[float] = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    return {"median_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
+
+
+def run(people: int, repeat: int) -> dict[str, Any]:
+    with scratch_data_dir() as data_dir, timestone.Memory.open(data_dir=data_dir) as mem:
+        group = "hostile"
+        facts = hub_facts(people)
+        started = time.perf_counter()
+        with mem.bulk_load():
+            mem.add_fact_batches(
+                group,
+                [
+                    {"facts": facts[i : i + 1000], "reference_time": T0}
+                    for i in range(0, len(facts), 1000)
+                ],
+                keep_results=False,
+            )
+        loaded_s = round(time.perf_counter() - started, 1)
+        waited = settled(mem.dsn)
+        hub, person = mem.get_entity(group, HUB), mem.get_entity(group, "Person 5")
+        if hub is None or person is None:
+            raise SystemExit("the load did not write the company and its people")
+        reads: dict[str, Callable[[], Any]] = {
+            "graph_edges around the company, depth 3, 1,000 edges": lambda: mem.graph_edges(
+                group, around=[str(hub.id)], depth=3, limit=1000
+            ),
+            "graph_edges around a person, depth 10, 1,000 edges": lambda: mem.graph_edges(
+                group, around=[str(person.id)], depth=10, limit=1000
+            ),
+            f"search {QUESTION!r}": lambda: mem.search(group, QUESTION),
+            "search from the company as center": lambda: mem.search(
+                group, "who works there", center=hub.id
+            ),
+            f"context {QUESTION!r}": lambda: mem.context(group, QUESTION),
+            "timeline of the company (every period)": lambda: mem.timeline(group, HUB),
+        }
+        for label, question in hostile_questions().items():
+            reads[f"search of {label}"] = lambda q=question: mem.search(group, q)
+        pace = [cpu_pace_ms()]
+        timings = {label: timed(fn, repeat) for label, fn in reads.items()}
+        pace.append(cpu_pace_ms())
+        edges = len(mem.graph_edges(group, around=[str(hub.id)], depth=3, limit=1000))
+        return {
+            "people": people,
+            "facts": len(facts),
+            "load_s": loaded_s,
+            "settled_after_s": waited,
+            "repeat": repeat,
+            "cpu_pace_ms_before_after": pace,
+            "edges_returned_around_company": edges,
+            "reads": timings,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--people", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    if args.people < 10 or args.repeat < 1:
+        parser.error("--people must be at least 10 and --repeat at least 1")
+    result = run(args.people, args.repeat)
+    path = write_result("hostile", result)
+    print(
+        f"\n{result['facts']:,} facts ({args.people:,} people, one company), loaded in"
+        f" {result['load_s']} s; pace {result['cpu_pace_ms_before_after']}\n"
+    )
+    print(f"| read | median of {args.repeat} (ms) | worst (ms) |")
+    print("|---|---:|---:|")
+    for label, t in result["reads"].items():
+        print(f"| {label} | {t['median_ms']:,} | {t['max_ms']:,} |")
+    print(f"\nwritten to {path}")
+
+
+if __name__ == "__main__":
+    main()
