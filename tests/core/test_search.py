@@ -365,6 +365,34 @@ async def test_async_search_matches_sync(
     assert timedelta(0) <= datetime.now(UTC) - a.facts[0].created_at
 
 
+async def test_an_episode_is_as_far_from_the_center_as_its_nearest_entity(
+    amemory: timestone.AsyncMemory,
+    group: str,
+    app_conn: psycopg.AsyncConnection[DictRow],
+) -> None:
+    """An episode's ``hops`` (what ``node_distance`` ranks by) is the least depth at
+    which the walk reached an entity it mentions; none reached: no hops."""
+    chain = [("Ada", "Bo"), ("Bo", "Cy"), ("Cy", "Dee"), ("Eve", "Fay")]
+    episodes: dict[uuid.UUID, tuple[str, str]] = {}
+    for source, target in chain:
+        res = await amemory.add_facts(
+            group,
+            [F(source, "KNOWS", target, fact=f"{source} knows {target}.")],
+            reference_time=T2015,
+        )
+        episodes[res.episode.id] = (source, target)
+    req = prepare_search(
+        "who knows whom", scopes=("episodes",), center="Ada", limit=10, valid_at=None
+    )
+    vector = (await amemory.embedder.aembed(["who knows whom"]))[0]
+    async with app_conn.transaction():
+        await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        found = await run_search(app_conn, group, req, vector, amemory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+    hops = {episodes[row["id"]]: row["hops"] for row in found["episodes"].rows.values()}
+    # the walk from Ada: Ada 0, Bo 1, Cy 2 (two hops); Dee, Eve and Fay unreached
+    assert hops == {("Ada", "Bo"): 0, ("Bo", "Cy"): 1, ("Cy", "Dee"): 2, ("Eve", "Fay"): None}
+
+
 @pytest.mark.parametrize("reranker", ["rrf", "node_distance", "episode_mentions"])
 async def test_the_database_cut_equals_fusion_over_every_candidate(
     amemory: timestone.AsyncMemory,

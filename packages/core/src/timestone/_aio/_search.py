@@ -985,6 +985,23 @@ def entities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     )
 
 
+def _hop_of_mention() -> sql.Composable:
+    """The depth at which the walk reached the entity of mention ``m`` (NULL: not at all),
+    one hashed lookup per depth. A join of an episode's mentions with ``walked`` was
+    planned from ``walked`` (an estimate of some dozens of rows), an index probe of
+    mentions for each walked entity and each candidate episode: around a company of
+    20,000 employees (5,000 entities walked), 200,000 probes and 0.86 s a ``context``."""
+    return sql.SQL("CASE {} END").format(
+        sql.SQL(" ").join(
+            sql.SQL(
+                "WHEN m.entity_id IN (SELECT w.entity_id FROM walked AS w WHERE w.depth = {d})"
+                " THEN {d}"
+            ).format(d=sql.Literal(d))
+            for d in range(max(WALK_DEPTH, CENTER_DEPTH) + 1)
+        )
+    )
+
+
 def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     parts: list[sql.Composable] = [held_clause("p", req.as_of)]
     if req.valid_at is not None:
@@ -999,9 +1016,8 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
         "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
         "  cand.fts_rank, cand.vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
-        "  (SELECT min(w.depth) FROM timestone.mentions AS m JOIN walked AS w"
-        "   ON w.entity_id = m.entity_id WHERE m.group_id = p.group_id AND m.episode_id = p.id"
-        "   AND {held_m}) AS hops,"
+        "  (SELECT min({hop}) FROM timestone.mentions AS m"
+        "   WHERE m.group_id = p.group_id AND m.episode_id = p.id AND {held_m}) AS hops,"
         "  (SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
         "   AND m.episode_id = p.id AND {held_m}) AS mentions, {fused} AS fused{embedding}"
         " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
@@ -1014,6 +1030,7 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         cand=candidates_sql("episodes"),
         filters=filters,
         held_m=held_clause("m", req.as_of),
+        hop=_hop_of_mention(),
         embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
         fused=fused_sql("episodes"),
         kept=kept_sql("id", req),
