@@ -252,6 +252,12 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
     with psycopg.connect(fresh_dsn) as conn:
         # a table this small is read as written: its lists are short
         assert index_query(conn, "Karin Jahn 12 live") == "'karin' & 'jahn' & '12' & 'live'"
+        # but a question of more than 16 words reads its first 16 (each row the index
+        # returns is checked against them all)
+        many = [f"w{i}" for i in range(30)]
+        assert index_query(conn, " ".join(many)) == " & ".join(f"'{w}'" for w in many[:16])
+        assert index_query(conn, " ".join(many[:16])) == " & ".join(f"'{w}'" for w in many[:16])
+        assert index_query(conn, " or ".join(many)) == " | ".join(f"'{w}'" for w in many)
         conn.execute("SET timestone.text_narrowing_rows = 0")
         assert index_query(conn, "Where does Karin Jahn 12 live?") == "'karin' & 'jahn' & '12'"
         # one lexeme is left at least: when every one is common, all are read
@@ -260,8 +266,19 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
         assert index_query(conn, "Karin or live") == "'karin' | 'live'"
         assert index_query(conn, "Karin -live") == "'karin' & !'live'"
         assert index_query(conn, '"Karin Jahn" live') == "'karin' <-> 'jahn' & 'live'"
+        # of a long question, the first 16 lexemes that are not common
+        common = " ".join(["lives", "city"] * 10)
+        assert index_query(conn, f"{common} Karin Jahn " + " ".join(many)) == " & ".join(
+            ["'karin'", "'jahn'", *(f"'{w}'" for w in many[:14])]
+        )
 
         now = datetime.now(UTC)
+        # a long question finds what the whole question matches
+        long_question = "Karin Jahn 12 lives in City 5 " + " ".join(["city"] * 40) + " Karin"
+        found = _found(conn, group, long_question, valid_at=now)
+        assert found == _exact(conn, group, long_question, valid_at=now)
+        assert found == ["Karin Jahn 12 lives in City 5."]
+        assert _found(conn, group, "Karin Jahn 12 " + " ".join(many), valid_at=now) == []
         # the rows the narrower index condition lets through are checked against it all
         assert _found(conn, group, "Where does Karin Jahn 12 live?", valid_at=now) == [
             "Karin Jahn 12 lives in City 5."
