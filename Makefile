@@ -38,6 +38,7 @@ bench: venv
 	$(RUN) python -m bench.llm_calls
 	$(RUN) python -m bench.search --sizes 10000 100000
 	$(RUN) python -m bench.duplicates
+	$(RUN) python -m bench.hostile
 
 clean:
 	rm -rf $(VENV)

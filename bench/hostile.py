@@ -3,6 +3,10 @@ expensive. Each read is timed end to end (median and worst of ``--repeat`` calls
 
     .venv/bin/python -m bench.hostile                      # 20,000 employees of one company
     .venv/bin/python -m bench.hostile --people 50000 --repeat 3
+    .venv/bin/python -m bench.hostile --skip negated --result hostile-before   # other code
+
+``--skip`` leaves out the reads whose label holds its text (code before a fix may take
+hours over one); ``--result`` names the file written in ``bench/results``.
 
 One group, written in ``bulk_load``: ``--people`` people who each work at "Hub Corp"
 (from dates spread over eight years) and know one other person, so the company is a
@@ -67,7 +71,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
     return {"median_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
 
 
-def run(people: int, repeat: int) -> dict[str, Any]:
+def run(people: int, repeat: int, skip: list[str]) -> dict[str, Any]:
     with scratch_data_dir() as data_dir, timestone.Memory.open(data_dir=data_dir) as mem:
         group = "hostile"
         facts = hub_facts(people)
@@ -102,6 +106,7 @@ def run(people: int, repeat: int) -> dict[str, Any]:
         }
         for label, question in hostile_questions().items():
             reads[f"search of {label}"] = lambda q=question: mem.search(group, q)
+        reads = {k: fn for k, fn in reads.items() if not any(text in k for text in skip)}
         pace = [cpu_pace_ms()]
         timings = {label: timed(fn, repeat) for label, fn in reads.items()}
         pace.append(cpu_pace_ms())
@@ -118,15 +123,37 @@ def run(people: int, repeat: int) -> dict[str, Any]:
         }
 
 
+def _commit() -> str | None:
+    """The commit of the timestone package this run imported (None outside a checkout)."""
+    import subprocess
+    from pathlib import Path
+
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(Path(timestone.__file__).parent), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--people", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip", action="append", default=[], metavar="TEXT")
+    parser.add_argument("--result", default="hostile", metavar="NAME")
     args = parser.parse_args()
     if args.people < 10 or args.repeat < 1:
         parser.error("--people must be at least 10 and --repeat at least 1")
-    result = run(args.people, args.repeat)
-    path = write_result("hostile", result)
+    if not args.result.replace("-", "").replace("_", "").isalnum():
+        parser.error("--result must be a plain file name (letters, digits, - and _)")
+    result = run(args.people, args.repeat, args.skip)
+    result["commit"] = _commit()
+    path = write_result(args.result, result)
     print(
         f"\n{result['facts']:,} facts ({args.people:,} people, one company), loaded in"
         f" {result['load_s']} s; pace {result['cpu_pace_ms_before_after']}\n"
