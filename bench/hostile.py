@@ -18,7 +18,11 @@ node with ``--people`` neighbours and the people a ring. Then:
   company as ``center``, and the company's ``timeline`` (every period);
 - questions at the limits a search accepts: 1,400 negated words (10,000 characters,
   which match every fact of the group), 64 alternatives ("Person 1 or Person 2 or
-  ..."), and 10,000 characters of distinct words.
+  ..."), and 10,000 characters of distinct words;
+- writes to a long timeline: one person's employer (``WORKS_AT``, cardinality one)
+  changed ``--periods`` times, written in calls of 1,000, then one more assertion
+  after the last and one in the middle (each a call of its own, a new episode),
+  and the removal of such an episode.
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ from typing import Any
 
 import timestone
 from bench._common import cpu_pace_ms, scratch_data_dir, settled, write_result
-from timestone import FactInput
+from timestone import EdgeType, FactInput, Ontology
 
 T0 = datetime(2016, 1, 1, tzinfo=UTC)
 HUB = "Hub Corp"
 QUESTION = "Who works at Hub Corp?"
+ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
 
 
 def hub_facts(people: int, seed: int = 5) -> list[FactInput]:
@@ -71,8 +76,46 @@ def timed(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
     return {"median_ms": round(statistics.median(samples), 1), "max_ms": round(max(samples), 1)}
 
 
-def run(people: int, repeat: int, skip: list[str]) -> dict[str, Any]:
-    with scratch_data_dir() as data_dir, timestone.Memory.open(data_dir=data_dir) as mem:
+def timeline_writes(mem: timestone.Memory, periods: int, repeat: int) -> dict[str, Any]:
+    """One slot of ``periods`` periods, then the writes that touch it (see above)."""
+    group = "hostile-timeline"
+    day = timedelta(days=1)
+    facts = [
+        FactInput("Mira", "WORKS_AT", f"Company {i % 50}", valid_at=T0 + i * day)
+        for i in range(periods)
+    ]
+    for i in range(0, periods, 1000):
+        mem.add_facts(group, facts[i : i + 1000], reference_time=T0)
+    count = iter(range(1_000_000))
+
+    def later() -> Any:
+        k = next(count)
+        fact = FactInput("Mira", "WORKS_AT", f"New {k}", valid_at=T0 + (periods + 1 + k) * day)
+        return mem.add_facts(group, [fact], reference_time=T0)
+
+    def middle() -> Any:
+        k = next(count)
+        when = T0 + (periods // 2) * day + timedelta(seconds=k + 1)
+        return mem.add_facts(
+            group, [FactInput("Mira", "WORKS_AT", f"Mid {k}", valid_at=when)], reference_time=T0
+        )
+
+    removable = iter([middle().episode.id for _ in range(repeat + 1)])
+    return {
+        f"add_facts: one assertion after the last of {periods:,} periods": timed(later, repeat),
+        f"add_facts: one assertion in the middle of {periods:,} periods": timed(middle, repeat),
+        "remove_episode of one such assertion": timed(
+            lambda: mem.remove_episode(group, next(removable)), repeat
+        ),
+        f"timeline of {periods:,} periods": timed(lambda: mem.timeline(group, "Mira"), repeat),
+    }
+
+
+def run(people: int, periods: int, repeat: int, skip: list[str]) -> dict[str, Any]:
+    with (
+        scratch_data_dir() as data_dir,
+        timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem,
+    ):
         group = "hostile"
         facts = hub_facts(people)
         started = time.perf_counter()
@@ -109,10 +152,13 @@ def run(people: int, repeat: int, skip: list[str]) -> dict[str, Any]:
         reads = {k: fn for k, fn in reads.items() if not any(text in k for text in skip)}
         pace = [cpu_pace_ms()]
         timings = {label: timed(fn, repeat) for label, fn in reads.items()}
+        writes = timeline_writes(mem, periods, repeat)
+        timings |= {k: t for k, t in writes.items() if not any(x in k for x in skip)}
         pace.append(cpu_pace_ms())
         edges = len(mem.graph_edges(group, around=[str(hub.id)], depth=3, limit=1000))
         return {
             "people": people,
+            "periods": periods,
             "facts": len(facts),
             "load_s": loaded_s,
             "settled_after_s": waited,
@@ -143,15 +189,16 @@ def _commit() -> str | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--people", type=int, default=20_000)
+    parser.add_argument("--periods", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip", action="append", default=[], metavar="TEXT")
     parser.add_argument("--result", default="hostile", metavar="NAME")
     args = parser.parse_args()
-    if args.people < 10 or args.repeat < 1:
-        parser.error("--people must be at least 10 and --repeat at least 1")
+    if args.people < 10 or args.periods < 10 or args.repeat < 1:
+        parser.error("--people and --periods must be at least 10, --repeat at least 1")
     if not args.result.replace("-", "").replace("_", "").isalnum():
         parser.error("--result must be a plain file name (letters, digits, - and _)")
-    result = run(args.people, args.repeat, args.skip)
+    result = run(args.people, args.periods, args.repeat, args.skip)
     result["commit"] = _commit()
     path = write_result(args.result, result)
     print(
