@@ -3,11 +3,15 @@ and every cardinality-one assertion of the pair, whatever the ontology says toda
 
 from __future__ import annotations
 
+import random
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+
+import psycopg
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
+from timestone._timeline import Assertion, compute_slot
 
 
 def _at(year: int) -> datetime:
@@ -57,3 +61,65 @@ def test_a_write_to_one_target_of_a_busy_pair_changes_only_that_target(
     assert len(periods) == 300
     assert ("Thing 007", 2020, 2024) in periods
     assert sum(1 for _, _, end in periods if end is None) == 299
+
+
+def _current(dsn: str, group: str) -> list[tuple[object, ...]]:
+    """Mira's employers as the current versions say them."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, target_id, valid_at, invalid_at, fact, attributes, episodes"
+            " FROM timestone.facts WHERE group_id = %s AND expired_at IS NULL ORDER BY valid_at",
+            (group,),
+        ).fetchall()
+    return [(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6])) for r in rows]
+
+
+def _fought(dsn: str, group: str) -> list[tuple[object, ...]]:
+    """The date fight over every current assertion of the slot, read whole."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT id, episode_id, recorded_at, position, target_id, valid_at, invalid_at,"
+            " fact, attributes FROM timestone.assertions"
+            " WHERE group_id = %s AND expired_at IS NULL",
+            (group,),
+        ).fetchall()
+    periods = compute_slot([Assertion(*r) for r in rows])
+    return [
+        (p.id, p.target_id, p.valid_at, p.invalid_at, p.fact, dict(p.attributes), p.episodes)
+        for p in periods
+    ]
+
+
+def test_a_write_after_the_end_of_a_timeline_makes_what_the_whole_fight_makes(
+    dsn: str,
+) -> None:
+    """A write whose assertions are later than all a slot holds reads the slot from the
+    start of its last period. Random histories (repeated employers, closed periods, gaps,
+    corrections on the last date, a few assertions into the middle), written one call at
+    a time in date order, where most writes read only that tail: after every write the
+    current versions are the date fight over every assertion of the slot, read whole."""
+    one = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    rnd = random.Random(7)
+    with timestone.Memory.open(dsn, ontology=one) as mem:
+        for draw in range(5):
+            group = f"tail-{draw}-" + uuid.uuid4().hex[:8]
+            day = 0
+            for i in range(40):
+                if rnd.random() < 0.1:  # into the middle: the whole slot is read
+                    when = _at(2000) + timedelta(days=rnd.randrange(max(1, day)), hours=1)
+                else:
+                    day += rnd.choice([0, 1, 1, 2, 30])  # 0: a correction on the last date
+                    when = _at(2000) + timedelta(days=day)
+                target = rnd.choice(["Acme", "Nord", "Sud"])
+                end = when + timedelta(days=rnd.randrange(1, 40)) if rnd.random() < 0.3 else None
+                fact = FactInput(
+                    "Mira",
+                    "WORKS_AT",
+                    target,
+                    fact=f"Mira works at {target} ({i % 3}).",
+                    valid_at=when,
+                    invalid_at=end,
+                    attributes={"k": i % 4, f"a{i % 2}": i},
+                )
+                mem.add_facts(group, [fact], reference_time=_at(2000))
+                assert _current(dsn, group) == _fought(dsn, group), (draw, i)

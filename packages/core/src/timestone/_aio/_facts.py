@@ -31,6 +31,7 @@ __all__ = [
     "SlotChanges",
     "SlotPlan",
     "SlotReads",
+    "earliest_assertions",
     "fact_from_row",
     "fight_slots",
     "held_clause",
@@ -213,16 +214,59 @@ async def recompute_slots(
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    reads = await read_slots(w, slots, asserted.episode_id if asserted else None)
+    if asserted is None:
+        reads = await read_slots(w, slots)
+    else:
+        after = earliest_assertions(
+            (key, a.valid_at) for key, found in asserted.by_slot.items() for a in found
+        )
+        reads = await read_slots(w, slots, asserted.episode_id, after)
     return await write_slots(w, fight_slots(reads, asserted))
 
 
+def earliest_assertions(said: Iterable[tuple[Slot, datetime]]) -> dict[Slot, datetime]:
+    """The earliest ``valid_at`` asserted into each cardinality-one slot (``read_slots``)."""
+    out: dict[Slot, datetime] = {}
+    for key, valid_at in said:
+        if len(key) == 2 and (key not in out or valid_at < out[key]):
+            out[key] = valid_at
+    return out
+
+
+# Per cardinality-one slot given the earliest ``valid_at`` a write asserts into it: when
+# that is later than every assertion the slot holds, the start of its last period (the
+# current version that starts last), from which the slot is read; else NULL, the whole
+# slot. Only the last period can change: every earlier one ends where the next begins.
+_TAIL_STARTS = (
+    "SELECT CASE WHEN s.after IS NULL THEN NULL"
+    " WHEN s.after > (SELECT max(x.valid_at) FROM timestone.assertions AS x"
+    "   WHERE x.group_id = %s AND x.source_id = s.source_id AND x.relation = s.relation"
+    "   AND x.expired_at IS NULL AND x.cardinality = 'one'"
+    "   AND x.episode_id IS DISTINCT FROM %s::uuid)"
+    " THEN (SELECT max(y.valid_at) FROM timestone.facts AS y"
+    "   WHERE y.group_id = %s AND y.source_id = s.source_id AND y.relation = s.relation"
+    "   AND y.expired_at IS NULL AND y.cardinality = 'one') END AS since"
+    " FROM unnest(%b::uuid[], %b::text[], %b::timestamptz[]) WITH ORDINALITY"
+    "   AS s(source_id, relation, after, n)"
+    " ORDER BY s.n"
+)
+
+
 async def read_slots(
-    w: Write, slots: Iterable[Slot], episode_id: uuid.UUID | None = None
+    w: Write,
+    slots: Iterable[Slot],
+    episode_id: uuid.UUID | None = None,
+    after: Mapping[Slot, datetime] | None = None,
 ) -> SlotReads:
     """The current assertions of ``slots`` (but those of ``episode_id``, which the write
     gives to ``fight_slots``) and their current fact versions. Neither read depends on
-    the episode's own rows: a write may read before it inserts them."""
+    the episode's own rows: a write may read before it inserts them.
+
+    ``after``: for cardinality-one slots, the earliest ``valid_at`` the write asserts
+    into each. A slot whose every assertion is earlier than that is read from the start
+    of its last period only (``_TAIL_STARTS``): a timeline of thousands of periods that
+    a write extends costs what its last period costs. The fight over that tail makes the
+    same last period, and the periods before it are neither read nor changed."""
     whole = {(s[0], s[1]) for s in slots if len(s) == 2}
     narrow = {s for s in slots if len(s) == 3 and (s[0], s[1]) not in whole}
     reads = SlotReads(whole=whole, narrow=narrow, assertions={}, fact_rows=[])
@@ -232,19 +276,29 @@ async def read_slots(
     sources = [s[0] for s in wanted]
     relations = [s[1] for s in wanted]
     targets = [s[2] if len(s) == 3 else None for s in wanted]
+    afters = [after.get(s) if after and len(s) == 2 else None for s in wanted]
     # binary: ids, times and arrays come back without text to parse
     async with w.conn.cursor(binary=True) as bcur:
+        sinces: list[datetime | None] = [None] * len(wanted)
+        if any(a is not None for a in afters):
+            await bcur.execute(
+                _TAIL_STARTS,
+                (w.group_id, episode_id, w.group_id, sources, relations, afters),
+            )
+            sinces = [row["since"] for row in await bcur.fetchall()]
         await bcur.execute(
             "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
             " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
             " a.invalid_at"
             " FROM timestone.assertions AS a"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[]) AS s(source_id, relation, target_id)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[])"
+            "   AS s(source_id, relation, target_id, since)"
             "   ON a.source_id = s.source_id AND a.relation = s.relation"
             "   AND (s.target_id IS NULL OR a.target_id = s.target_id OR a.cardinality = 'one')"
             " WHERE a.group_id = %s AND a.expired_at IS NULL"
-            " AND a.episode_id IS DISTINCT FROM %s::uuid",
-            (sources, relations, targets, w.group_id, episode_id),
+            " AND a.episode_id IS DISTINCT FROM %s::uuid"
+            " AND (s.since IS NULL OR a.cardinality <> 'one' OR a.valid_at >= s.since)",
+            (sources, relations, targets, sinces, w.group_id, episode_id),
         )
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in await bcur.fetchall():
@@ -271,11 +325,13 @@ async def read_slots(
             " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
             " f.embedding IS NOT NULL AS embedded"
             " FROM timestone.facts AS f"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[]) AS s(source_id, relation, target_id)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[])"
+            "   AS s(source_id, relation, target_id, since)"
             "   ON f.source_id = s.source_id AND f.relation = s.relation"
             "   AND (s.target_id IS NULL OR f.target_id = s.target_id OR f.cardinality = 'one')"
-            " WHERE f.group_id = %s AND f.expired_at IS NULL",
-            (sources, relations, targets, w.group_id),
+            " WHERE f.group_id = %s AND f.expired_at IS NULL"
+            " AND (s.since IS NULL OR f.cardinality <> 'one' OR f.valid_at >= s.since)",
+            (sources, relations, targets, sinces, w.group_id),
         )
         reads.fact_rows = list({row["version_id"]: row for row in await bcur.fetchall()}.values())
     return reads

@@ -77,6 +77,7 @@ from ._facts import (
     AssertionRow,
     Slot,
     SlotChanges,
+    earliest_assertions,
     fight_slots,
     insert_assertions,
     read_facts,
@@ -518,7 +519,13 @@ class Ingest:
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
-        reads = await read_slots(w, slots)
+        reads = await read_slots(
+            w,
+            slots,
+            after=earliest_assertions(
+                ((r.source_id, r.relation), r.valid_at) for r in rows if r.cardinality == "one"
+            ),
+        )
         sent = await insert_episode(w, row, vector)
         mentioned = await insert_mentions(
             w,

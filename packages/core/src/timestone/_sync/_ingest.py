@@ -78,6 +78,7 @@ from ._facts import (
     AssertionRow,
     Slot,
     SlotChanges,
+    earliest_assertions,
     fight_slots,
     insert_assertions,
     read_facts,
@@ -515,7 +516,13 @@ class Ingest:
             else (r.source_id, r.relation, r.target_id)
             for r in rows
         }
-        reads = read_slots(w, slots)
+        reads = read_slots(
+            w,
+            slots,
+            after=earliest_assertions(
+                ((r.source_id, r.relation), r.valid_at) for r in rows if r.cardinality == "one"
+            ),
+        )
         sent = insert_episode(w, row, vector)
         mentioned = insert_mentions(
             w,
