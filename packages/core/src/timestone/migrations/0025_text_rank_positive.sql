@@ -13,8 +13,8 @@
 -- the whole query gave. A query with no positive part ('-foo', '-a or -b', 'a or
 -- -b') is one the text indexes cannot read: it asks for rows by what they
 -- lack, and the full-text list is then empty; the vector and graph lists
--- still answer it. (The search hands Postgres no double negation, which
--- querytree would take for no positive part: web_query cancels them.)
+-- still answer it. (A word under a double negation, --x, which means x,
+-- matches but is no positive part for querytree: it does not rank.)
 
 CREATE OR REPLACE FUNCTION timestone.search_text(
     p_kind text, p_query tsquery, p_as_of timestamptz, p_valid_at timestamptz,
