@@ -74,8 +74,10 @@ async def resolve_entities(
     entities: Sequence[EntityInput],
     ontology: Ontology,
     decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
+    new: set[uuid.UUID] | None = None,
 ) -> dict[tuple[str, str | None], uuid.UUID]:
-    """Map each distinct (normalized name, type) to an entity id, cheapest tier first.
+    """Map each distinct (normalized name, type) to an entity id, cheapest tier first
+    (``new``, when given, receives the ids minted: entities nothing stored mentions yet).
 
     1. exact normalized name (the unique index); an untyped name matches any type;
     2. ``decided``: what the LLM tier chose, before the write, for ambiguous names;
@@ -148,6 +150,8 @@ async def resolve_entities(
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
             if ident is None:
                 ident = next(fresh)
+                if new is not None:
+                    new.add(ident)
                 minted.setdefault(key[0], []).append((ident, key[1] or "Entity"))
                 if folds[key]:
                     minted_folds.setdefault(folds[key], []).append((ident, key[1] or "Entity"))

@@ -489,7 +489,8 @@ class Ingest:
             sent = await insert_episode(w, row, vector)
             return _Written(sent=sent, entity_ids=[], changes=SlotChanges())
         entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
-        ids = await resolve_entities(w, entities, self.ontology, decided)
+        minted: set[uuid.UUID] = set()
+        ids = await resolve_entities(w, entities, self.ontology, decided, minted)
         idents = [ids[entity_key(e)] for e in entities]  # the facts' ends: two per fact, last
         merged: dict[uuid.UUID, EntityInput] = {}
         attributes: dict[uuid.UUID, dict[str, Any]] = {}
@@ -522,8 +523,11 @@ class Ingest:
         reads = await read_slots(
             w,
             slots,
+            # a source this write minted holds no stored timeline to read the tail of
             after=earliest_assertions(
-                ((r.source_id, r.relation), r.valid_at) for r in rows if r.cardinality == "one"
+                ((r.source_id, r.relation), r.valid_at)
+                for r in rows
+                if r.cardinality == "one" and r.source_id not in minted
             ),
         )
         sent = await insert_episode(w, row, vector)
