@@ -990,7 +990,7 @@ def _hop_of_mention() -> sql.Composable:
     one hashed lookup per depth. A join of an episode's mentions with ``walked`` was
     planned from ``walked`` (an estimate of some dozens of rows), an index probe of
     mentions for each walked entity and each candidate episode: around a company of
-    20,000 employees (5,000 entities walked), 200,000 probes: ``context`` 1,386 ms, now 211
+    20,000 employees (5,000 entities walked), 200,000 probes: ``context`` 1,386 ms, now 233
     (``bench.hostile``)."""
     return sql.SQL("CASE {} END").format(
         sql.SQL(" ").join(
