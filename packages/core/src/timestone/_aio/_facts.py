@@ -214,13 +214,7 @@ async def recompute_slots(
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    if asserted is None:
-        reads = await read_slots(w, slots)
-    else:
-        after = earliest_assertions(
-            (key, a.valid_at) for key, found in asserted.by_slot.items() for a in found
-        )
-        reads = await read_slots(w, slots, asserted.episode_id, after)
+    reads = await read_slots(w, slots, asserted.episode_id if asserted else None)
     return await write_slots(w, fight_slots(reads, asserted))
 
 

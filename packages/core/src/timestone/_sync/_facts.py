@@ -213,13 +213,7 @@ def recompute_slots(
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    if asserted is None:
-        reads = read_slots(w, slots)
-    else:
-        after = earliest_assertions(
-            (key, a.valid_at) for key, found in asserted.by_slot.items() for a in found
-        )
-        reads = read_slots(w, slots, asserted.episode_id, after)
+    reads = read_slots(w, slots, asserted.episode_id if asserted else None)
     return write_slots(w, fight_slots(reads, asserted))
 
 
