@@ -123,3 +123,46 @@ def test_a_write_after_the_end_of_a_timeline_makes_what_the_whole_fight_makes(
                 )
                 mem.add_facts(group, [fact], reference_time=_at(2000))
                 assert _current(dsn, group) == _fought(dsn, group), (draw, i)
+
+
+def test_writes_and_removals_anywhere_in_a_timeline_make_what_the_whole_fight_makes(
+    dsn: str,
+) -> None:
+    """A write or a removal reads a cardinality-one slot in the window around its dates.
+    Random histories of few dates (so that writes land on the starts of periods, as
+    corrections, and between them, next to periods of the same target that they merge
+    with), written one or three assertions a call anywhere in the timeline, and removals
+    of earlier episodes: after every step the current versions are the date fight over
+    every assertion of the slot, read whole."""
+    one = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    rnd = random.Random(11)
+    with timestone.Memory.open(dsn, ontology=one) as mem:
+        for draw in range(6):
+            group = f"window-{draw}-" + uuid.uuid4().hex[:8]
+            episodes: list[uuid.UUID] = []
+            for i in range(45):
+                if episodes and rnd.random() < 0.15:
+                    mem.remove_episode(group, episodes.pop(rnd.randrange(len(episodes))))
+                    assert _current(dsn, group) == _fought(dsn, group), (draw, i, "removal")
+                    continue
+                facts: list[FactInput] = []
+                for _ in range(rnd.choice([1, 1, 1, 3])):
+                    when = _at(2000) + timedelta(days=rnd.randrange(60))
+                    target = rnd.choice(["Acme", "Nord", "Sud"])
+                    end = (
+                        when + timedelta(days=rnd.randrange(1, 20)) if rnd.random() < 0.2 else None
+                    )
+                    facts.append(
+                        FactInput(
+                            "Mira",
+                            "WORKS_AT",
+                            target,
+                            fact=f"Mira works at {target} ({i % 3}).",
+                            valid_at=when,
+                            invalid_at=end,
+                            attributes={"k": i % 4},
+                        )
+                    )
+                res = mem.add_facts(group, facts, reference_time=_at(2000), name=f"step {i}")
+                episodes.append(res.episode.id)
+                assert _current(dsn, group) == _fought(dsn, group), (draw, i)

@@ -31,7 +31,7 @@ __all__ = [
     "SlotChanges",
     "SlotPlan",
     "SlotReads",
-    "earliest_assertions",
+    "asserted_spans",
     "fact_from_row",
     "fight_slots",
     "held_clause",
@@ -186,12 +186,14 @@ _INSERT_FACTS_EMBEDDED, _INSERT_FACTS_KEPT = vector_inserts(_INSERT_FACTS, "fact
 @dataclasses.dataclass
 class SlotReads:
     """What the date fight over some slots reads: their assertions (other episodes'), by
-    slot key, and their current fact versions as rows."""
+    slot key, and their current fact versions as rows; ``until``, for a slot read in a
+    window that ends before its last period, where the window ends (``read_slots``)."""
 
     whole: set[tuple[uuid.UUID, str]]
     narrow: set[tuple[uuid.UUID, str, uuid.UUID]]
     assertions: dict[tuple[Any, ...], list[Assertion]]
     fact_rows: list[dict[str, Any]]
+    until: dict[tuple[Any, ...], datetime]
 
 
 @dataclasses.dataclass
@@ -205,43 +207,61 @@ class SlotPlan:
 
 
 async def recompute_slots(
-    w: Write, slots: Iterable[Slot], asserted: Asserted | None = None
+    w: Write,
+    slots: Iterable[Slot],
+    asserted: Asserted | None = None,
+    within: Mapping[Slot, tuple[datetime, datetime]] | None = None,
 ) -> SlotChanges:
     """Make the current facts of ``slots`` equal the date fight over their current assertions.
 
     ``asserted``: assertions this write just inserted, taken as given rather than read back.
+    ``within``: the dates a write changed in cardinality-one slots (``read_slots``).
     A three-part slot reads one target's cardinality-many slot, not every target of the
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    reads = await read_slots(w, slots, asserted.episode_id if asserted else None)
+    reads = await read_slots(w, slots, asserted.episode_id if asserted else None, within)
     return await write_slots(w, fight_slots(reads, asserted))
 
 
-def earliest_assertions(said: Iterable[tuple[Slot, datetime]]) -> dict[Slot, datetime]:
-    """The earliest ``valid_at`` asserted into each cardinality-one slot (``read_slots``)."""
-    out: dict[Slot, datetime] = {}
+def asserted_spans(said: Iterable[tuple[Slot, datetime]]) -> dict[Slot, tuple[datetime, datetime]]:
+    """The earliest and latest ``valid_at`` said of each slot (``read_slots``'s ``within``)."""
+    out: dict[Slot, tuple[datetime, datetime]] = {}
     for key, valid_at in said:
-        if len(key) == 2 and (key not in out or valid_at < out[key]):
-            out[key] = valid_at
+        found = out.get(key)
+        if found is None:
+            out[key] = (valid_at, valid_at)
+        elif valid_at < found[0]:
+            out[key] = (valid_at, found[1])
+        elif valid_at > found[1]:
+            out[key] = (found[0], valid_at)
     return out
 
 
-# Per cardinality-one slot given the earliest ``valid_at`` a write asserts into it: when
-# that is later than every assertion the slot holds, the start of its last period (the
-# current version that starts last), from which the slot is read; else NULL, the whole
-# slot. Only the last period can change: every earlier one ends where the next begins.
-_TAIL_STARTS = (
-    "SELECT CASE WHEN s.after IS NULL THEN NULL"
-    " WHEN s.after > (SELECT max(x.valid_at) FROM timestone.assertions AS x"
-    "   WHERE x.group_id = %s AND x.source_id = s.source_id AND x.relation = s.relation"
-    "   AND x.expired_at IS NULL AND x.cardinality = 'one'"
-    "   AND x.episode_id IS DISTINCT FROM %s::uuid)"
-    " THEN (SELECT max(y.valid_at) FROM timestone.facts AS y"
-    "   WHERE y.group_id = %s AND y.source_id = s.source_id AND y.relation = s.relation"
-    "   AND y.expired_at IS NULL AND y.cardinality = 'one') END AS since"
-    " FROM unnest(%b::uuid[], %b::text[], %b::timestamptz[]) WITH ORDINALITY"
-    "   AS s(source_id, relation, after, n)"
+# Per cardinality-one slot given the earliest and latest ``valid_at`` a write asserts
+# into it (or an episode's removal retracts from it): the window of the timeline the
+# write can change, read instead of the whole slot. It starts at the last period that
+# starts before the earliest date (``since``; NULL: the slot's first period), and ends
+# before the start of the second period that starts after the latest date (``until``;
+# NULL: the slot's last period). A period starts where an assertion wins its date, so no
+# assertion earlier than ``since`` holds past it; the period before the earliest date is
+# read because a new winner on its end can merge with it, the period after the latest
+# date because the last period the write changes can merge with it. Neither can change
+# beyond them: their starts and targets stay, and so their neighbours'.
+_WINDOWS = (
+    "SELECT (SELECT max(y.valid_at) FROM timestone.facts AS y"
+    "   WHERE y.group_id = %(g)s AND y.source_id = s.source_id AND y.relation = s.relation"
+    "   AND y.expired_at IS NULL AND y.cardinality = 'one' AND y.valid_at < s.earliest)"
+    " AS since,"
+    " (SELECT min(z.valid_at) FROM timestone.facts AS z"
+    "   WHERE z.group_id = %(g)s AND z.source_id = s.source_id AND z.relation = s.relation"
+    "   AND z.expired_at IS NULL AND z.cardinality = 'one' AND z.valid_at > ("
+    "    SELECT min(x.valid_at) FROM timestone.facts AS x"
+    "    WHERE x.group_id = %(g)s AND x.source_id = s.source_id AND x.relation = s.relation"
+    "    AND x.expired_at IS NULL AND x.cardinality = 'one' AND x.valid_at > s.latest))"
+    " AS until"
+    " FROM unnest(%(sources)b::uuid[], %(relations)b::text[], %(earliest)b::timestamptz[],"
+    "   %(latest)b::timestamptz[]) WITH ORDINALITY AS s(source_id, relation, earliest, latest, n)"
     " ORDER BY s.n"
 )
 
@@ -250,49 +270,64 @@ async def read_slots(
     w: Write,
     slots: Iterable[Slot],
     episode_id: uuid.UUID | None = None,
-    after: Mapping[Slot, datetime] | None = None,
+    within: Mapping[Slot, tuple[datetime, datetime]] | None = None,
 ) -> SlotReads:
     """The current assertions of ``slots`` (but those of ``episode_id``, which the write
     gives to ``fight_slots``) and their current fact versions. Neither read depends on
     the episode's own rows: a write may read before it inserts them.
 
-    ``after``: for cardinality-one slots, the earliest ``valid_at`` the write asserts
-    into each. A slot whose every assertion is earlier than that is read from the start
-    of its last period only (``_TAIL_STARTS``): a timeline of thousands of periods that
-    a write extends costs what its last period costs. The fight over that tail makes the
-    same last period, and the periods before it are neither read nor changed."""
+    ``within``: for cardinality-one slots, the earliest and latest ``valid_at`` the write
+    asserts into each (or retracts from it). Such a slot is read in the window of its
+    timeline those dates can change (``_WINDOWS``): a write into a timeline of thousands
+    of periods, at its end or in its middle, costs what the few periods around its dates
+    cost. The fight over the window makes the same periods there as the fight over the
+    whole slot, and the periods outside it are neither read nor changed."""
     whole = {(s[0], s[1]) for s in slots if len(s) == 2}
     narrow = {s for s in slots if len(s) == 3 and (s[0], s[1]) not in whole}
-    reads = SlotReads(whole=whole, narrow=narrow, assertions={}, fact_rows=[])
+    reads = SlotReads(whole=whole, narrow=narrow, assertions={}, fact_rows=[], until={})
     wanted: list[Slot] = [*sorted(whole), *sorted(narrow)]
     if not wanted:
         return reads
     sources = [s[0] for s in wanted]
     relations = [s[1] for s in wanted]
     targets = [s[2] if len(s) == 3 else None for s in wanted]
-    afters = [after.get(s) if after and len(s) == 2 else None for s in wanted]
+    spans = [within.get(s) if within and len(s) == 2 else None for s in wanted]
     # binary: ids, times and arrays come back without text to parse
     async with w.conn.cursor(binary=True) as bcur:
         sinces: list[datetime | None] = [None] * len(wanted)
-        if any(a is not None for a in afters):
+        untils: list[datetime | None] = [None] * len(wanted)
+        if any(span is not None for span in spans):
             await bcur.execute(
-                _TAIL_STARTS,
-                (w.group_id, episode_id, w.group_id, sources, relations, afters),
+                _WINDOWS,
+                {
+                    "g": w.group_id,
+                    "sources": sources,
+                    "relations": relations,
+                    # a slot without dates gets none: NULL bounds, read whole
+                    "earliest": [span[0] if span else None for span in spans],
+                    "latest": [span[1] if span else None for span in spans],
+                },
             )
-            sinces = [row["since"] for row in await bcur.fetchall()]
+            for i, row in enumerate(await bcur.fetchall()):
+                if spans[i] is not None:
+                    sinces[i], untils[i] = row["since"], row["until"]
+                    if row["until"] is not None:
+                        reads.until[wanted[i]] = row["until"]
         await bcur.execute(
             "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
             " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
             " a.invalid_at"
             " FROM timestone.assertions AS a"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[])"
-            "   AS s(source_id, relation, target_id, since)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[],"
+            "   %b::timestamptz[]) AS s(source_id, relation, target_id, since, until)"
             "   ON a.source_id = s.source_id AND a.relation = s.relation"
             "   AND (s.target_id IS NULL OR a.target_id = s.target_id OR a.cardinality = 'one')"
             " WHERE a.group_id = %s AND a.expired_at IS NULL"
             " AND a.episode_id IS DISTINCT FROM %s::uuid"
-            " AND (s.since IS NULL OR a.cardinality <> 'one' OR a.valid_at >= s.since)",
-            (sources, relations, targets, sinces, w.group_id, episode_id),
+            # the winners on ``until`` too: they end the window's last period
+            " AND (a.cardinality <> 'one' OR ((s.since IS NULL OR a.valid_at >= s.since)"
+            "  AND (s.until IS NULL OR a.valid_at <= s.until)))",
+            (sources, relations, targets, sinces, untils, w.group_id, episode_id),
         )
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in await bcur.fetchall():
@@ -319,13 +354,14 @@ async def read_slots(
             " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
             " f.embedding IS NOT NULL AS embedded"
             " FROM timestone.facts AS f"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[])"
-            "   AS s(source_id, relation, target_id, since)"
+            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[],"
+            "   %b::timestamptz[]) AS s(source_id, relation, target_id, since, until)"
             "   ON f.source_id = s.source_id AND f.relation = s.relation"
             "   AND (s.target_id IS NULL OR f.target_id = s.target_id OR f.cardinality = 'one')"
             " WHERE f.group_id = %s AND f.expired_at IS NULL"
-            " AND (s.since IS NULL OR f.cardinality <> 'one' OR f.valid_at >= s.since)",
-            (sources, relations, targets, sinces, w.group_id),
+            " AND (f.cardinality <> 'one' OR ((s.since IS NULL OR f.valid_at >= s.since)"
+            "  AND (s.until IS NULL OR f.valid_at < s.until)))",
+            (sources, relations, targets, sinces, untils, w.group_id),
         )
         reads.fact_rows = list({row["version_id"]: row for row in await bcur.fetchall()}.values())
     return reads
@@ -361,6 +397,10 @@ def fight_slots(reads: SlotReads, asserted: Asserted | None = None) -> SlotPlan:
             changes.touched_entities.update((key[0], period.target_id))
             continue
         periods = compute_slot(said)
+        until = reads.until.get(key)
+        if until is not None:
+            # read in a window: the periods from its end on are outside it, unchanged
+            periods = [p for p in periods if p.valid_at < until]
         by_key = {p.key(): p for p in periods}
         old_by_id = {row["id"]: row for row in existing.get(key, [])}
         for row in existing.get(key, []):

@@ -25,7 +25,7 @@ from .._time import aware
 from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._db import Conn
 from ._entities import recompute_entities
-from ._facts import SlotChanges, recompute_slots
+from ._facts import SlotChanges, asserted_spans, recompute_slots
 from ._write import Write
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
@@ -60,11 +60,18 @@ def retract_episodes(w: Write, episode_ids: Sequence[uuid.UUID]) -> SlotChanges:
     cur = w.conn.execute(
         "UPDATE timestone.assertions SET expired_at = %s"
         " WHERE group_id = %s AND episode_id = ANY(%s) AND expired_at IS NULL"
-        " RETURNING source_id, relation",
+        " RETURNING source_id, relation, cardinality, valid_at",
         (w.now, w.group_id, list(episode_ids)),
     )
-    slots = {(row["source_id"], row["relation"]) for row in cur.fetchall()}
-    changes = recompute_slots(w, slots)
+    retracted = cur.fetchall()
+    slots = {(row["source_id"], row["relation"]) for row in retracted}
+    # a cardinality-one timeline is read around the dates the episodes said, not whole
+    spans = asserted_spans(
+        ((row["source_id"], row["relation"]), row["valid_at"])
+        for row in retracted
+        if row["cardinality"] == "one"
+    )
+    changes = recompute_slots(w, slots, within=spans)
     gone, changed = recompute_entities(w, entity_ids | changes.touched_entities)
     changes.touched_entities = entity_ids | changes.touched_entities
     changes.entity_counts = (gone, changed)

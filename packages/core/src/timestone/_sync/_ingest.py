@@ -78,7 +78,7 @@ from ._facts import (
     AssertionRow,
     Slot,
     SlotChanges,
-    earliest_assertions,
+    asserted_spans,
     fight_slots,
     insert_assertions,
     read_facts,
@@ -520,8 +520,8 @@ class Ingest:
         reads = read_slots(
             w,
             slots,
-            # a source this write minted holds no stored timeline to read the tail of
-            after=earliest_assertions(
+            # a source this write minted holds no stored timeline to read a window of
+            within=asserted_spans(
                 ((r.source_id, r.relation), r.valid_at)
                 for r in rows
                 if r.cardinality == "one" and r.source_id not in minted
