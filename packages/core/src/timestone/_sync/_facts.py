@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from psycopg import sql
+from psycopg.rows import tuple_row
 
 from .._ids import new_ids
 from .._models import Fact
@@ -483,6 +484,7 @@ def _fact_params(
     }
 
 
+# The columns in the order of ``Fact``'s fields (``read_facts`` builds it from the tuple).
 FACT_SELECT = sql.SQL(
     "SELECT f.id, f.version_id, f.group_id, f.source_id, s.name AS source, f.relation,"
     " f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
@@ -613,5 +615,28 @@ def read_facts(
         order=ordering,
         limit=sql.SQL(" LIMIT {}").format(sql.Literal(limit)) if limit is not None else sql.SQL(""),
     )
-    cur = w_conn.execute(query)
-    return [fact_from_row(row) for row in cur.fetchall()]
+    # binary tuples in ``Fact``'s own field order: a timeline of thousands of periods
+    # parses no text and builds no dict per row
+    with w_conn.cursor(binary=True, row_factory=tuple_row) as cur:
+        cur.execute(query)
+        rows = cur.fetchall()
+    return [
+        Fact(
+            id=r[0],
+            version_id=r[1],
+            group_id=r[2],
+            source_id=r[3],
+            source=r[4],
+            relation=r[5],
+            target_id=r[6],
+            target=r[7],
+            fact=r[8],
+            valid_at=r[9],
+            invalid_at=r[10],
+            created_at=r[11],
+            expired_at=r[12],
+            episodes=tuple(r[13]),
+            attributes=_attributes(r[14]),
+        )
+        for r in rows
+    ]
