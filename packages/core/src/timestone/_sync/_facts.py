@@ -253,13 +253,12 @@ _WINDOWS = (
     "   WHERE y.group_id = %(g)s AND y.source_id = s.source_id AND y.relation = s.relation"
     "   AND y.expired_at IS NULL AND y.cardinality = 'one' AND y.valid_at < s.earliest)"
     " AS since,"
-    " (SELECT min(z.valid_at) FROM timestone.facts AS z"
+    # the second period to start after the latest date (the current versions of a
+    # cardinality-one slot do not overlap: no two start together)
+    " (SELECT z.valid_at FROM timestone.facts AS z"
     "   WHERE z.group_id = %(g)s AND z.source_id = s.source_id AND z.relation = s.relation"
-    "   AND z.expired_at IS NULL AND z.cardinality = 'one' AND z.valid_at > ("
-    "    SELECT min(x.valid_at) FROM timestone.facts AS x"
-    "    WHERE x.group_id = %(g)s AND x.source_id = s.source_id AND x.relation = s.relation"
-    "    AND x.expired_at IS NULL AND x.cardinality = 'one' AND x.valid_at > s.latest))"
-    " AS until"
+    "   AND z.expired_at IS NULL AND z.cardinality = 'one' AND z.valid_at > s.latest"
+    "   ORDER BY z.valid_at OFFSET 1 LIMIT 1) AS until"
     " FROM unnest(%(sources)b::uuid[], %(relations)b::text[], %(earliest)b::timestamptz[],"
     "   %(latest)b::timestamptz[]) WITH ORDINALITY AS s(source_id, relation, earliest, latest, n)"
     " ORDER BY s.n"
