@@ -70,7 +70,8 @@ async def retract_episodes(w: Write, episode_ids: Sequence[uuid.UUID]) -> SlotCh
         for row in retracted
         if row["cardinality"] == "one"
     )
-    changes = await recompute_slots(w, slots, within=spans)
+    many = {(row["source_id"], row["relation"]) for row in retracted if row["cardinality"] != "one"}
+    changes = await recompute_slots(w, slots, within=spans, only_one=slots - many)
     gone, changed = await recompute_entities(w, entity_ids | changes.touched_entities)
     changes.touched_entities = entity_ids | changes.touched_entities
     changes.entity_counts = (gone, changed)

@@ -71,7 +71,8 @@ def retract_episodes(w: Write, episode_ids: Sequence[uuid.UUID]) -> SlotChanges:
         for row in retracted
         if row["cardinality"] == "one"
     )
-    changes = recompute_slots(w, slots, within=spans)
+    many = {(row["source_id"], row["relation"]) for row in retracted if row["cardinality"] != "one"}
+    changes = recompute_slots(w, slots, within=spans, only_one=slots - many)
     gone, changed = recompute_entities(w, entity_ids | changes.touched_entities)
     changes.touched_entities = entity_ids | changes.touched_entities
     changes.entity_counts = (gone, changed)

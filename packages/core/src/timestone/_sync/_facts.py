@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -211,16 +211,18 @@ def recompute_slots(
     slots: Iterable[Slot],
     asserted: Asserted | None = None,
     within: Mapping[Slot, tuple[datetime, datetime]] | None = None,
+    only_one: Collection[Slot] = (),
 ) -> SlotChanges:
     """Make the current facts of ``slots`` equal the date fight over their current assertions.
 
     ``asserted``: assertions this write just inserted, taken as given rather than read back.
-    ``within``: the dates a write changed in cardinality-one slots (``read_slots``).
+    ``within``, ``only_one``: the dates a write changed in cardinality-one slots, and the
+    pairs it changed only such rows of (``read_slots``).
     A three-part slot reads one target's cardinality-many slot, not every target of the
     pair (a busy entity's other facts of the relation stay unread); the pair's
     cardinality-one assertions, if an earlier ontology made any, are read whole.
     """
-    reads = read_slots(w, slots, asserted.episode_id if asserted else None, within)
+    reads = read_slots(w, slots, asserted.episode_id if asserted else None, within, only_one)
     return write_slots(w, fight_slots(reads, asserted))
 
 
@@ -265,11 +267,58 @@ _WINDOWS = (
 )
 
 
+# What a slot's fight reads, per slot. A pair (no target): its cardinality-one rows in the
+# window (``since`` to ``until``: a range of the index on the slot and ``valid_at``), and,
+# unless the write left them alone (``others``), its other rows. A three-part slot: the
+# pair's rows of its target, and the pair's cardinality-one rows (an earlier ontology's),
+# in one pass over the pair. The bounds are CASE expressions, not coalesce: under row
+# level security the planner keeps a qual it cannot prove leakproof (coalesce, for one)
+# out of an index scan, and read the table whole.
+_SLOTS = sql.SQL(
+    " FROM unnest(%(sources)b::uuid[], %(relations)b::text[], %(targets)b::uuid[],"
+    "   %(since)b::timestamptz[], %(until)b::timestamptz[], %(others)b::bool[])"
+    "   AS s(source_id, relation, target_id, since, until, others)"
+    " CROSS JOIN LATERAL ("
+    "  SELECT * FROM timestone.{table} AS x WHERE s.target_id IS NULL AND x.group_id = %(g)s"
+    "   AND x.source_id = s.source_id AND x.relation = s.relation AND x.expired_at IS NULL"
+    "   AND x.cardinality = 'one'"
+    "   AND x.valid_at >= CASE WHEN s.since IS NULL THEN '-infinity' ELSE s.since END"
+    "   AND x.valid_at {before} CASE WHEN s.until IS NULL THEN 'infinity' ELSE s.until END"
+    "  UNION ALL"
+    "  SELECT * FROM timestone.{table} AS x WHERE (s.target_id IS NOT NULL OR s.others)"
+    "   AND x.group_id = %(g)s AND x.source_id = s.source_id AND x.relation = s.relation"
+    "   AND x.expired_at IS NULL AND CASE WHEN s.target_id IS NULL THEN x.cardinality <> 'one'"
+    "    ELSE x.cardinality = 'one' OR x.target_id = s.target_id END"
+    " ) AS {alias}"
+)
+_SLOT_ASSERTIONS = sql.SQL(
+    "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
+    " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
+    " a.invalid_at{slots} WHERE a.episode_id IS DISTINCT FROM %(episode)s::uuid"
+).format(
+    # the winners on ``until`` too: they end the window's last period
+    slots=_SLOTS.format(
+        table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
+    )
+)
+# vectors stay in the database: a kept one is copied there by the insert
+_SLOT_FACTS = sql.SQL(
+    "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
+    " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
+    " f.embedding IS NOT NULL AS embedded{slots}"
+).format(
+    slots=_SLOTS.format(
+        table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
+    )
+)
+
+
 def read_slots(
     w: Write,
     slots: Iterable[Slot],
     episode_id: uuid.UUID | None = None,
     within: Mapping[Slot, tuple[datetime, datetime]] | None = None,
+    only_one: Collection[Slot] = (),
 ) -> SlotReads:
     """The current assertions of ``slots`` (but those of ``episode_id``, which the write
     gives to ``fight_slots``) and their current fact versions. Neither read depends on
@@ -280,7 +329,11 @@ def read_slots(
     timeline those dates can change (``_WINDOWS``): a write into a timeline of thousands
     of periods, at its end or in its middle, costs what the few periods around its dates
     cost. The fight over the window makes the same periods there as the fight over the
-    whole slot, and the periods outside it are neither read nor changed."""
+    whole slot, and the periods outside it are neither read nor changed.
+
+    ``only_one``: pairs the write changed only cardinality-one rows of: their
+    cardinality-many rows (an earlier ontology's), which such a write cannot change, are
+    not read (nor would they be found but by reading every row of the pair)."""
     whole = {(s[0], s[1]) for s in slots if len(s) == 2}
     narrow = {s for s in slots if len(s) == 3 and (s[0], s[1]) not in whole}
     reads = SlotReads(whole=whole, narrow=narrow, assertions={}, fact_rows=[], until={})
@@ -312,22 +365,16 @@ def read_slots(
                     sinces[i], untils[i] = row["since"], row["until"]
                     if row["until"] is not None:
                         reads.until[wanted[i]] = row["until"]
-        bcur.execute(
-            "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
-            " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
-            " a.invalid_at"
-            " FROM timestone.assertions AS a"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[],"
-            "   %b::timestamptz[]) AS s(source_id, relation, target_id, since, until)"
-            "   ON a.source_id = s.source_id AND a.relation = s.relation"
-            "   AND (s.target_id IS NULL OR a.target_id = s.target_id OR a.cardinality = 'one')"
-            " WHERE a.group_id = %s AND a.expired_at IS NULL"
-            " AND a.episode_id IS DISTINCT FROM %s::uuid"
-            # the winners on ``until`` too: they end the window's last period
-            " AND (a.cardinality <> 'one' OR ((s.since IS NULL OR a.valid_at >= s.since)"
-            "  AND (s.until IS NULL OR a.valid_at <= s.until)))",
-            (sources, relations, targets, sinces, untils, w.group_id, episode_id),
-        )
+        window = {
+            "g": w.group_id,
+            "sources": sources,
+            "relations": relations,
+            "targets": targets,
+            "since": sinces,
+            "until": untils,
+            "others": [not (len(s) == 2 and s in only_one) for s in wanted],
+        }
+        bcur.execute(_SLOT_ASSERTIONS, {**window, "episode": episode_id})
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in bcur.fetchall():
             if row["id"] in seen:
@@ -347,21 +394,7 @@ def read_slots(
                     attributes=json_object(row["attributes"]),
                 )
             )
-        # vectors stay in the database: a kept one is copied there by the insert
-        bcur.execute(
-            "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
-            " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
-            " f.embedding IS NOT NULL AS embedded"
-            " FROM timestone.facts AS f"
-            " JOIN unnest(%b::uuid[], %b::text[], %b::uuid[], %b::timestamptz[],"
-            "   %b::timestamptz[]) AS s(source_id, relation, target_id, since, until)"
-            "   ON f.source_id = s.source_id AND f.relation = s.relation"
-            "   AND (s.target_id IS NULL OR f.target_id = s.target_id OR f.cardinality = 'one')"
-            " WHERE f.group_id = %s AND f.expired_at IS NULL"
-            " AND (f.cardinality <> 'one' OR ((s.since IS NULL OR f.valid_at >= s.since)"
-            "  AND (s.until IS NULL OR f.valid_at < s.until)))",
-            (sources, relations, targets, sinces, untils, w.group_id),
-        )
+        bcur.execute(_SLOT_FACTS, window)
         reads.fact_rows = list({row["version_id"]: row for row in bcur.fetchall()}.values())
     return reads
 

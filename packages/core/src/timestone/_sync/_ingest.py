@@ -526,6 +526,8 @@ class Ingest:
                 for r in rows
                 if r.cardinality == "one" and r.source_id not in minted
             ),
+            # a pair is a slot here only for cardinality-one rows
+            only_one={s for s in slots if len(s) == 2},
         )
         sent = insert_episode(w, row, vector)
         mentioned = insert_mentions(
