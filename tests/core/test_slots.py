@@ -48,6 +48,34 @@ def test_a_many_write_leaves_the_pairs_one_history_whole(
     assert _periods(memory, group) == [*before[:1], ("Coffee", 2023, None), *before[1:]]
 
 
+def test_removal_reads_the_rows_of_the_cardinality_it_retracts(
+    dsn: str, memory: timestone.Memory
+) -> None:
+    """A pair with cardinality-one rows (an earlier ontology's) and cardinality-many rows:
+    removing an episode of either kind gives the graph that never saw it."""
+    group = "slots-" + uuid.uuid4().hex[:10]
+    one = Ontology(edge_types=[EdgeType("LIKES", cardinality="one")])
+    with timestone.Memory.open(dsn, ontology=one) as strict:
+        strict.add_facts(
+            group, [FactInput("Ada", "LIKES", "Tea", valid_at=_at(2022))], reference_time=_at(2022)
+        )
+        later = strict.add_facts(
+            group,
+            [FactInput("Ada", "LIKES", "Coffee", valid_at=_at(2024))],
+            reference_time=_at(2024),
+        )
+    before = _periods(memory, group)
+    assert before == [("Coffee", 2024, None), ("Tea", 2022, 2024)]
+    many = memory.add_facts(
+        group, [FactInput("Ada", "LIKES", "Milk", valid_at=_at(2023))], reference_time=_at(2023)
+    )
+    assert _periods(memory, group) == [*before[:1], ("Milk", 2023, None), *before[1:]]
+    memory.remove_episode(group, many.episode.id)
+    assert _periods(memory, group) == before
+    memory.remove_episode(group, later.episode.id)
+    assert _periods(memory, group) == [("Tea", 2022, None)]
+
+
 def test_a_write_to_one_target_of_a_busy_pair_changes_only_that_target(
     memory: timestone.Memory,
 ) -> None:
@@ -90,6 +118,24 @@ def _fought(dsn: str, group: str) -> list[tuple[object, ...]]:
     ]
 
 
+def _employment(
+    rnd: random.Random, i: int, when: datetime, ended: float, longest: int
+) -> FactInput:
+    """Mira at one of three employers from ``when``, ended with odds ``ended`` within
+    ``longest`` days; the sentence and attributes vary with ``i``."""
+    target = rnd.choice(["Acme", "Nord", "Sud"])
+    end = when + timedelta(days=rnd.randrange(1, longest)) if rnd.random() < ended else None
+    return FactInput(
+        "Mira",
+        "WORKS_AT",
+        target,
+        fact=f"Mira works at {target} ({i % 3}).",
+        valid_at=when,
+        invalid_at=end,
+        attributes={"k": i % 4, f"a{i % 2}": i},
+    )
+
+
 def test_a_write_after_the_end_of_a_timeline_makes_what_the_whole_fight_makes(
     dsn: str,
 ) -> None:
@@ -110,17 +156,7 @@ def test_a_write_after_the_end_of_a_timeline_makes_what_the_whole_fight_makes(
                 else:
                     day += rnd.choice([0, 1, 1, 2, 30])  # 0: a correction on the last date
                     when = _at(2000) + timedelta(days=day)
-                target = rnd.choice(["Acme", "Nord", "Sud"])
-                end = when + timedelta(days=rnd.randrange(1, 40)) if rnd.random() < 0.3 else None
-                fact = FactInput(
-                    "Mira",
-                    "WORKS_AT",
-                    target,
-                    fact=f"Mira works at {target} ({i % 3}).",
-                    valid_at=when,
-                    invalid_at=end,
-                    attributes={"k": i % 4, f"a{i % 2}": i},
-                )
+                fact = _employment(rnd, i, when, ended=0.3, longest=40)
                 mem.add_facts(group, [fact], reference_time=_at(2000))
                 assert _current(dsn, group) == _fought(dsn, group), (draw, i)
 
@@ -145,24 +181,12 @@ def test_writes_and_removals_anywhere_in_a_timeline_make_what_the_whole_fight_ma
                     mem.remove_episode(group, episodes.pop(rnd.randrange(len(episodes))))
                     assert _current(dsn, group) == _fought(dsn, group), (draw, i, "removal")
                     continue
-                facts: list[FactInput] = []
-                for _ in range(rnd.choice([1, 1, 1, 3])):
-                    when = _at(2000) + timedelta(days=rnd.randrange(60))
-                    target = rnd.choice(["Acme", "Nord", "Sud"])
-                    end = (
-                        when + timedelta(days=rnd.randrange(1, 20)) if rnd.random() < 0.2 else None
+                facts = [
+                    _employment(
+                        rnd, i, _at(2000) + timedelta(days=rnd.randrange(60)), ended=0.2, longest=20
                     )
-                    facts.append(
-                        FactInput(
-                            "Mira",
-                            "WORKS_AT",
-                            target,
-                            fact=f"Mira works at {target} ({i % 3}).",
-                            valid_at=when,
-                            invalid_at=end,
-                            attributes={"k": i % 4},
-                        )
-                    )
+                    for _ in range(rnd.choice([1, 1, 1, 3]))
+                ]
                 res = mem.add_facts(group, facts, reference_time=_at(2000), name=f"step {i}")
                 episodes.append(res.episode.id)
                 assert _current(dsn, group) == _fought(dsn, group), (draw, i)
