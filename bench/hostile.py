@@ -22,7 +22,8 @@ node with ``--people`` neighbours and the people a ring. Then:
 - writes to a long timeline: one person's employer (``WORKS_AT``, cardinality one)
   changed ``--periods`` times, written in calls of 1,000, then one more assertion
   after the last and one in the middle (each a call of its own, a new episode),
-  and the removal of such an episode.
+  the removal of such an episode, and the retraction of such a fact through the
+  property graph store (``graph_retract``, the LlamaIndex ``delete``).
 """
 
 from __future__ import annotations
@@ -101,11 +102,15 @@ def timeline_writes(mem: timestone.Memory, periods: int, repeat: int) -> dict[st
         )
 
     removable = iter([middle().episode.id for _ in range(repeat + 1)])
+    retractable = iter([middle().facts[0].id for _ in range(repeat + 1)])
     return {
         f"add_facts: one assertion after the last of {periods:,} periods": timed(later, repeat),
         f"add_facts: one assertion in the middle of {periods:,} periods": timed(middle, repeat),
         "remove_episode of one such assertion": timed(
             lambda: mem.remove_episode(group, next(removable)), repeat
+        ),
+        "graph_retract of one such fact": timed(
+            lambda: mem.graph_retract(group, edges=[next(retractable)]), repeat
         ),
         f"timeline of {periods:,} periods": timed(lambda: mem.timeline(group, "Mira"), repeat),
     }

@@ -190,3 +190,43 @@ def test_writes_and_removals_anywhere_in_a_timeline_make_what_the_whole_fight_ma
                 res = mem.add_facts(group, facts, reference_time=_at(2000), name=f"step {i}")
                 episodes.append(res.episode.id)
                 assert _current(dsn, group) == _fought(dsn, group), (draw, i)
+
+
+def test_graph_retractions_anywhere_in_a_timeline_make_what_the_whole_fight_makes(
+    dsn: str,
+) -> None:
+    """The property graph store's retractions read a cardinality-one slot in the window
+    around the dates they retract, as a removal does: an edge (a current fact, every
+    assertion of its source, relation and target) or a target node (every assertion that
+    names it), anywhere in random histories. After every step the current versions are
+    the date fight over every assertion of the slot, read whole."""
+    one = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    rnd = random.Random(5)
+    with timestone.Memory.open(dsn, ontology=one) as mem:
+        for draw in range(5):
+            group = f"retract-{draw}-" + uuid.uuid4().hex[:8]
+            retracted = 0
+            for i in range(40):
+                current = mem.facts(group, source="Mira", valid_at=None, limit=1000)
+                if current and rnd.random() < 0.2:
+                    if rnd.random() < 0.75:
+                        gone = rnd.choice(current)
+                        counts = mem.graph_retract(group, edges=[gone.id])
+                        step = f"edge {gone.target}"
+                    else:
+                        target = rnd.choice(sorted({f.target for f in current}))
+                        counts = mem.graph_retract(group, ids=[target])
+                        step = f"node {target}"
+                    assert counts["facts"] >= 1, (draw, i, step)
+                    retracted += 1
+                    assert _current(dsn, group) == _fought(dsn, group), (draw, i, step)
+                    continue
+                facts = [
+                    _employment(
+                        rnd, i, _at(2000) + timedelta(days=rnd.randrange(60)), ended=0.2, longest=20
+                    )
+                    for _ in range(rnd.choice([1, 1, 1, 3]))
+                ]
+                mem.add_facts(group, facts, reference_time=_at(2000), name=f"step {i}")
+                assert _current(dsn, group) == _fought(dsn, group), (draw, i)
+            assert retracted >= 4, draw

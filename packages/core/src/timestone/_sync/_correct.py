@@ -25,7 +25,7 @@ from .._time import aware
 from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._db import Conn
 from ._entities import recompute_entities
-from ._facts import SlotChanges, asserted_spans, recompute_slots
+from ._facts import SlotChanges, recompute_retracted
 from ._write import Write
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
@@ -63,16 +63,7 @@ def retract_episodes(w: Write, episode_ids: Sequence[uuid.UUID]) -> SlotChanges:
         " RETURNING source_id, relation, cardinality, valid_at",
         (w.now, w.group_id, list(episode_ids)),
     )
-    retracted = cur.fetchall()
-    slots = {(row["source_id"], row["relation"]) for row in retracted}
-    # a cardinality-one timeline is read around the dates the episodes said, not whole
-    spans = asserted_spans(
-        ((row["source_id"], row["relation"]), row["valid_at"])
-        for row in retracted
-        if row["cardinality"] == "one"
-    )
-    many = {(row["source_id"], row["relation"]) for row in retracted if row["cardinality"] != "one"}
-    changes = recompute_slots(w, slots, within=spans, only_one=slots - many)
+    changes = recompute_retracted(w, cur.fetchall())
     gone, changed = recompute_entities(w, entity_ids | changes.touched_entities)
     changes.touched_entities = entity_ids | changes.touched_entities
     changes.entity_counts = (gone, changed)

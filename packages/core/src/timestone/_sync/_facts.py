@@ -226,6 +226,22 @@ def recompute_slots(
     return write_slots(w, fight_slots(reads, asserted))
 
 
+def recompute_retracted(w: Write, retracted: Iterable[Mapping[str, Any]]) -> SlotChanges:
+    """``recompute_slots`` after assertions were expired: ``retracted`` holds each one's
+    ``source_id``, ``relation``, ``cardinality`` and ``valid_at``. A cardinality-one timeline
+    is read around the dates retracted from it, not whole, and a pair only cardinality-one
+    rows were retracted from reads none of its cardinality-many ones."""
+    rows = list(retracted)
+    slots = {(row["source_id"], row["relation"]) for row in rows}
+    spans = asserted_spans(
+        ((row["source_id"], row["relation"]), row["valid_at"])
+        for row in rows
+        if row["cardinality"] == "one"
+    )
+    many = {(row["source_id"], row["relation"]) for row in rows if row["cardinality"] != "one"}
+    return recompute_slots(w, slots, within=spans, only_one=slots - many)
+
+
 def asserted_spans(said: Iterable[tuple[Slot, datetime]]) -> dict[Slot, tuple[datetime, datetime]]:
     """The earliest and latest ``valid_at`` said of each slot (``read_slots``'s ``within``)."""
     out: dict[Slot, tuple[datetime, datetime]] = {}

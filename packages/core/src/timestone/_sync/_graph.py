@@ -46,7 +46,7 @@ from .._names import fold, fuzzy_eligible, near_identical, normalize
 from ..errors import ForeignNode, InvalidInput
 from ._db import Conn
 from ._entities import entity_from_row, lock_keys, recompute_entities
-from ._facts import held_clause, read_facts, recompute_slots, valid_clause
+from ._facts import held_clause, read_facts, recompute_retracted, valid_clause
 from ._ingest import Ingest, ingest_outcome
 from ._items import put_item
 from ._write import Write
@@ -776,26 +776,41 @@ def graph_retract(
     fact_ids = [e for e in edges if isinstance(e, uuid.UUID)]
     link_keys = [e for e in edges if isinstance(e, str)]
 
-    slots: set[tuple[uuid.UUID, str]] = set()
+    retracted: list[dict[str, Any]] = []
     mentioned: set[uuid.UUID] = set(entity_ids)
     if fact_ids:
+        # the facts' slots first, then their assertions: joined in one statement, a group
+        # the planner's statistics have not seen yet (estimated at one row) got a nested
+        # loop that read the group's facts once per assertion (5.6 s for 5,000)
         cur = w.conn.execute(
-            "UPDATE timestone.assertions AS a SET expired_at = %s FROM timestone.facts AS f"
-            " WHERE f.group_id = %s AND f.id = ANY(%s) AND f.expired_at IS NULL"
-            " AND a.group_id = f.group_id AND a.expired_at IS NULL AND a.source_id = f.source_id"
-            " AND a.relation = f.relation AND a.target_id = f.target_id"
-            " RETURNING a.source_id, a.relation",
-            (w.now, w.group_id, fact_ids),
+            "SELECT DISTINCT source_id, relation, target_id FROM timestone.facts"
+            " WHERE group_id = %s AND id = ANY(%s) AND expired_at IS NULL",
+            (w.group_id, fact_ids),
         )
-        slots |= {(row["source_id"], row["relation"]) for row in cur.fetchall()}
+        triples = cur.fetchall()
+        cur = w.conn.execute(
+            "UPDATE timestone.assertions AS a SET expired_at = %s"
+            " FROM unnest(%s::uuid[], %s::text[], %s::uuid[]) AS t(source_id, relation, target_id)"
+            " WHERE a.group_id = %s AND a.expired_at IS NULL AND a.source_id = t.source_id"
+            " AND a.relation = t.relation AND a.target_id = t.target_id"
+            " RETURNING a.source_id, a.relation, a.cardinality, a.valid_at",
+            (
+                w.now,
+                [t["source_id"] for t in triples],
+                [t["relation"] for t in triples],
+                [t["target_id"] for t in triples],
+                w.group_id,
+            ),
+        )
+        retracted += cur.fetchall()
     if entity_ids:
         cur = w.conn.execute(
             "UPDATE timestone.assertions SET expired_at = %s WHERE group_id = %s"
             " AND expired_at IS NULL AND (source_id = ANY(%s) OR target_id = ANY(%s))"
-            " RETURNING source_id, relation",
+            " RETURNING source_id, relation, cardinality, valid_at",
             (w.now, w.group_id, entity_ids, entity_ids),
         )
-        slots |= {(row["source_id"], row["relation"]) for row in cur.fetchall()}
+        retracted += cur.fetchall()
         w.conn.execute(
             "UPDATE timestone.mentions SET expired_at = %s WHERE group_id = %s"
             " AND expired_at IS NULL AND entity_id = ANY(%s)",
@@ -806,7 +821,7 @@ def graph_retract(
             " AND namespace[1:2] = %s::text[] AND key = ANY(%s) AND expired_at IS NULL",
             (w.now, w.group_id, list(GRAPH_VECTORS), [str(i) for i in entity_ids]),
         )
-    changes = recompute_slots(w, slots)
+    changes = recompute_retracted(w, retracted)
     counts["facts"] = len([f for f in changes.expired if f not in changes.inserted])
     gone, _ = recompute_entities(w, mentioned | changes.touched_entities)
     counts["entities"] = gone
