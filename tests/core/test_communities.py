@@ -1,15 +1,18 @@
 from __future__ import annotations
 
 import json
+from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._communities import propagate_labels
+from timestone._aio._communities import MAX_ROUNDS, MIN_SUPPORT, propagate_labels
 from timestone.errors import InvalidGroup, InvalidInput
 from timestone.llm import ReplayTransport, replay_llm
 
@@ -37,6 +40,104 @@ def test_propagation_needs_two_supporting_facts() -> None:
     assert labels["a"] == labels["b"] == labels["c"]
     assert labels["stray"] == "stray"  # one fact is not enough to join
     assert propagate_labels([("x", "y")]) == {"x": "x", "y": "y"}
+
+
+def _labels_by_the_rule(edges: list[tuple[str, str]]) -> dict[str, str]:
+    """Propagation and pruning as the rule states them, every community found by a pass
+    over every node (quadratic): the reference the indexed pruning is checked against."""
+    neighbours: dict[str, list[str]] = defaultdict(list)
+    for s, t in edges:
+        if s != t:
+            neighbours[s].append(t)
+            neighbours[t].append(s)
+    label = {n: n for n in neighbours}
+    order = sorted(neighbours)
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for node in order:
+            votes = Counter(label[m] for m in neighbours[node])
+            tied = sorted(lab for lab, v in votes.items() if v == max(votes.values()))
+            new = label[node] if label[node] in tied else tied[0]
+            changed |= new != label[node]
+            label[node] = new
+        if not changed:
+            break
+    pruned = True
+    while pruned:
+        pruned = False
+        for node in order:
+            mine = label[node]
+            support = sum(1 for m in neighbours[node] if m != node and label[m] == mine)
+            others = [m for m in order if m != node and label[m] == mine]
+            if support < MIN_SUPPORT and others:
+                if mine == node:
+                    for m in others:
+                        label[m] = others[0]
+                label[node] = node
+                pruned = True
+    return label
+
+
+# a node leaves a community while others still carry its own label (it rejoins them)
+_REJOIN = [
+    ("n16", "n08"),
+    ("n02", "n03"),
+    ("n12", "n07"),
+    ("n09", "n13"),
+    ("n13", "n12"),
+    ("n12", "n05"),
+    ("n01", "n10"),
+    ("n16", "n17"),
+    ("n16", "n02"),
+    ("n16", "n13"),
+    ("n07", "n16"),
+    ("n16", "n09"),
+    ("n16", "n12"),
+    ("n15", "n13"),
+    ("n13", "n15"),
+    ("n06", "n10"),
+    ("n11", "n14"),
+    ("n09", "n16"),
+    ("n10", "n10"),
+    ("n08", "n08"),
+    ("n09", "n10"),
+    ("n16", "n01"),
+    ("n17", "n06"),
+    ("n08", "n16"),
+    ("n07", "n05"),
+    ("n08", "n04"),
+    ("n15", "n08"),
+    ("n08", "n07"),
+    ("n06", "n04"),
+    ("n00", "n00"),
+    ("n02", "n08"),
+    ("n00", "n09"),
+    ("n14", "n05"),
+    ("n09", "n04"),
+    ("n04", "n17"),
+    ("n11", "n17"),
+    ("n09", "n01"),
+    ("n10", "n02"),
+    ("n02", "n11"),
+    ("n16", "n01"),
+    ("n17", "n05"),
+    ("n15", "n01"),
+    ("n04", "n15"),
+]
+
+
+@settings(max_examples=300, deadline=None)
+@example(_REJOIN)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 14), st.integers(0, 14)).map(
+            lambda e: (f"n{e[0]:02d}", f"n{e[1]:02d}")
+        ),
+        max_size=45,
+    )
+)
+def test_pruning_by_community_index_equals_the_rule(edges: list[tuple[str, str]]) -> None:
+    assert propagate_labels(edges) == _labels_by_the_rule(edges)
 
 
 def test_build_name_summary_and_search(memory: timestone.Memory, group: str) -> None:

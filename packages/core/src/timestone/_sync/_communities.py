@@ -91,19 +91,32 @@ def propagate_labels(edges: Iterable[tuple[Any, Any]]) -> dict[Any, Any]:
                 changed = True
         if not changed:
             break
+    # the members of each label, so that a node leaving costs its community's size at
+    # most (when the community was named after it), not a pass over every node
+    rank = {n: i for i, n in enumerate(order)}
+    members: dict[Any, set[Any]] = defaultdict(set)
+    for node in order:
+        members[label[node]].add(node)
     pruned = True
     while pruned:
         pruned = False
         for node in order:
             mine = label[node]
             support = sum(1 for m in neighbours[node] if m != node and label[m] == mine)
-            if support < MIN_SUPPORT and any(label[m] == mine for m in order if m != node):
-                # leave the community; if it was named after this node, rename it
-                members = [m for m in order if m != node and label[m] == mine]
+            if support < MIN_SUPPORT and len(members[mine]) > 1:
+                # leave the community; if it was named after this node, the rest take
+                # the name of the first of them in the order
+                rest = members.pop(mine)
+                rest.discard(node)
                 if mine == node:
-                    for m in members:
-                        label[m] = members[0]
+                    first = min(rest, key=rank.__getitem__)
+                    for m in rest:
+                        label[m] = first
+                    members[first] |= rest
+                else:
+                    members[mine] = rest
                 label[node] = node
+                members[node].add(node)
                 pruned = True
     return label
 
@@ -114,6 +127,25 @@ _NOW = sql.SQL(
 )
 
 
+# The connected component of some entities (the seeds), then its current facts: each
+# entity reached is looked up by key, as a source and as a target. The group's value is
+# kept from the planner (an InitPlan): for a group its statistics have not seen, it
+# would estimate one row and could walk each step through an index keyed on the group
+# alone, reading the whole group for each entity reached.
+_COMPONENT = sql.SQL(
+    "WITH RECURSIVE comp(id) AS (SELECT unnest(%(seeds)s::uuid[])"
+    " UNION SELECT x.id FROM comp AS c CROSS JOIN LATERAL ("
+    "  SELECT f.target_id FROM timestone.facts AS f"
+    "   WHERE f.group_id = (SELECT %(g)s::text) AND f.source_id = c.id AND {now}"
+    "  UNION ALL SELECT f.source_id FROM timestone.facts AS f"
+    "   WHERE f.group_id = (SELECT %(g)s::text) AND f.target_id = c.id AND {now}"
+    " ) AS x(id))"
+    " SELECT f.source_id, f.target_id, f.fact FROM timestone.facts AS f"
+    " WHERE f.group_id = (SELECT %(g)s::text) AND f.source_id IN (SELECT id FROM comp)"
+    " AND {now}"
+).format(now=_NOW)
+
+
 def _edges(conn: Conn, group_id: str, seeds: Sequence[uuid.UUID] | None) -> list[Edge]:
     if seeds is None:
         query = sql.SQL(
@@ -121,14 +153,7 @@ def _edges(conn: Conn, group_id: str, seeds: Sequence[uuid.UUID] | None) -> list
             " WHERE f.group_id = %(g)s AND {now}"
         ).format(now=_NOW)
     else:
-        query = sql.SQL(
-            "WITH RECURSIVE comp(id) AS (SELECT unnest(%(seeds)s::uuid[])"
-            " UNION SELECT CASE WHEN f.source_id = c.id THEN f.target_id ELSE f.source_id END"
-            " FROM comp AS c JOIN timestone.facts AS f ON f.group_id = %(g)s"
-            "  AND (f.source_id = c.id OR f.target_id = c.id) WHERE {now})"
-            " SELECT f.source_id, f.target_id, f.fact FROM timestone.facts AS f"
-            " WHERE f.group_id = %(g)s AND f.source_id IN (SELECT id FROM comp) AND {now}"
-        ).format(now=_NOW)
+        query = _COMPONENT
     cur = conn.execute(query, {"seeds": list(seeds or ()), "g": group_id})
     return [(r["source_id"], r["target_id"], r["fact"]) for r in cur.fetchall()]
 
