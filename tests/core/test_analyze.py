@@ -134,3 +134,52 @@ async def test_an_async_write_does_not_wait_for_the_analysis_it_starts(
     finally:
         if not closed:
             await mem.close()
+
+
+def _estimate(dsn: str, group: str) -> float:
+    """The planner's estimate of the group's fact rows."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "EXPLAIN (FORMAT JSON) SELECT 1 FROM timestone.facts WHERE group_id = %s", (group,)
+        ).fetchone()
+    assert row is not None
+    return float(row[0][0]["Plan"]["Plan Rows"])
+
+
+def _reltuples(dsn: str) -> float:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = 'timestone.facts'::regclass"
+        ).fetchone()
+    assert row is not None
+    return float(row[0])
+
+
+def test_a_group_the_statistics_have_not_seen_is_analyzed_once_it_grows(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statistics gathered while the tables held one group estimate another at one row.
+    A process that writes ``_UNSEEN_FIRST`` facts to such a group has the tables analyzed;
+    one that writes as many to a group the planner knows does not."""
+    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)  # the load marks never reached
+    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
+    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+        for table in ANALYZED:
+            owner.execute(
+                sql.SQL("ALTER TABLE timestone.{} SET (autovacuum_enabled = false)").format(
+                    sql.Identifier(table)
+                )
+            )
+            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+    assert _estimate(fresh_dsn, "unseen") < 10
+    with timestone.Memory.open(fresh_dsn) as mem:  # closing waits for the analysis
+        mem.add_facts("unseen", _facts(150, "Unseen"), reference_time=REF)
+        assert _estimate(fresh_dsn, "unseen") < 10  # under the mark: nothing yet
+        mem.add_facts("unseen", _facts(100, "Later"), reference_time=REF)
+    assert _estimate(fresh_dsn, "unseen") > 100
+    analyzed = _reltuples(fresh_dsn)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts("known", _facts(250, "More"), reference_time=REF)
+    assert _reltuples(fresh_dsn) == analyzed  # the planner knew "known": no analysis

@@ -131,6 +131,10 @@ Conn = AsyncConnection[DictRow]
 
 _ANALYZE_FIRST = 2_000
 _ANALYZE_LAST = 256_000
+# Rows a process writes to one group before it asks whether the planner knows the group
+# (then ten times as many each time): taken for under a tenth of that, it is analyzed.
+_UNSEEN_FIRST = 1_000
+_UNSEEN_SHARE = 10
 _ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
 
 
@@ -588,6 +592,8 @@ class Database:
         self._since_analyze = 0
         self._analyze_every = _ANALYZE_FIRST
         self._analyzing: ASpawned[None] | None = None  # the ANALYZE note_writes started
+        self._written: dict[str, int] = {}  # group -> facts this process wrote to it
+        self._unseen_mark: dict[str, int] = {}  # group -> when to look at its estimate next
         self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
         self._small: dict[str, float] = {}  # group -> monotonic time it was found small
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
@@ -625,14 +631,21 @@ class Database:
             self._facts_rows = (rows, now)
         return rows
 
-    async def note_writes(self, rows: int) -> None:
-        """Keep planner statistics fresh through a bulk load.
+    async def note_writes(self, rows: int, group_id: str | None = None) -> None:
+        """Keep planner statistics fresh through a bulk load, and for a new group.
 
         Autovacuum analyzes a table only after a minute and a share of it has changed;
         a bulk load outruns it, and plans made on the statistics of an empty table scan
         a whole group for every batch. After ``_ANALYZE_FIRST`` rows, then after twice as
         many each time, the tables writes grow are analyzed, as their owner (the DSN's
         user). Where that user may not, autovacuum is left to it.
+
+        A group the statistics have not seen is estimated at about one row, whatever it
+        holds, when they were gathered while the tables held other groups only (a second
+        tenant in a large database, long before autovacuum's share of the table has
+        changed). After ``_UNSEEN_FIRST`` facts written to ``group_id``, then ten times
+        as many each time, the analysis reads the planner's estimate of the group's
+        facts, and analyzes the tables if it is under a tenth of what was written.
 
         The analysis runs beside the caller, on a connection of its own (a task, or a
         thread in the blocking twin): the write that crosses the mark returns without
@@ -641,18 +654,39 @@ class Database:
         waits for the next write after it ends. ``close`` waits for it.
         """
         self._since_analyze += rows
-        if self._since_analyze < self._analyze_every:
+        unseen: tuple[str, int] | None = None
+        if group_id is not None:
+            written = self._written.get(group_id, 0) + rows
+            self._written[group_id] = written
+            if written >= self._unseen_mark.get(group_id, _UNSEEN_FIRST):
+                unseen = (group_id, written)
+        if self._since_analyze < self._analyze_every and unseen is None:
             return
         if self._analyzing is not None and not self._analyzing.done():
-            return
-        self._since_analyze = 0
-        self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
-        self._analyzing = await aspawn(self._analyze)
+            return  # the marks stay crossed: the next write after it ends tries again
+        if unseen is not None:
+            self._unseen_mark[unseen[0]] = unseen[1] * 10
+        if self._since_analyze >= self._analyze_every:
+            self._since_analyze = 0
+            self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
+            unseen = None  # analyzed whatever the estimate
+        self._analyzing = await aspawn(self._analyze, unseen)
 
-    async def _analyze(self) -> None:
+    async def _analyze(self, unseen: tuple[str, int] | None = None) -> None:
+        """Analyze the tables writes grow; with ``unseen`` (a group, the facts written to
+        it), only if the planner estimates that group's facts at under a tenth of them."""
         try:
             conn = await connect_owner(self.dsn)
             async with conn:
+                if unseen is not None:
+                    cur = await conn.execute(
+                        "EXPLAIN (FORMAT JSON) SELECT 1 FROM timestone.facts WHERE group_id = %s",
+                        (unseen[0],),
+                    )
+                    found = await cur.fetchone()
+                    estimate = float(found["QUERY PLAN"][0]["Plan"]["Plan Rows"]) if found else 0.0
+                    if estimate * _UNSEEN_SHARE >= unseen[1]:
+                        return
                 for table in _ANALYZED:
                     await conn.execute(
                         sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table))

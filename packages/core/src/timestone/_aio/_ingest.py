@@ -456,7 +456,7 @@ class Ingest:
                         if outcome
                         else None
                     )
-                await self.db.note_writes(len(prepared))
+                await self.db.note_writes(len(prepared), group_id)
                 return result
             except ConflictError:
                 if attempt == _RETRIES - 1:

@@ -453,7 +453,7 @@ class Ingest:
                     result = (
                         _created(w, written, ingest_outcome(w, written, order)) if outcome else None
                     )
-                self.db.note_writes(len(prepared))
+                self.db.note_writes(len(prepared), group_id)
                 return result
             except ConflictError:
                 if attempt == _RETRIES - 1:
