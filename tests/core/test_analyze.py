@@ -183,3 +183,19 @@ def test_a_group_the_statistics_have_not_seen_is_analyzed_once_it_grows(
     with timestone.Memory.open(fresh_dsn) as mem:
         mem.add_facts("known", _facts(250, "More"), reference_time=REF)
     assert _reltuples(fresh_dsn) == analyzed  # the planner knew "known": no analysis
+
+
+def test_the_facts_counted_per_group_are_bounded(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived process that writes to many groups keeps at most ``_UNSEEN_GROUPS``
+    counts: past that, counting starts over."""
+    monkeypatch.setattr(sync_db, "_UNSEEN_GROUPS", 3)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        counted: list[int] = []
+        for i in range(7):
+            mem.add_facts(f"g{i}", _facts(2, f"G{i}"), reference_time=REF)
+            counted.append(len(mem._db._written))  # pyright: ignore[reportPrivateUsage]
+        mem.add_facts("g6", _facts(2, "Again"), reference_time=REF)
+        assert mem._db._written["g6"] == 4  # pyright: ignore[reportPrivateUsage]
+    assert counted == [1, 2, 3, 1, 2, 3, 1]

@@ -136,6 +136,7 @@ _ANALYZE_LAST = 256_000
 # (then ten times as many each time): taken for under a tenth of that, it is analyzed.
 _UNSEEN_FIRST = 1_000
 _UNSEEN_SHARE = 10
+_UNSEEN_GROUPS = 100_000  # groups counted at most
 _ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
 
 
@@ -653,6 +654,9 @@ class Database:
         self._since_analyze += rows
         unseen: tuple[str, int] | None = None
         if group_id is not None:
+            if len(self._written) >= _UNSEEN_GROUPS and group_id not in self._written:
+                self._written.clear()  # bounded: counting starts over, at worst one more look
+                self._unseen_mark.clear()
             written = self._written.get(group_id, 0) + rows
             self._written[group_id] = written
             if written >= self._unseen_mark.get(group_id, _UNSEEN_FIRST):
