@@ -15,15 +15,17 @@ node with ``--people`` neighbours and the people a ring. Then:
 - the walk of the property graph (``graph_edges``, the LlamaIndex ``get_rel_map``)
   around the company to depth 3 and around a person to depth 10, 1,000 edges each;
 - ``search`` and ``context`` of a question naming the company, ``search`` from the
-  company as ``center``, and the company's ``timeline`` (every period);
+  company as ``center``, and the company's ``timeline`` (every period, and its first
+  100);
 - questions at the limits a search accepts: 1,400 negated words (10,000 characters,
   which match every fact of the group), 64 alternatives ("Person 1 or Person 2 or
   ..."), and 10,000 characters of distinct words;
 - writes to a long timeline: one person's employer (``WORKS_AT``, cardinality one)
   changed ``--periods`` times, written in calls of 1,000, then one more assertion
   after the last and one in the middle (each a call of its own, a new episode),
-  the removal of such an episode, and the retraction of such a fact through the
-  property graph store (``graph_retract``, the LlamaIndex ``delete``);
+  the removal of such an episode, the retraction of such a fact through the
+  property graph store (``graph_retract``, the LlamaIndex ``delete``), and the
+  timeline whole and one year of it;
 - a group the planner's statistics have not seen (``unseen_group``): a rebuild of its
   communities and the removal of a 1,000-fact episode.
 """
@@ -119,6 +121,15 @@ def timeline_writes(mem: timestone.Memory, periods: int, repeat: int) -> dict[st
             lambda: mem.graph_retract(group, edges=[next(retractable)]), repeat
         ),
         f"timeline of {periods:,} periods": timed(lambda: mem.timeline(group, "Mira"), repeat),
+        f"one year of the timeline of {periods:,} periods": timed(
+            lambda: mem.timeline(
+                group,
+                "Mira",
+                since=T0 + (periods // 2) * day,
+                until=T0 + (periods // 2 + 365) * day,
+            ),
+            repeat,
+        ),
     }
 
 
@@ -221,6 +232,9 @@ def run(people: int, periods: int, repeat: int, skip: list[str]) -> dict[str, An
             ),
             f"context {QUESTION!r}": lambda: mem.context(group, QUESTION),
             "timeline of the company (every period)": lambda: mem.timeline(group, HUB),
+            "timeline of the company, its first 100 periods": lambda: mem.timeline(
+                group, HUB, limit=100
+            ),
         }
         for label, question in hostile_questions().items():
             reads[f"search of {label}"] = lambda q=question: mem.search(group, q)

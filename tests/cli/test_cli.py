@@ -69,6 +69,25 @@ def test_ingest_is_resumable_and_reads_tell_time(
         ("Château Nord", "2015-01-01", "2023-06-01"),
         ("Château Sud", "2023-06-01", ""),
     ]
+    # narrowed: the periods of one relation that last past 2020 and start before 2024
+    narrowed = as_json(
+        run_here(
+            "timeline",
+            "Mira",
+            "--relation",
+            "DIRECTS",
+            "--since",
+            "2020-01-01",
+            "--until",
+            "2024-01-01",
+            "--limit",
+            "1",
+            "--json",
+        )
+    )
+    assert [(p["target"], p["valid_at"][:10]) for p in narrowed] == [("Château Nord", "2015-01-01")]
+    backwards = cli("timeline", "Mira", "--since", "2024-01-01", "--until", "2020-01-01", check=3)
+    assert "must be after since" in backwards.stderr
 
     # rollback to before the 2023 episode: the present is Nord again, and reversible
     report = as_json(cli("rollback", "--to", before, "--json"))

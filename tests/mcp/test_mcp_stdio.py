@@ -71,6 +71,17 @@ async def test_a_client_adds_a_memory_and_finds_it(data_dir: Path, dsn: str, gro
 
         timeline = _data(await client.call_tool("entity_timeline", {"entity": "Ada"}))
         assert timeline["facts"][0]["valid_at"].startswith("2024-03-01")
+        narrowed = {"entity": "Ada", "until": "2024-03-01", "relation": "PREFERS_DRINK", "limit": 5}
+        before = _data(await client.call_tool("entity_timeline", narrowed))
+        assert before["facts"] == []  # the period starts on the window's end
+        narrowed["until"] = "2024-03-02"
+        during = _data(await client.call_tool("entity_timeline", narrowed))
+        assert during["facts"] == timeline["facts"]
+        bad = await client.call_tool(
+            "entity_timeline", {"entity": "Ada", "since": "2025-01-01", "until": "2024-01-01"}
+        )
+        assert bad.is_error
+        assert "must be after since" in str(bad.content)
         episodes = _data(await client.call_tool("get_episodes", {}))
         assert [e["name"] for e in episodes["episodes"]] == ["breakfast chat"]
         status = _data(await client.call_tool("status", {}))

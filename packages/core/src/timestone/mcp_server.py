@@ -215,14 +215,36 @@ class _Tools:
             str | None,
             Field(description="Show the timeline as the memory held it then (default: now)."),
         ] = None,
+        relation: Annotated[
+            str | None, Field(description="Only this relation (e.g. WORKS_AT).")
+        ] = None,
+        since: Annotated[
+            str | None, Field(description="Only periods that last past this date.")
+        ] = None,
+        until: Annotated[
+            str | None, Field(description="Only periods that start before this date.")
+        ] = None,
+        limit: Annotated[
+            int | None, Field(description="Only the first periods (1 to 1000).")
+        ] = None,
     ) -> dict[str, Any]:
-        """Every period of every fact about an entity, oldest first: how it changed over time."""
+        """Every period of every fact about an entity, oldest first: how it changed over time.
+        For an entity with a long history, narrow it by relation, dates or a limit."""
         mem = await self.memory()
         system = _when(as_of, "as_of")
         ref = _ref(entity)
         if await mem.get_entity(group_id, ref, as_of=system) is None:
             raise NotFound(f"unknown entity {entity!r:.80}")
-        return {"facts": [_fact(f) for f in await mem.timeline(group_id, ref, as_of=system)]}
+        periods = await mem.timeline(
+            group_id,
+            ref,
+            as_of=system,
+            relation=relation,
+            since=_when(since, "since"),
+            until=_when(until, "until"),
+            limit=limit,
+        )
+        return {"facts": [_fact(f) for f in periods]}
 
     async def facts_as_of(
         self,

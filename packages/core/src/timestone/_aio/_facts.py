@@ -631,10 +631,12 @@ async def read_facts(
     limit: int | None = 100,
     version_ids: Sequence[uuid.UUID] | None = None,
     history: bool = False,
+    during: tuple[datetime | None, datetime | None] = (None, None),
 ) -> list[Fact]:
     """Facts held at ``as_of`` and true at ``valid_at``, joined with their endpoint names.
 
     ``history=True`` drops the system-time filter (every version, expired ones too).
+    ``during``: only periods that overlap ``[since, until)`` (either end open if None).
     """
     where: list[sql.Composable] = [
         sql.SQL("f.group_id = {}").format(sql.Literal(group_id)),
@@ -657,6 +659,13 @@ async def read_facts(
         where.append(sql.SQL("f.relation = {}").format(sql.Literal(relation)))
     if version_ids is not None:
         where.append(sql.SQL("f.version_id = ANY({})").format(sql.Literal(list(version_ids))))
+    since, until = during
+    if until is not None:
+        where.append(sql.SQL("f.valid_at < {}").format(sql.Literal(until)))
+    if since is not None:
+        where.append(
+            sql.SQL("(f.invalid_at IS NULL OR f.invalid_at > {})").format(sql.Literal(since))
+        )
     ordering = (
         sql.SQL("f.valid_at, f.relation, f.id")
         if order == "timeline"

@@ -42,7 +42,7 @@ from .._results import CommunityReport, Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
 from ..embedders import Embedder, WordLlamaEmbedder, check_embedder
 from ..embedders import awarm as load_model
-from ..errors import InvalidInput, LLMError
+from ..errors import InvalidInput, InvalidPeriod, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
 from ._bulk import bulk_load
@@ -437,21 +437,45 @@ class AsyncMemory:
             )
 
     async def timeline(
-        self, group_id: str, entity: str | uuid.UUID, *, as_of: datetime | None = None
+        self,
+        group_id: str,
+        entity: str | uuid.UUID,
+        *,
+        as_of: datetime | None = None,
+        relation: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = None,
     ) -> list[Fact]:
-        """Every period of every fact about ``entity`` (as source or target), by ``valid_at``."""
+        """Every period of every fact about ``entity`` (as source or target), by ``valid_at``.
+
+        Narrowed, for an entity of long history: ``relation``; ``since`` and ``until``,
+        the periods that overlap ``[since, until)`` in world time (a period open at
+        ``since`` included; either end may be left open); ``limit``, the first periods
+        only (1 to 1,000)."""
         ref = _entity_ref(entity, "entity")
         system = _system(as_of)
+        start = None if since is None else aware(since, "since")
+        end = None if until is None else aware(until, "until")
+        if start is not None and end is not None and end <= start:
+            raise InvalidPeriod(
+                f"until ({end.isoformat()}) must be after since ({start.isoformat()})"
+            )
+        n = None if limit is None else _limit(limit)
+        if relation is not None:
+            check_text(relation, "relation", max_chars=128)
         async with self._db.transaction(group_id, "reading a timeline") as conn:
             return await read_facts(
                 conn,
                 group_id,
                 entity=ref,
+                relation=relation,
                 valid_at=None,
                 as_of=system,
                 read_time=utcnow(),
                 order="timeline",
-                limit=None,
+                limit=n,
+                during=(start, end),
             )
 
     async def get_entity(

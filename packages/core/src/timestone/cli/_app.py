@@ -359,6 +359,16 @@ def facts(
 def timeline(
     entity: Annotated[str, typer.Argument(help="Entity name or id.")],
     as_of: AsOf = None,
+    relation: Annotated[str | None, typer.Option("--relation", "-r")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Periods that last past this world time.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Periods that start before this world time.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", help="The first periods only.")
+    ] = None,
     html: Annotated[
         Path | None, typer.Option("--html", help="Write the timeline picture to this HTML file.")
     ] = None,
@@ -371,12 +381,17 @@ def timeline(
     embedder: EmbedderOpt = None,
     json_: Json = False,
 ) -> None:
-    """Every period of every fact about ENTITY, by world time; --html draws it."""
+    """Every period of every fact about ENTITY, by world time; --html draws it.
+
+    --relation, --since, --until and --limit narrow it (an entity of long history)."""
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
+    start, end = _when(since, "--since"), _when(until, "--until")
     with _store(dsn, data_dir, embedder) as mem:
         _require_entity(mem, g, entity, system)
-        periods = mem.timeline(g, entity, as_of=system)
+        periods = mem.timeline(
+            g, entity, as_of=system, relation=relation, since=start, until=end, limit=limit
+        )
         history = mem.fact_history(g, entity) if (html or png) else []
     if html is not None or png is not None:
         _picture(entity, history, periods, system, html, png)
