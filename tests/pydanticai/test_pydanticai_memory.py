@@ -191,19 +191,28 @@ async def test_remember_and_timeline_with_app_deps(memory: timestone.Memory, gro
             return ModelResponse(parts=[ToolCallPart("remember", good)])
         if turns == 2:
             return ModelResponse(parts=[ToolCallPart("entity_timeline", {"entity": "Ada"})])
+        if turns == 3:  # a window that ends before the fact began, then a bad date
+            early = {"entity": "Ada", "relation": "LIKES", "until": "2024-04-30"}
+            return ModelResponse(parts=[ToolCallPart("entity_timeline", early)])
+        if turns == 4:
+            bad = {"entity": "Ada", "since": "last spring"}
+            return ModelResponse(parts=[ToolCallPart("entity_timeline", bad)])
         return ModelResponse(parts=[TextPart("done")])
 
     agent = Agent(FunctionModel(respond), deps_type=AppDeps, toolsets=[memory_toolset()])
     result = await agent.run("Remember that I like Gamay", deps=AppDeps(memory, group))
     retries = _retries(result.all_messages())
-    assert len(retries) == 1
+    assert len(retries) == 2
     assert "relation 'likes wine' must be an identifier" in retries[0]
+    assert "since 'last spring' is not an ISO 8601 date" in retries[1]
     facts = memory.facts(group, source="Ada")
     assert [(f.relation, f.target, f.valid_at.date().isoformat()) for f in facts] == [
         ("LIKES", "Gamay", "2024-05-01")
     ]
-    timeline = _tool_returns(result.all_messages(), "entity_timeline")[0]
+    # the third return is the refusal, sent back to retry (counted above)
+    timeline, early, _ = _tool_returns(result.all_messages(), "entity_timeline")
     assert "(2024-05-01 to present) Ada likes Gamay." in timeline
+    assert early == "Memory holds no facts about 'Ada'."
 
 
 async def test_a_query_or_name_the_library_refuses_is_sent_back(
@@ -228,7 +237,7 @@ async def test_a_query_or_name_the_library_refuses_is_sent_back(
     retries = _retries(result.all_messages())
     assert len(retries) == 2
     assert "search_memory refused the query: context query has 25,000 characters" in retries[0]
-    assert "entity_timeline refused the name" in retries[1]
+    assert "entity_timeline refused the request" in retries[1]
     assert "NUL" in retries[1]
     assert result.output == "done"
 

@@ -55,14 +55,12 @@ def fact_line(fact: timestone.Fact) -> str:
     return line
 
 
-def _when(text: str) -> datetime:
+def _when(text: str, what: str = "valid_from") -> datetime:
     """An ISO 8601 date or datetime from a model; one without a zone is read as UTC."""
     try:
         parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError as exc:
-        raise InvalidInput(
-            f"valid_from {text!r:.80} is not an ISO 8601 date, like 2024-05-01"
-        ) from exc
+        raise InvalidInput(f"{what} {text!r:.80} is not an ISO 8601 date, like 2024-05-01") from exc
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
@@ -84,19 +82,36 @@ async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
     return str(context.as_prompt())
 
 
-async def entity_timeline(ctx: RunContext[MemoryDeps], entity: str) -> str:
+async def entity_timeline(
+    ctx: RunContext[MemoryDeps],
+    entity: str,
+    relation: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> str:
     """Every period of every fact about an entity (person, place, thing), oldest first.
 
     Args:
         entity: The entity's name.
+        relation: Only this relation, e.g. "WORKS_AT"; default: every relation.
+        since: Only periods that last past this ISO 8601 date; default: from the start.
+        until: Only periods that start before this ISO 8601 date; default: to the end.
     """
     if not entity.strip():
         raise ModelRetry("entity_timeline needs an entity name")
     as_of = getattr(ctx.deps, "as_of", None)
     try:
-        facts: list[timestone.Fact] = await _call(ctx, "timeline", entity, as_of=as_of)
+        facts: list[timestone.Fact] = await _call(
+            ctx,
+            "timeline",
+            entity,
+            as_of=as_of,
+            relation=relation,
+            since=_when(since, "since") if since else None,
+            until=_when(until, "until") if until else None,
+        )
     except InvalidInput as exc:
-        raise ModelRetry(f"entity_timeline refused the name: {exc}") from exc
+        raise ModelRetry(f"entity_timeline refused the request: {exc}") from exc
     if not facts:
         return f"Memory holds no facts about {entity!r:.200}."
     return "\n".join([f"Timeline of {entity} (cite items by [id]):", *map(fact_line, facts)])
