@@ -31,14 +31,18 @@ def _facts(n: int, prefix: str) -> list[FactInput]:
     return [FactInput(f"{prefix} {i}", "KNOWS", f"{prefix} {i + 1}") for i in range(n)]
 
 
-def _hold_analysis(owner: psycopg.Connection[tuple[object, ...]]) -> None:
-    """No autovacuum in the way, and the lock ANALYZE takes on episodes held."""
+def _autovacuum_off(owner: psycopg.Connection[tuple[object, ...]]) -> None:
     for table in ANALYZED:
         owner.execute(
             sql.SQL("ALTER TABLE timestone.{} SET (autovacuum_enabled = false)").format(
                 sql.Identifier(table)
             )
         )
+
+
+def _hold_analysis(owner: psycopg.Connection[tuple[object, ...]]) -> None:
+    """No autovacuum in the way, and the lock ANALYZE takes on episodes held."""
+    _autovacuum_off(owner)
     owner.commit()
     owner.execute("LOCK TABLE timestone.episodes IN SHARE UPDATE EXCLUSIVE MODE")
 
@@ -166,12 +170,8 @@ def test_a_group_the_statistics_have_not_seen_is_analyzed_once_it_grows(
     with timestone.Memory.open(fresh_dsn) as mem:
         mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
     with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+        _autovacuum_off(owner)
         for table in ANALYZED:
-            owner.execute(
-                sql.SQL("ALTER TABLE timestone.{} SET (autovacuum_enabled = false)").format(
-                    sql.Identifier(table)
-                )
-            )
             owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
     assert _estimate(fresh_dsn, "unseen") < 10
     with timestone.Memory.open(fresh_dsn) as mem:  # closing waits for the analysis
