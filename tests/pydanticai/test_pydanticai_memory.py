@@ -212,7 +212,7 @@ async def test_remember_and_timeline_with_app_deps(memory: timestone.Memory, gro
     # the third return is the refusal, sent back to retry (counted above)
     timeline, early, _ = _tool_returns(result.all_messages(), "entity_timeline")
     assert "(2024-05-01 to present) Ada likes Gamay." in timeline
-    assert early == "Memory holds no facts about 'Ada'."
+    assert early == "Memory holds no facts about 'Ada' of that relation or in those dates."
 
 
 async def test_a_query_or_name_the_library_refuses_is_sent_back(

@@ -113,7 +113,8 @@ async def entity_timeline(
     except InvalidInput as exc:
         raise ModelRetry(f"entity_timeline refused the request: {exc}") from exc
     if not facts:
-        return f"Memory holds no facts about {entity!r:.200}."
+        narrowed = " of that relation or in those dates" if relation or since or until else ""
+        return f"Memory holds no facts about {entity!r:.200}{narrowed}."
     return "\n".join([f"Timeline of {entity} (cite items by [id]):", *map(fact_line, facts)])
 
 

@@ -135,6 +135,7 @@ _ANALYZE_LAST = 256_000
 # Rows a process writes to one group before it asks whether the planner knows the group
 # (then ten times as many each time): taken for under a tenth of that, it is analyzed.
 _UNSEEN_FIRST = 1_000
+_UNSEEN_STEP = 10
 _UNSEEN_SHARE = 10
 _UNSEEN_GROUPS = 100_000  # groups counted at most
 _ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
@@ -666,7 +667,7 @@ class Database:
         if self._analyzing is not None and not self._analyzing.done():
             return  # the marks stay crossed: the next write after it ends tries again
         if unseen is not None:
-            self._unseen_mark[unseen[0]] = unseen[1] * 10
+            self._unseen_mark[unseen[0]] = unseen[1] * _UNSEEN_STEP
         if self._since_analyze >= self._analyze_every:
             self._since_analyze = 0
             self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
