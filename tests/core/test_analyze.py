@@ -199,3 +199,66 @@ def test_the_facts_counted_per_group_are_bounded(
         mem.add_facts("g6", _facts(2, "Again"), reference_time=REF)
         assert mem._db._written["g6"] == 4  # pyright: ignore[reportPrivateUsage]
     assert counted == [1, 2, 3, 1, 2, 3, 1]
+
+
+def test_at_most_one_look_at_unseen_groups_a_minute(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second unseen group crossing its mark within the minute waits: a later write
+    after the minute has it analyzed."""
+    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)
+    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
+    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+        _autovacuum_off(owner)
+        for table in ANALYZED:
+            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts("first", _facts(250, "First"), reference_time=REF)
+        looked = mem._db._analyzing  # pyright: ignore[reportPrivateUsage]
+        assert looked is not None
+        looked.result()
+        assert _estimate(fresh_dsn, "first") > 100
+        mem.add_facts("second", _facts(250, "Second"), reference_time=REF)
+        assert mem._db._analyzing is looked  # pyright: ignore[reportPrivateUsage]
+        assert _estimate(fresh_dsn, "second") < 10
+        monkeypatch.setattr(sync_db, "_UNSEEN_EVERY_S", 0.0)  # the minute has passed
+        mem.add_facts("second", _facts(1, "Later"), reference_time=REF)
+    assert _estimate(fresh_dsn, "second") > 100
+
+
+def test_a_group_estimated_at_the_average_of_many_is_left_to_it(
+    fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Among many small tenants a group the statistics do not list is estimated at their
+    average; analyzing again would not change that, so a process does not."""
+    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)
+    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts("small-0", _facts(20, "Small"), reference_time=REF)
+    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+        _autovacuum_off(owner)
+        columns = [
+            row[0]
+            for row in owner.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'timestone.facts'::regclass"
+                " AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+                " AND attname NOT IN ('group_id', 'embedding') ORDER BY attnum"
+            )
+        ]
+        owner.execute(  # 150 more tenants of 20 facts: too many to list one by one
+            sql.SQL(
+                "INSERT INTO timestone.facts (group_id, {cols}) SELECT 'small-' || n, {cols}"
+                " FROM timestone.facts CROSS JOIN generate_series(1, 150) AS n"
+            ).format(cols=sql.SQL(", ").join(map(sql.Identifier, columns)))
+        )
+        for table in ANALYZED:
+            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+    assert 10 < _estimate(fresh_dsn, "another") < 25
+    analyzed = _reltuples(fresh_dsn)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        # estimated at under a tenth of what was written, but at the average of many
+        mem.add_facts("another", _facts(500, "Another"), reference_time=REF)
+        assert 10 < _estimate(fresh_dsn, "another") < 50
+    assert _reltuples(fresh_dsn) == analyzed

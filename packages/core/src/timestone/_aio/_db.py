@@ -136,6 +136,11 @@ _ANALYZE_LAST = 256_000
 _UNSEEN_FIRST = 1_000
 _UNSEEN_STEP = 10
 _UNSEEN_SHARE = 10
+# Taken for at most this many rows, a group is one the statistics do not hold (a group
+# they cannot tell from the average of many small ones is estimated at that average, and
+# analyzing again would not change it).
+_UNSEEN_ROWS = 10
+_UNSEEN_EVERY_S = 60.0  # at most one such analysis a minute per process
 _UNSEEN_GROUPS = 100_000  # groups counted at most
 _ANALYZED = ("episodes", "entities", "mentions", "assertions", "facts")
 
@@ -596,6 +601,7 @@ class Database:
         self._analyzing: ASpawned[None] | None = None  # the ANALYZE note_writes started
         self._written: dict[str, int] = {}  # group -> facts this process wrote to it
         self._unseen_mark: dict[str, int] = {}  # group -> when to look at its estimate next
+        self._unseen_at = -_UNSEEN_EVERY_S  # monotonic time of the last look
         self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
         self._small: dict[str, float] = {}  # group -> monotonic time it was found small
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
@@ -647,7 +653,9 @@ class Database:
         tenant in a large database, long before autovacuum's share of the table has
         changed). After ``_UNSEEN_FIRST`` facts written to ``group_id``, then ten times
         as many each time, the analysis reads the planner's estimate of the group's
-        facts, and analyzes the tables if it is under a tenth of what was written.
+        facts, and analyzes the tables if the planner takes the group for (nearly) empty:
+        at most ``_UNSEEN_ROWS`` rows, and under a tenth of what was written. At most one
+        such look a minute: a mark crossed meanwhile is looked at by a later write.
 
         The analysis runs beside the caller, on a connection of its own (a task, or a
         thread in the blocking twin): the write that crosses the mark returns without
@@ -663,7 +671,8 @@ class Database:
                 self._unseen_mark.clear()
             written = self._written.get(group_id, 0) + rows
             self._written[group_id] = written
-            if written >= self._unseen_mark.get(group_id, _UNSEEN_FIRST):
+            due = time.monotonic() - self._unseen_at >= _UNSEEN_EVERY_S
+            if due and written >= self._unseen_mark.get(group_id, _UNSEEN_FIRST):
                 unseen = (group_id, written)
         if self._since_analyze < self._analyze_every and unseen is None:
             return
@@ -671,6 +680,7 @@ class Database:
             return  # the marks stay crossed: the next write after it ends tries again
         if unseen is not None:
             self._unseen_mark[unseen[0]] = unseen[1] * _UNSEEN_STEP
+            self._unseen_at = time.monotonic()
         if self._since_analyze >= self._analyze_every:
             self._since_analyze = 0
             self._analyze_every = min(self._analyze_every * 2, _ANALYZE_LAST)
@@ -690,7 +700,7 @@ class Database:
                     )
                     found = await cur.fetchone()
                     estimate = float(found["QUERY PLAN"][0]["Plan"]["Plan Rows"]) if found else 0.0
-                    if estimate * _UNSEEN_SHARE >= unseen[1]:
+                    if estimate > _UNSEEN_ROWS or estimate * _UNSEEN_SHARE >= unseen[1]:
                         return
                 for table in _ANALYZED:
                     await conn.execute(
