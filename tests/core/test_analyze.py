@@ -159,20 +159,30 @@ def _reltuples(dsn: str) -> float:
     return float(row[0])
 
 
+def _statistics_of_one_group(dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A database whose statistics know one group ("known", 600 facts) and stay so, and
+    marks that only the look at an unseen group reaches (at 200 facts)."""
+    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)  # the load marks never reached
+    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
+    with timestone.Memory.open(dsn) as mem:
+        mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
+    with psycopg.connect(dsn, autocommit=True) as owner:
+        _autovacuum_off(owner)
+        _analyze(owner)
+
+
+def _analyze(owner: psycopg.Connection[tuple[object, ...]]) -> None:
+    for table in ANALYZED:
+        owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+
+
 def test_a_group_the_statistics_have_not_seen_is_analyzed_once_it_grows(
     fresh_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Statistics gathered while the tables held one group estimate another at one row.
     A process that writes ``_UNSEEN_FIRST`` facts to such a group has the tables analyzed;
     one that writes as many to a group the planner knows does not."""
-    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)  # the load marks never reached
-    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
-    with timestone.Memory.open(fresh_dsn) as mem:
-        mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
-    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
-        _autovacuum_off(owner)
-        for table in ANALYZED:
-            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+    _statistics_of_one_group(fresh_dsn, monkeypatch)
     assert _estimate(fresh_dsn, "unseen") < 10
     with timestone.Memory.open(fresh_dsn) as mem:  # closing waits for the analysis
         mem.add_facts("unseen", _facts(150, "Unseen"), reference_time=REF)
@@ -206,14 +216,7 @@ def test_at_most_one_look_at_unseen_groups_a_minute(
 ) -> None:
     """A second unseen group crossing its mark within the minute waits: a later write
     after the minute has it analyzed."""
-    monkeypatch.setattr(sync_db, "_ANALYZE_FIRST", 10**9)
-    monkeypatch.setattr(sync_db, "_UNSEEN_FIRST", 200)
-    with timestone.Memory.open(fresh_dsn) as mem:
-        mem.add_facts("known", _facts(600, "Known"), reference_time=REF)
-    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
-        _autovacuum_off(owner)
-        for table in ANALYZED:
-            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+    _statistics_of_one_group(fresh_dsn, monkeypatch)
     with timestone.Memory.open(fresh_dsn) as mem:
         mem.add_facts("first", _facts(250, "First"), reference_time=REF)
         looked = mem._db._analyzing  # pyright: ignore[reportPrivateUsage]
@@ -253,8 +256,7 @@ def test_a_group_estimated_at_the_average_of_many_is_left_to_it(
                 " FROM timestone.facts CROSS JOIN generate_series(1, 150) AS n"
             ).format(cols=sql.SQL(", ").join(map(sql.Identifier, columns)))
         )
-        for table in ANALYZED:
-            owner.execute(sql.SQL("ANALYZE timestone.{}").format(sql.Identifier(table)))
+        _analyze(owner)
     assert 10 < _estimate(fresh_dsn, "another") < 25
     analyzed = _reltuples(fresh_dsn)
     with timestone.Memory.open(fresh_dsn) as mem:
