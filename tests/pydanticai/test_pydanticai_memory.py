@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from pydantic_ai_timestone import (
     check_citations,
     memory_toolset,
 )
-from timestone.errors import InvalidGroup
+from timestone.errors import InvalidGroup, NaiveDatetime
 
 
 def _tool_returns(messages: list[ModelMessage], name: str) -> list[str]:
@@ -247,3 +248,8 @@ def test_bad_deps(memory: timestone.Memory) -> None:
         TimestoneDeps(memory, "")
     with pytest.raises(TypeError, match=r"needs a timestone\.Memory"):
         TimestoneDeps("postgresql://nowhere", "g")  # type: ignore[arg-type]
+    with pytest.raises(NaiveDatetime, match="as_of"):
+        TimestoneDeps(memory, "g", as_of=datetime(2024, 1, 1))
+    for budget in (0, -1, True):
+        with pytest.raises(ValueError, match="token_budget must be a positive integer"):
+            TimestoneDeps(memory, "g", token_budget=budget)

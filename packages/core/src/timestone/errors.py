@@ -8,7 +8,8 @@ The hierarchy::
     │   ├── InvalidGroup             empty, non-string or malformed group id
     │   ├── InvalidPeriod            invalid_at not after valid_at; a time in the future
     │   ├── OntologyViolation        unknown relation or type, attributes failing their model
-    │   └── ForeignNode              a node id (entity id, chunk key) that another group holds
+    │   ├── ForeignNode              a node id (entity id, chunk key) that another group holds
+    │   └── ToolRefused              a memory tool refused a model's arguments (says which, why)
     ├── NotFound                     no such episode, entity or fact in this group
     │   └── AlreadyRemoved           the episode was removed before
     ├── DatabaseError                the database failed; the original is ``__cause__``
@@ -53,6 +54,7 @@ __all__ = [
     "RerankerError",
     "SchemaTooNew",
     "TimestoneError",
+    "ToolRefused",
 ]
 
 
@@ -89,6 +91,12 @@ class ForeignNode(InvalidInput):
     def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.ids = ids
+
+
+class ToolRefused(InvalidInput):
+    """A memory tool an agent called (``search_memory``, ``entity_timeline``, ``remember``)
+    refused its arguments. The message names the tool and the reason, written for the
+    model to read and try again; the library's own error is ``__cause__``."""
 
 
 class NotFound(TimestoneError, LookupError):

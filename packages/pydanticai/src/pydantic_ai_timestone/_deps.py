@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Protocol
 
 import timestone
-from timestone._groups import check_group
-from timestone._time import NOW, Now, aware
+from timestone._time import NOW, Now
+from timestone._toolkit import check_tool_settings
 
 __all__ = ["MemoryDeps", "TimestoneDeps"]
 
@@ -37,13 +37,11 @@ class TimestoneDeps:
     token_budget: int = 1200
 
     def __post_init__(self) -> None:
-        given = object.__getattribute__(self, "memory")
-        if not isinstance(given, (timestone.Memory, timestone.AsyncMemory)):
-            raise TypeError(
-                f"TimestoneDeps needs a timestone.Memory or AsyncMemory, got {type(given)!r}"
-            )
-        check_group(self.group_id)
-        if isinstance(self.valid_at, datetime):
-            aware(self.valid_at, "valid_at")
-        if self.as_of is not None:
-            aware(self.as_of, "as_of")
+        check_tool_settings(
+            "TimestoneDeps",
+            object.__getattribute__(self, "memory"),
+            self.group_id,
+            valid_at=self.valid_at,
+            as_of=self.as_of,
+            token_budget=self.token_budget,
+        )

@@ -1,0 +1,154 @@
+"""``timestone_tools``: Timestone's memory as LangChain tools an agent can call.
+
+``search_memory`` (evidence for a question, with dates and citation ids),
+``entity_timeline`` (every period about an entity, narrowed by relation and
+dates) and ``remember`` (store one fact). The bodies are Timestone's own
+(``timestone._aio._tools``, shared with the PydanticAI toolset and the
+LlamaIndex tool spec). Arguments the library refuses come back to the model as
+the tool's answer (a ``ToolException``, handled), so it can try again; other
+errors (the database, the embedder) fail the run as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+import timestone
+from timestone._aio import _tools as atools
+from timestone._sync import _tools as stools
+from timestone._time import NOW, Now
+from timestone._toolkit import check_tool_settings
+from timestone.errors import ToolRefused
+
+__all__ = ["timestone_tools"]
+
+
+class SearchMemoryArgs(BaseModel):
+    query: str = Field(description="What to look for, in plain words.")
+
+
+class EntityTimelineArgs(BaseModel):
+    entity: str = Field(description="The entity's name (a person, place or thing).")
+    relation: str | None = Field(
+        default=None, description='Only this relation, e.g. "WORKS_AT"; default: every relation.'
+    )
+    since: str | None = Field(
+        default=None,
+        description="Only periods that last past this ISO 8601 date; default: from the start.",
+    )
+    until: str | None = Field(
+        default=None,
+        description="Only periods that start before this ISO 8601 date; default: to the end.",
+    )
+
+
+class RememberArgs(BaseModel):
+    subject: str = Field(description='Who or what the fact is about, e.g. "Mira".')
+    relation: str = Field(description='An UPPER_SNAKE_CASE relation, e.g. "WORKS_AT".')
+    object: str = Field(description='The other end of the fact, e.g. "Château Sud".')
+    sentence: str | None = Field(
+        default=None, description="The fact as a sentence; default: made from the three parts."
+    )
+    valid_from: str | None = Field(
+        default=None,
+        description="When it became true, as an ISO 8601 date or datetime (UTC unless it "
+        "names a zone); default: now.",
+    )
+
+
+_DESCRIPTIONS = {
+    "search_memory": "Search long-term memory for facts and passages relevant to the query. "
+    "Each item is dated and has a citation id in brackets.",
+    "entity_timeline": "Every period of every fact about an entity (person, place, thing), "
+    "oldest first: how it changed over time.",
+    "remember": "Store one fact in long-term memory: subject -relation-> object.",
+}
+_SCHEMAS: dict[str, type[BaseModel]] = {
+    "search_memory": SearchMemoryArgs,
+    "entity_timeline": EntityTimelineArgs,
+    "remember": RememberArgs,
+}
+_POSITIONAL = {"search_memory": 1, "entity_timeline": 1, "remember": 3}
+
+
+def timestone_tools(
+    memory: timestone.Memory | timestone.AsyncMemory,
+    group_id: str,
+    *,
+    valid_at: datetime | Now | None = NOW,
+    as_of: datetime | None = None,
+    token_budget: int = atools.DEFAULT_TOKEN_BUDGET,
+) -> list[BaseTool]:
+    """``search_memory``, ``entity_timeline`` and ``remember`` over ``group_id``.
+
+    ``valid_at``/``as_of``: the world time and system time the reads speak of (default:
+    now); ``token_budget``: how much evidence one ``search_memory`` returns. On a
+    ``timestone.Memory`` the tools run with ``invoke`` and ``ainvoke`` (in a worker
+    thread); on an ``AsyncMemory``, with ``ainvoke`` only.
+    """
+    memory, group = check_tool_settings(
+        "timestone_tools",
+        memory,
+        group_id,
+        valid_at=valid_at,
+        as_of=as_of,
+        token_budget=token_budget,
+    )
+    settings: dict[str, dict[str, Any]] = {
+        "search_memory": {"valid_at": valid_at, "as_of": as_of, "token_budget": token_budget},
+        "entity_timeline": {"as_of": as_of},
+        "remember": {},
+    }
+    return [_tool(memory, group, name, settings[name]) for name in _DESCRIPTIONS]
+
+
+def _split(name: str, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """The model's arguments as the body's positional ones and its keywords."""
+    fields = list(_SCHEMAS[name].model_fields)
+    n = _POSITIONAL[name]
+    return [kwargs.get(f) for f in fields[:n]], {f: kwargs.get(f) for f in fields[n:]}
+
+
+def _tool(
+    memory: timestone.Memory | timestone.AsyncMemory,
+    group: str,
+    name: str,
+    settings: dict[str, Any],
+) -> BaseTool:
+    def run(**kwargs: Any) -> str:
+        if not isinstance(memory, timestone.Memory):
+            raise TypeError(
+                f"the {name} tool wraps an AsyncMemory: call ainvoke (an async agent), or "
+                "build the tools on a timestone.Memory for invoke"
+            )
+        body: Callable[..., str] = getattr(stools, name)
+        args, keywords = _split(name, kwargs)
+        try:
+            return body(memory, group, *args, **keywords, **settings)
+        except ToolRefused as exc:
+            raise ToolException(str(exc)) from exc
+
+    async def arun(**kwargs: Any) -> str:
+        if isinstance(memory, timestone.Memory):
+            return await asyncio.to_thread(lambda: run(**kwargs))
+        body: Callable[..., Awaitable[str]] = getattr(atools, name)
+        args, keywords = _split(name, kwargs)
+        try:
+            return await body(memory, group, *args, **keywords, **settings)
+        except ToolRefused as exc:
+            raise ToolException(str(exc)) from exc
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=name,
+        description=_DESCRIPTIONS[name],
+        args_schema=_SCHEMAS[name],
+        handle_tool_error=True,
+    )
