@@ -10,7 +10,8 @@ with the same scores, for each time filter; then the same history is searched
 through the indexes (the bound under which a group is ranked exactly lowered)
 and must give what the exact ranking gives, and so must a moment before most
 of the group existed, where the indexes give too few, and versions ended after
-the moment read by a scan past their bound.
+the moment read by a scan past their bound. A moment when the group held fewer
+current facts than the as-of bound is ranked exactly, counted by creation time.
 """
 
 from __future__ import annotations
@@ -122,6 +123,7 @@ def test_as_of_search_through_the_indexes_ranks_what_the_exact_ranking_does(
     steps = _history(own_memory, group, live=False)
     exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
     monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)  # the group is ranked through the indexes
+    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 3)  # and so is what it held then
     monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
     indexed = [_searched(own_memory, group, as_of=at) for at, _ in steps]
     assert indexed == exact
@@ -145,8 +147,57 @@ def test_as_of_search_past_the_bound_of_ended_versions_scans_them(
     monkeypatch.setattr(ssearch, "ENDED_EXACT_BELOW", 1)
     for exact_below in (1000, 3):  # ranked exactly, and through the indexes
         monkeypatch.setattr(ssearch, "EXACT_BELOW", exact_below)
+        monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", exact_below)
         monkeypatch.setattr(ssearch, "_STATEMENTS", {})
         assert [_searched(own_memory, group, as_of=at) for at, _ in steps] == exact
+
+
+def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
+    own_memory: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As of a moment when the group held fewer current facts than ``AS_OF_EXACT_BELOW``
+    (those created by then, counted through ``facts_created``), they are ranked exactly
+    whatever the group holds now: the search made then, with no HNSW scan filtered down
+    to them. A count that reaches the bound gives the group's horizon, and an as-of
+    search of a later moment is not counted again. The growers' facts are corrected
+    after the moment: their current versions, created later, keep the facts' older ids,
+    so the facts held then are not the first current ones by id."""
+    growers = [F(f"Grower {i}", "GROWS", "Gamay grape") for i in range(30)]
+    own_memory.add_facts(group, growers, reference_time=T2015)
+    own_memory.add_facts(
+        group,
+        [F(f"Winemaker {i}", "WORKS_AT", f"Estate {i % 7}") for i in range(14)],
+        reference_time=T2015,
+    )
+    early = datetime.now(UTC)
+    then = _searched(own_memory, group)  # live, 44 facts: ranked exactly
+    corrected = [
+        F(f.source, f.relation, f.target, fact=f"{f.source} grows Gamay on old vines.")
+        for f in growers
+    ]
+    own_memory.add_facts(
+        group,
+        corrected + [F(f"Winemaker {i}", "WORKS_AT", f"Estate {i % 5}") for i in range(14, 40)],
+        reference_time=T2015,
+    )
+    later = datetime.now(UTC)
+    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)  # today's group goes through the indexes
+    # held early: 30 growers' versions since ended, 14 current; later 70 current
+    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 20)
+    monkeypatch.setattr(ssearch, "_STATEMENTS", {})
+    db = own_memory._db  # pyright: ignore[reportPrivateUsage]
+    monkeypatch.setattr(db, "_horizons", {})
+    monkeypatch.setattr(db, "_large", {})
+    assert _searched(own_memory, group, as_of=early) == then
+    assert db._horizons == {}  # pyright: ignore[reportPrivateUsage]  # counted: under the bound
+    assert not db.held_many(group, early)
+    _searched(own_memory, group, as_of=later)
+    assert db.held_many(group, later)  # the count reached the bound: remembered
+    assert not db.held_many(group, early)
+    noted = db._horizons[group]  # pyright: ignore[reportPrivateUsage]
+    assert early < noted[0] <= later
+    _searched(own_memory, group, as_of=later)  # not counted: nothing noted again
+    assert db._horizons[group] == noted  # pyright: ignore[reportPrivateUsage]
 
 
 def _plans(dsn: str, group: str, req: Any, vector: list[float]) -> list[str]:

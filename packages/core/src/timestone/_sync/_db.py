@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Generator
 from contextlib import contextmanager, suppress
+from datetime import datetime
 from typing import Any, LiteralString
 
 import psycopg
@@ -118,6 +119,8 @@ LOAD_INDEXES = (
     " USING btree (group_id, source_id, valid_at) WHERE (expired_at IS NULL)",
     "CREATE INDEX facts_target_recent ON timestone.facts"
     " USING btree (group_id, target_id, valid_at) WHERE (expired_at IS NULL)",
+    "CREATE INDEX facts_created ON timestone.facts"
+    " USING btree (group_id, created_at, id) WHERE (expired_at IS NULL)",
     "CREATE INDEX facts_closing ON timestone.facts USING btree (group_id, invalid_at)"
     " INCLUDE (version_id) WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
     "CREATE INDEX facts_fts_open ON timestone.facts USING gin (fts)"
@@ -602,6 +605,8 @@ class Database:
         self._facts_rows = (0.0, -_ESTIMATE_TTL)  # (rows, monotonic time read)
         self._small: dict[str, float] = {}  # group -> monotonic time it was found small
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
+        # group -> (creation time of its n-th current fact, monotonic time it was read)
+        self._horizons: dict[str, tuple[datetime, float]] = {}
 
     def small(self, group_id: str) -> bool:
         """Whether ``group_id`` was found to hold few facts (``note_small``) within the
@@ -619,6 +624,23 @@ class Database:
 
     def note_large(self, group_id: str) -> None:
         _note(self._large, group_id)
+
+    def held_many(self, group_id: str, as_of: datetime) -> bool:
+        """Whether a search found, within the last ``_ESTIMATE_TTL`` seconds, that
+        ``group_id`` held as of ``as_of`` too many current facts to rank exactly: the
+        last fact of the bound, in creation order (``note_horizon``), was created by then.
+        Its as-of searches of such moments go to the vector index without counting."""
+        found = self._horizons.get(group_id)
+        if found is None or time.monotonic() - found[1] >= _ESTIMATE_TTL:
+            return False
+        return as_of >= found[0]
+
+    def note_horizon(self, group_id: str, created_at: datetime) -> None:
+        """Remember when the group's current fact at the as-of bound (in creation order)
+        was created; facts expire, never move earlier, so later moments held as many."""
+        if len(self._horizons) >= _SMALL_KEPT:
+            self._horizons.clear()
+        self._horizons[group_id] = (created_at, time.monotonic())
 
     def facts_rows(self, conn: Conn) -> float:
         """The planner's estimate of the rows of the facts table (every group, every

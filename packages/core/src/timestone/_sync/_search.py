@@ -302,7 +302,7 @@ def search_params(
         "walk_cap": WALK_CAP,
         "ids": list(req.ids) if req.ids is not None else None,
         "keep": keep_of(req),
-        "exact_below": EXACT_BELOW,
+        "exact_below": EXACT_BELOW if req.as_of is None else AS_OF_EXACT_BELOW,
     }
 
 
@@ -410,6 +410,15 @@ def _fts(kind: str) -> sql.Composable:
 # of 2k times its rows, 7,549 at 950k facts.) Also the periods ending later that are
 # read by key.
 EXACT_BELOW = 1000
+# As of a moment, the current facts created by then are ranked exactly below this many
+# (``_few``). The HNSW scan, filtered to them, walks about k / share of the index's rows
+# and stops at ``hnsw.max_scan_tuples``; ranked by key, they cost about their number.
+# Measured on the benchmark corpora (the same 20 to 30 questions as of moments when the
+# group had created 1,000 to 20,000 of its current facts, bounds of 1,000, 5,000 and
+# 10,000 in turn, pace 41 to 50): at 950k facts, 1,000 to 6,000 held took 50 to 200 ms
+# p50 through the index and 7 to 12 exactly; at 95k facts, 3,000 to 6,000 held took 12
+# to 21 ms through the index and 5 to 11 exactly, 11,000 about the same either way.
+AS_OF_EXACT_BELOW = 10_000
 ENDED_EXACT_BELOW = 10_000  # versions ended after an as-of moment read by key, below this
 
 
@@ -429,32 +438,56 @@ def _bound(table: str) -> sql.Composable:
     return sql.SQL("%(exact_below)s") if table == "facts" else _L(EXACT_BELOW)
 
 
-def _few(table: str) -> sql.Composable:
+def _few(table: str, *, created_by: bool = False) -> sql.Composable:
     """``few``: whether the group holds fewer current rows of ``table`` than its bound
-    (``_bound``; an index-only count that stops there: with a bound of 0, no count)."""
+    (``_bound``; an index-only count that stops there: with a bound of 0, no count).
+
+    As of a moment (``created_by``, facts): fewer current rows created by then than
+    ``AS_OF_EXACT_BELOW``, counted in creation order through ``facts_created``
+    (migration 0028), and ``horizon``, when the last one counted was created. Those are
+    the only current rows such a search may return, so a moment before most of the
+    group was written ranks them exactly instead of filtering an HNSW scan down to
+    them; a count that reaches the bound gives the moment from which every later one
+    would reach it too (``Database.note_horizon``)."""
+    if not created_by:
+        return sql.SQL(
+            "few AS MATERIALIZED (SELECT count(*) < {n} AS yes FROM (SELECT 1"
+            " FROM timestone.{t} AS p WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
+            " LIMIT {n}) AS p),"
+        ).format(t=sql.Identifier(table), n=_bound(table))
     return sql.SQL(
-        "few AS MATERIALIZED (SELECT count(*) < {n} AS yes FROM (SELECT 1"
-        " FROM timestone.{t} AS p WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
-        " LIMIT {n}) AS p),"
+        "few AS MATERIALIZED (SELECT count(*) < {n} AS yes, max(p.created_at) AS horizon"
+        " FROM (SELECT p.created_at FROM timestone.{t} AS p WHERE p.group_id = %(g)s"
+        " AND p.expired_at IS NULL AND p.created_at <= %(as_of)s::timestamptz"
+        " ORDER BY p.created_at LIMIT {n}) AS p),"
     ).format(t=sql.Identifier(table), n=_bound(table))
 
 
-def _every(table: str, alias: str, column: str, where: sql.Composable) -> sql.Composable:
+def _every(
+    table: str, alias: str, column: str, where: sql.Composable, *, created_by: bool = False
+) -> sql.Composable:
     """Every current row of a small group, ranked exactly. The ids come from the group's
     current-id index (index-only, in key order, stopping at the bound), and the rows
     are then read through the same index by those keys: an array whose length the planner
     cannot see, so it never weighs a scan of the table against it. Filtering the table
     itself left the access path to the planner, whose generic plan, in a database of few
     groups (each estimated at a large share of the table), read the whole table and
-    sorted it: 9 ms for the vector list of a 278-fact group among 9k facts, 1.7 ms now."""
+    sorted it: 9 ms for the vector list of a 278-fact group among 9k facts, 1.7 ms now.
+    As of a moment (``created_by``, see ``_few``), the ids are those of the current rows
+    created by then, in creation order."""
     a, c, t = sql.Identifier(alias), sql.Identifier(column), sql.Identifier(table)
+    ids = sql.SQL(
+        " AND i.created_at <= %(as_of)s::timestamptz ORDER BY i.created_at, i.id"
+        if created_by
+        else " ORDER BY i.id"
+    )
     return sql.SQL(
         "(SELECT {a}.version_id, {a}.{c} <=> %(vec)s::vector AS d FROM timestone.{t} AS {a}"
         " WHERE {a}.group_id = %(g)s AND {a}.expired_at IS NULL AND {a}.id = ANY(ARRAY("
         "SELECT i.id FROM timestone.{t} AS i WHERE (SELECT yes FROM few) AND i.group_id = %(g)s"
-        " AND i.expired_at IS NULL ORDER BY i.id LIMIT {n}))"
+        " AND i.expired_at IS NULL{ids} LIMIT {n}))"
         " AND {a}.{c} IS NOT NULL AND {where})"
-    ).format(a=a, c=c, t=t, where=where, n=_bound(table))
+    ).format(a=a, c=c, t=t, where=where, n=_bound(table), ids=ids)
 
 
 def _by_index(alias: str, column: str, dimension: int) -> sql.Composable:
@@ -549,14 +582,18 @@ def _current_vectors(
             " ORDER BY {order} LIMIT %(k)s)"
         ).format(period=period, filters=filters, order=order)
 
-    every = _every("facts", "f", "embedding", sql.SQL(" AND ").join([valid, filters]))
+    created_by = req.as_of is not None
+    few = _few("facts", created_by=created_by)
+    every = _every(
+        "facts", "f", "embedding", sql.SQL(" AND ").join([valid, filters]), created_by=created_by
+    )
     if req.valid_at is None:
         parts = [
             every,
             nearest(period=sql.SQL("f.invalid_at IS NULL"), filters=filters),
             nearest(period=sql.SQL("f.invalid_at IS NOT NULL"), filters=filters),
         ]
-        return _few("facts"), parts
+        return few, parts
     many = sql.SQL("(SELECT count(*) FROM closing) >= {}").format(_L(EXACT_BELOW))
     parts = [
         every,
@@ -591,7 +628,7 @@ def _current_vectors(
         " AND c.invalid_at IS NOT NULL AND c.invalid_at > %(valid_at)s::timestamptz"
         " ORDER BY c.invalid_at LIMIT {}),"
     ).format(_L(EXACT_BELOW))
-    return sql.SQL(" ").join([_few("facts"), closing]), parts
+    return sql.SQL(" ").join([few, closing]), parts
 
 
 def _fact_vectors_as_of(
@@ -856,7 +893,9 @@ def _facts_fused(
         embedding=embedding,
         fused=fused_sql("facts"),
         kept=kept_sql("version_id", req),
-        few=sql.SQL(", (SELECT yes FROM few) AS few") if few else sql.SQL(""),
+        few=sql.SQL(", (SELECT yes FROM few) AS few{}").format(_horizon(req))
+        if few
+        else sql.SQL(""),
         source_name=_name_lateral("source_id", req.as_of, "s"),
         target_name=_name_lateral("target_id", req.as_of, "t"),
     )
@@ -903,6 +942,11 @@ def _ids(name: str) -> sql.Composable:
     )
 
 
+def _horizon(req: SearchRequest) -> sql.Composable:
+    """As of a moment, the column ``horizon`` of ``few`` (``_few``) beside it."""
+    return sql.SQL("" if req.as_of is None else ", (SELECT horizon FROM few) AS horizon")
+
+
 def facts_text_sql(req: SearchRequest) -> sql.Composed:
     """The full-text list of facts alone: ``fts``, its ids in rank order."""
     return sql.SQL("WITH {fts} SELECT {ids}").format(fts=_fts("facts"), ids=_ids("fts"))
@@ -911,10 +955,11 @@ def facts_text_sql(req: SearchRequest) -> sql.Composed:
 def facts_lists_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     """The other lists of facts: ``vec`` and ``graph`` in rank order, and the walk."""
     return sql.SQL(
-        "WITH RECURSIVE {lists} SELECT {vec}, {graph}, (SELECT yes FROM few) AS few,"
+        "WITH RECURSIVE {lists} SELECT {vec}, {graph}, (SELECT yes FROM few) AS few{horizon},"
         " (SELECT array_agg(entity_id ORDER BY entity_id) FROM walked)::text AS walked_ids,"
         " (SELECT array_agg(depth ORDER BY entity_id) FROM walked)::text AS walked_depths"
     ).format(
+        horizon=_horizon(req),
         lists=_facts_lists(req, _fact_filters("f", req), dimension),
         vec=_ids("vec"),
         graph=_ids("graph"),
@@ -1317,8 +1362,10 @@ def run_search(
     transaction. Either way the result is the one statement's, read in one snapshot."""
     params = search_params(req, group_id, vector)
     large = db is not None and db.large(group_id)
-    if large:
-        params["exact_below"] = 0  # ranked through the index: no count to make
+    # ranked through the index: no count to make (as of a moment, the count is of the
+    # rows created by then, which a large group may still have held few of)
+    if db is not None and (db.held_many(group_id, req.as_of) if req.as_of is not None else large):
+        params["exact_below"] = 0
     settings = (group_id, str(min(1000, max(40, req.candidates))))
     cursors: dict[str, RawCursor[DictRow]] = {}
     with conn.pipeline():
@@ -1366,6 +1413,7 @@ def run_search(
             given = {**params, **listed, **(join(text))}
             if db is not None and listed.get("few") is False:
                 db.note_large(group_id)
+                _note_horizon(db, group_id, listed)
         finally:
             settle(text)
         with conn.pipeline():
@@ -1375,12 +1423,21 @@ def run_search(
     for scope in req.scopes:
         rows = cursors[scope].fetchall()
         ranked_large = scope == "facts" and rows and rows[0].get("few") is False
-        if ranked_large and db is not None and not large:
-            db.note_large(group_id)  # its next searches skip the count (``exact_below``)
+        if ranked_large and db is not None:
+            if not large:
+                db.note_large(group_id)  # its next searches skip the count (``exact_below``)
+            _note_horizon(db, group_id, rows[0])
         keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
         candidates = [candidate_of(row, key) for key, row in keyed.items()]
         out[scope] = ScopeHits(scope, keyed, rerank(candidates, req.method, keep_of(req)))
     return out
+
+
+def _note_horizon(db: Database, group_id: str, row: Mapping[str, Any]) -> None:
+    """Remember the group's as-of horizon (``_few``) that a count reaching its bound gave."""
+    horizon = row.get("horizon")
+    if isinstance(horizon, datetime):
+        db.note_horizon(group_id, horizon)
 
 
 def embed_query(embedder: Embedder, text: str) -> Row:
