@@ -157,9 +157,10 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
 ) -> None:
     """As of a moment when the group held fewer current facts than ``AS_OF_EXACT_BELOW``
     (those created by then, counted through ``facts_created``), they are ranked exactly
-    whatever the group holds now: the search made then, with no HNSW scan filtered down
-    to them. A count that reaches the bound gives the group's horizon, and an as-of
-    search of a later moment is not counted again. The growers' facts are corrected
+    whatever the group holds now, if those created since are four times as many: the
+    search made then, with no HNSW scan filtered down to them. A count that reaches the
+    bound, or a share too large, gives the group's horizon, and an as-of search of a
+    later moment is not counted again. The growers' facts are corrected
     after the moment: their current versions, created later, keep the facts' older ids,
     so the facts held then are not the first current ones by id."""
     growers = [F(f"Grower {i}", "GROWS", "Gamay grape") for i in range(30)]
@@ -198,6 +199,16 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
     assert early < noted[0] <= later
     _searched(own_memory, group, as_of=later)  # not counted: nothing noted again
     assert db._horizons[group] == noted  # pyright: ignore[reportPrivateUsage]
+    # a bound above all 70: the 14 held early are still ranked exactly (56 created since,
+    # four times as many), the 70 held later are not (none since), and from then on
+    # no moment is counted again
+    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 100)
+    monkeypatch.setattr(db, "_horizons", {})
+    assert _searched(own_memory, group, as_of=early) == then
+    assert db._horizons == {}  # pyright: ignore[reportPrivateUsage]
+    _searched(own_memory, group, as_of=later)
+    assert db.held_many(group, later)
+    assert not db.held_many(group, early)
 
 
 def _plans(dsn: str, group: str, req: Any, vector: list[float]) -> list[str]:

@@ -418,6 +418,7 @@ EXACT_BELOW = 1000
 # p50 through the index and 7 to 12 exactly; at 95k facts, 3,000 to 6,000 held took 12
 # to 21 ms through the index and 5 to 11 exactly, 11,000 about the same either way.
 AS_OF_EXACT_BELOW = 10_000
+AS_OF_SHARE = 4  # ... and from EXACT_BELOW, only if they are a fifth of today's or fewer
 ENDED_EXACT_BELOW = 10_000  # versions ended after an as-of moment read by key, below this
 
 
@@ -441,13 +442,15 @@ def _few(table: str, *, created_by: bool = False) -> sql.Composable:
     """``few``: whether the group holds fewer current rows of ``table`` than its bound
     (``_bound``; an index-only count that stops there: with a bound of 0, no count).
 
-    As of a moment (``created_by``, facts): fewer current rows created by then than
-    ``AS_OF_EXACT_BELOW``, counted in creation order through ``facts_created``
-    (migration 0028), and ``horizon``, when the last one counted was created. Those are
-    the only current rows such a search may return, so a moment before most of the
-    group was written ranks them exactly instead of filtering an HNSW scan down to
-    them; a count that reaches the bound gives the moment from which every later one
-    would reach it too (``Database.note_horizon``)."""
+    As of a moment (``created_by``, facts), whether to rank exactly the current rows
+    created by then, the only current rows such a search may return. They are counted
+    in creation order through ``facts_created`` (migration 0028) up to
+    ``AS_OF_EXACT_BELOW``: fewer than ``EXACT_BELOW`` are ranked exactly; up to the
+    bound, only if the rows created since are ``AS_OF_SHARE`` times as many or more (the
+    filter would pass a small share of the HNSW scan's rows; that count stops there).
+    ``horizon`` is when the last row counted was created: rows are only ever created
+    later or expire, so from then on every moment holds as many rows and as large a
+    share, and the decision not to rank exactly holds (``Database.note_horizon``)."""
     if not created_by:
         return sql.SQL(
             "few AS MATERIALIZED (SELECT count(*) < {n} AS yes FROM (SELECT 1"
@@ -455,11 +458,17 @@ def _few(table: str, *, created_by: bool = False) -> sql.Composable:
             " LIMIT {n}) AS p),"
         ).format(t=sql.Identifier(table), n=_bound(table))
     return sql.SQL(
-        "few AS MATERIALIZED (SELECT count(*) < {n} AS yes, max(p.created_at) AS horizon"
+        "held AS MATERIALIZED (SELECT count(*) AS n, max(p.created_at) AS horizon"
         " FROM (SELECT p.created_at FROM timestone.{t} AS p WHERE p.group_id = %(g)s"
         " AND p.expired_at IS NULL AND p.created_at <= %(as_of)s::timestamptz"
         " ORDER BY p.created_at LIMIT {n}) AS p),"
-    ).format(t=sql.Identifier(table), n=_bound(table))
+        " since AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT 1 FROM timestone.{t} AS a"
+        " WHERE a.group_id = %(g)s AND a.expired_at IS NULL"
+        " AND a.created_at > %(as_of)s::timestamptz"
+        " LIMIT (SELECT {share} * h.n FROM held AS h)) AS a),"
+        " few AS MATERIALIZED (SELECT h.n < least({n}, {small}) OR (h.n < {n}"
+        " AND (SELECT s.n FROM since AS s) >= {share} * h.n) AS yes, h.horizon FROM held AS h),"
+    ).format(t=sql.Identifier(table), n=_bound(table), small=_L(EXACT_BELOW), share=_L(AS_OF_SHARE))
 
 
 def _every(
