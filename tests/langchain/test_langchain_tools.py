@@ -173,6 +173,18 @@ async def test_a_blocking_memory_serves_ainvoke_too(memory: timestone.Memory, mi
     assert "Mira works at Château Sud." in text
 
 
+def test_what_the_model_reads_about_each_tool(memory: timestone.Memory, group: str) -> None:
+    tools = {t.name: t for t in timestone_tools(memory, group)}
+    assert list(tools) == ["search_memory", "entity_timeline", "remember"]
+    assert tools["entity_timeline"].description.startswith(
+        "Every period of every fact about an entity, oldest first."
+    )
+    assert "Args:" not in tools["entity_timeline"].description
+    fields = tools["remember"].args
+    assert list(fields) == ["subject", "relation", "object", "sentence", "valid_from"]
+    assert "UPPER_SNAKE_CASE" in fields["relation"]["description"]
+
+
 def test_bad_construction(memory: timestone.Memory, group: str) -> None:
     with pytest.raises(TypeError, match=r"needs a timestone\.Memory or AsyncMemory"):
         timestone_tools("postgresql://", group)  # type: ignore[arg-type]

@@ -133,9 +133,12 @@ def test_blocking_calls_and_the_times_given(memory: timestone.Memory, mira: str)
     text = tools["search_memory"].call(query="Where does Mira work?").content
     assert "Mira works at Château Nord." in text
     assert "Mira works at Château Sud" not in text
-    schema = tools["entity_timeline"].metadata.get_parameters_dict()
+    timeline = tools["entity_timeline"].metadata
+    schema = timeline.get_parameters_dict()
     assert schema["required"] == ["entity"]
     assert set(schema["properties"]) == {"entity", "relation", "since", "until"}
+    assert "Every period of every fact about an entity, oldest first." in timeline.description
+    assert "until: Only periods that start before this ISO 8601 date" in timeline.description
     before = TimestoneToolSpec(memory, mira, as_of=datetime.now(UTC) - timedelta(days=1))
     assert before.entity_timeline("Mira") == "Memory holds no facts about 'Mira'."
 

@@ -27,7 +27,9 @@ from pydantic_ai_timestone import (
     TimestoneDeps,
     TimestoneMemory,
     check_citations,
+    entity_timeline,
     memory_toolset,
+    remember,
 )
 from timestone.errors import InvalidGroup, NaiveDatetime
 
@@ -253,3 +255,22 @@ def test_bad_deps(memory: timestone.Memory) -> None:
     for budget in (0, -1, True):
         with pytest.raises(ValueError, match="token_budget must be a positive integer"):
             TimestoneDeps(memory, "g", token_budget=budget)
+
+
+def test_what_the_model_reads_about_each_tool() -> None:
+    """The descriptions are the core's, one text for every toolkit: the summary for the
+    tool, the "Args:" lines for its parameters."""
+    from pydantic_ai import Tool
+
+    timeline = Tool(entity_timeline)
+    assert timeline.description is not None
+    assert timeline.description.startswith(
+        "Every period of every fact about an entity, oldest first.\n\nAn entity is a person"
+    )
+    assert "Args:" not in timeline.description
+    properties = timeline.function_schema.json_schema["properties"]
+    assert properties["since"]["description"].startswith("Only periods that last past")
+    assert (
+        "UPPER_SNAKE_CASE"
+        in Tool(remember).function_schema.json_schema["properties"]["relation"]["description"]
+    )

@@ -21,7 +21,7 @@ from .errors import InvalidInput
 if TYPE_CHECKING:
     from . import AsyncMemory, Memory
 
-__all__ = ["check_tool_settings", "day", "fact_line", "parse_when"]
+__all__ = ["DESCRIPTIONS", "check_tool_settings", "day", "fact_line", "parse_when"]
 
 
 def day(value: datetime | None) -> str:
@@ -71,3 +71,36 @@ def check_tool_settings(
     if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
         raise ValueError(f"token_budget must be a positive integer, got {token_budget!r:.80}")
     return memory, group
+
+
+# What a model reads about each tool: a toolkit that describes a tool by its docstring
+# (PydanticAI, LlamaIndex) takes these, the "Args:" section describing each argument.
+DESCRIPTIONS = {
+    "search_memory": """Search long-term memory for facts and passages relevant to the query.
+
+Each item is dated and has a citation id in brackets.
+
+Args:
+    query: What to look for, in plain words.
+""",
+    "entity_timeline": """Every period of every fact about an entity, oldest first.
+
+An entity is a person, place or thing: how what memory holds about it changed.
+
+Args:
+    entity: The entity's name.
+    relation: Only this relation, e.g. "WORKS_AT"; default: every relation.
+    since: Only periods that last past this ISO 8601 date; default: from the start.
+    until: Only periods that start before this ISO 8601 date; default: to the end.
+""",
+    "remember": """Store one fact in long-term memory: subject -relation-> object.
+
+Args:
+    subject: Who or what the fact is about, e.g. "Mira".
+    relation: An UPPER_SNAKE_CASE relation, e.g. "WORKS_AT".
+    object: The other end of the fact, e.g. "Château Sud".
+    sentence: The fact as a sentence; default: made from the three parts.
+    valid_from: When it became true, as an ISO 8601 date or datetime (UTC unless it
+        names a zone); default: now.
+""",
+}

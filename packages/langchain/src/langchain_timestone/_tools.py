@@ -23,7 +23,7 @@ import timestone
 from timestone._aio import _tools as atools
 from timestone._sync import _tools as stools
 from timestone._time import NOW, Now
-from timestone._toolkit import check_tool_settings
+from timestone._toolkit import DESCRIPTIONS, check_tool_settings
 from timestone.errors import ToolRefused
 
 __all__ = ["timestone_tools"]
@@ -62,13 +62,8 @@ class RememberArgs(BaseModel):
     )
 
 
-_DESCRIPTIONS = {
-    "search_memory": "Search long-term memory for facts and passages relevant to the query. "
-    "Each item is dated and has a citation id in brackets.",
-    "entity_timeline": "Every period of every fact about an entity (person, place, thing), "
-    "oldest first: how it changed over time.",
-    "remember": "Store one fact in long-term memory: subject -relation-> object.",
-}
+# the summary of each tool's shared description; its arguments are the schemas' fields
+_DESCRIPTIONS = {name: text.split("\nArgs:")[0].strip() for name, text in DESCRIPTIONS.items()}
 _SCHEMAS: dict[str, type[BaseModel]] = {
     "search_memory": SearchMemoryArgs,
     "entity_timeline": EntityTimelineArgs,

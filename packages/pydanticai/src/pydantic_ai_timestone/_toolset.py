@@ -20,6 +20,7 @@ import timestone
 from timestone._aio import _tools as atools
 from timestone._sync import _tools as stools
 from timestone._time import NOW
+from timestone._toolkit import DESCRIPTIONS
 from timestone.errors import ToolRefused
 
 from ._deps import MemoryDeps
@@ -41,11 +42,6 @@ async def _call(ctx: RunContext[MemoryDeps], name: str, *args: Any, **kwargs: An
 
 
 async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
-    """Search long-term memory for facts and passages relevant to the query.
-
-    Args:
-        query: What to look for, in plain words.
-    """
     return await _call(
         ctx,
         "search_memory",
@@ -56,6 +52,9 @@ async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
     )
 
 
+search_memory.__doc__ = DESCRIPTIONS["search_memory"]
+
+
 async def entity_timeline(
     ctx: RunContext[MemoryDeps],
     entity: str,
@@ -63,14 +62,6 @@ async def entity_timeline(
     since: str | None = None,
     until: str | None = None,
 ) -> str:
-    """Every period of every fact about an entity (person, place, thing), oldest first.
-
-    Args:
-        entity: The entity's name.
-        relation: Only this relation, e.g. "WORKS_AT"; default: every relation.
-        since: Only periods that last past this ISO 8601 date; default: from the start.
-        until: Only periods that start before this ISO 8601 date; default: to the end.
-    """
     return await _call(
         ctx,
         "entity_timeline",
@@ -82,6 +73,9 @@ async def entity_timeline(
     )
 
 
+entity_timeline.__doc__ = DESCRIPTIONS["entity_timeline"]
+
+
 async def remember(
     ctx: RunContext[MemoryDeps],
     subject: str,
@@ -90,19 +84,12 @@ async def remember(
     sentence: str | None = None,
     valid_from: str | None = None,
 ) -> str:
-    """Store one fact in long-term memory: subject -relation-> object.
-
-    Args:
-        subject: Who or what the fact is about, e.g. "Mira".
-        relation: An UPPER_SNAKE_CASE relation, e.g. "WORKS_AT".
-        object: The other end of the fact, e.g. "Château Sud".
-        sentence: The fact as a sentence; default: made from the three parts.
-        valid_from: When it became true, as an ISO 8601 date or datetime (UTC unless it
-            names a zone); default: now.
-    """
     return await _call(
         ctx, "remember", subject, relation, object, sentence=sentence, valid_from=valid_from
     )
+
+
+remember.__doc__ = DESCRIPTIONS["remember"]
 
 
 def memory_toolset(*, id: str = "timestone") -> FunctionToolset[Any]:

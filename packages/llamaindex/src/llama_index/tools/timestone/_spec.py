@@ -20,7 +20,7 @@ import timestone
 from timestone._aio import _tools as atools
 from timestone._sync import _tools as stools
 from timestone._time import NOW, Now
-from timestone._toolkit import check_tool_settings
+from timestone._toolkit import DESCRIPTIONS, check_tool_settings
 
 __all__ = ["TimestoneToolSpec"]
 
@@ -72,15 +72,11 @@ class TimestoneToolSpec(BaseToolSpec):
         return self.memory
 
     def search_memory(self, query: str) -> str:
-        """Search long-term memory for facts and passages relevant to the query (each item
-        dated, with a citation id in brackets).
-
-        Args:
-            query: What to look for, in plain words.
-        """
         return stools.search_memory(
             self._blocking("search_memory"), self.group_id, query, **self._search()
         )
+
+    search_memory.__doc__ = DESCRIPTIONS["search_memory"]
 
     async def asearch_memory(self, query: str) -> str:
         """``search_memory`` for async agents (its description is the blocking one's)."""
@@ -96,14 +92,6 @@ class TimestoneToolSpec(BaseToolSpec):
         since: str | None = None,
         until: str | None = None,
     ) -> str:
-        """Every period of every fact about an entity (person, place, thing), oldest first.
-
-        Args:
-            entity: The entity's name.
-            relation: Only this relation, e.g. "WORKS_AT"; default: every relation.
-            since: Only periods that last past this ISO 8601 date; default: from the start.
-            until: Only periods that start before this ISO 8601 date; default: to the end.
-        """
         return stools.entity_timeline(
             self._blocking("entity_timeline"),
             self.group_id,
@@ -113,6 +101,8 @@ class TimestoneToolSpec(BaseToolSpec):
             until=until,
             as_of=self.as_of,
         )
+
+    entity_timeline.__doc__ = DESCRIPTIONS["entity_timeline"]
 
     async def aentity_timeline(
         self,
@@ -143,16 +133,6 @@ class TimestoneToolSpec(BaseToolSpec):
         sentence: str | None = None,
         valid_from: str | None = None,
     ) -> str:
-        """Store one fact in long-term memory: subject -relation-> object.
-
-        Args:
-            subject: Who or what the fact is about, e.g. "Mira".
-            relation: An UPPER_SNAKE_CASE relation, e.g. "WORKS_AT".
-            object: The other end of the fact, e.g. "Château Sud".
-            sentence: The fact as a sentence; default: made from the three parts.
-            valid_from: When it became true, as an ISO 8601 date (UTC unless it names a
-                zone); default: now.
-        """
         return stools.remember(
             self._blocking("remember"),
             self.group_id,
@@ -162,6 +142,8 @@ class TimestoneToolSpec(BaseToolSpec):
             sentence=sentence,
             valid_from=valid_from,
         )
+
+    remember.__doc__ = DESCRIPTIONS["remember"]
 
     async def aremember(
         self,
