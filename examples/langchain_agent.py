@@ -1,13 +1,15 @@
 """LangChain: an agent whose long-term memory is Timestone (offline by default).
 
-Three pieces, each a few lines: ``TimestoneRetriever`` (facts as Documents),
-``TimestoneStore`` (LangGraph long-term memory; namespace[0] is the group) and
+Four pieces, each a few lines: ``TimestoneRetriever`` (facts as Documents),
+``TimestoneStore`` (LangGraph long-term memory; namespace[0] is the group),
 ``TimestoneMemoryMiddleware`` (recalls evidence before the model, records the
-exchange after the agent).
+exchange after the agent) and ``timestone_tools`` (search_memory, entity_timeline
+and remember, for an agent that looks things up itself).
 
     .venv/bin/python examples/langchain_agent.py
 
-Offline, a small scripted chat model answers from the evidence it is shown.
+Offline, small scripted chat models answer from the evidence they are shown, and
+call a tool where the example needs one.
 With OPENAI_API_KEY set and ``langchain-openai`` installed, gpt-4o-mini answers.
 TIMESTONE_DSN picks the Postgres (default: the embedded one).
 """
@@ -24,11 +26,22 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 import timestone
-from langchain_timestone import TimestoneMemoryMiddleware, TimestoneRetriever, TimestoneStore
+from langchain_timestone import (
+    TimestoneMemoryMiddleware,
+    TimestoneRetriever,
+    TimestoneStore,
+    timestone_tools,
+)
 from timestone import EdgeType, Ontology
 
 ONTOLOGY = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
@@ -60,7 +73,34 @@ class EvidenceEcho(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(answer))])
 
 
-def chat_model() -> BaseChatModel:
+class TimelineCaller(BaseChatModel):
+    """An offline stand-in for a model with tools: asks for Mira's employers, then answers
+    with the latest period the tool returned."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "timeline-caller"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        returned = [m for m in messages if isinstance(m, ToolMessage)]
+        if not returned:
+            call = {"name": "entity_timeline", "args": {"entity": "Mira", "relation": "WORKS_AT"}}
+            answer = AIMessage("", tool_calls=[{**call, "id": "call-1"}])
+        else:
+            answer = AIMessage(f"From her timeline: {str(returned[-1].content).splitlines()[-1]}")
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+def chat_model(tools: bool = False) -> BaseChatModel:
     if os.environ.get("OPENAI_API_KEY"):
         try:
             from langchain.chat_models import init_chat_model
@@ -68,7 +108,7 @@ def chat_model() -> BaseChatModel:
             return init_chat_model("openai:gpt-4o-mini")
         except ImportError:
             print("(langchain-openai is not installed: using the offline model)")
-    return EvidenceEcho()
+    return TimelineCaller() if tools else EvidenceEcho()
 
 
 def main() -> None:
@@ -100,6 +140,11 @@ def main() -> None:
         store.put((GROUP, "users", "ada"), "taste", {"text": "Ada prefers Loire reds"})
         hit = store.search((GROUP, "users"), query="which wines does Ada like?", limit=1)[0]
         print(f"store: {hit.value['text']} (score {hit.score:.2f})")
+
+        # 4. The memory tools: the agent looks up what it needs, each item cited and dated.
+        agent = create_agent(chat_model(tools=True), tools=timestone_tools(memory, GROUP))
+        out = agent.invoke({"messages": [HumanMessage("Where has Mira worked?")]})
+        print("tools agent:", out["messages"][-1].content)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def run_example(name: str, dsn: str) -> str:
     ("name", "expected"),
     [
         ("langchain_agent", "agent: From memory: [F-"),
+        ("langchain_agent", "tools agent: From her timeline: [F-"),
         ("time_travel", "held before the 2023 news arrived:     ['Mira directs Château Nord.']"),
     ],
 )

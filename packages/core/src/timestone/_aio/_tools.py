@@ -112,5 +112,5 @@ async def remember(
         )
     except InvalidInput as exc:
         raise ToolRefused(f"remember refused the fact: {exc}") from exc
-    lines = [fact_line(f) for f in result.facts if f.relation == relation]
+    lines = [fact_line(f) for f in result.facts if f.relation == fact.relation]
     return "Remembered:\n" + "\n".join(lines)

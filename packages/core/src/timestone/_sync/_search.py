@@ -1443,7 +1443,8 @@ def run_search(
 
 
 def _note_horizon(db: Database, group_id: str, row: Mapping[str, Any]) -> None:
-    """Remember the group's as-of horizon (``_few``) that a count reaching its bound gave."""
+    """Remember the horizon (``_few``) of an as-of search that did not rank exactly: from
+    then on, no moment would be ranked exactly either."""
     horizon = row.get("horizon")
     if isinstance(horizon, datetime):
         db.note_horizon(group_id, horizon)

@@ -111,5 +111,5 @@ def remember(
         result = mem.add_facts(group_id, [fact], reference_time=now, source_description="agent")
     except InvalidInput as exc:
         raise ToolRefused(f"remember refused the fact: {exc}") from exc
-    lines = [fact_line(f) for f in result.facts if f.relation == relation]
+    lines = [fact_line(f) for f in result.facts if f.relation == fact.relation]
     return "Remembered:\n" + "\n".join(lines)
