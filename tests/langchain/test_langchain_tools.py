@@ -194,6 +194,8 @@ def test_bad_construction(memory: timestone.Memory, group: str) -> None:
         timestone_tools(memory, group, valid_at=datetime(2020, 1, 1))
     with pytest.raises(NaiveDatetime, match="as_of"):
         timestone_tools(memory, group, as_of=datetime(2020, 1, 1))
+    with pytest.raises(NaiveDatetime, match="valid_at must be a timezone-aware datetime"):
+        timestone_tools(memory, group, valid_at="2020-01-01")  # type: ignore[arg-type]
     for budget in (0, -5, True, 2.5):
         with pytest.raises(ValueError, match="token_budget must be a positive integer"):
             timestone_tools(memory, group, token_budget=budget)  # type: ignore[arg-type]

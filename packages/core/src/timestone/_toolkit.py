@@ -64,7 +64,7 @@ def check_tool_settings(
     if not isinstance(memory, (Memory, AsyncMemory)):
         raise TypeError(f"{who} needs a timestone.Memory or AsyncMemory, got {type(memory)!r}")
     group = check_group(group_id)
-    if isinstance(valid_at, datetime):
+    if valid_at is not None and not isinstance(valid_at, Now):
         aware(valid_at, "valid_at")
     if as_of is not None:
         aware(as_of, "as_of")

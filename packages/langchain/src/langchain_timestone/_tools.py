@@ -69,7 +69,6 @@ _SCHEMAS: dict[str, type[BaseModel]] = {
     "entity_timeline": EntityTimelineArgs,
     "remember": RememberArgs,
 }
-_POSITIONAL = {"search_memory": 1, "entity_timeline": 1, "remember": 3}
 
 
 def timestone_tools(
@@ -103,13 +102,6 @@ def timestone_tools(
     return [_tool(memory, group, name, settings[name]) for name in _DESCRIPTIONS]
 
 
-def _split(name: str, kwargs: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
-    """The model's arguments as the body's positional ones and its keywords."""
-    fields = list(_SCHEMAS[name].model_fields)
-    n = _POSITIONAL[name]
-    return [kwargs.get(f) for f in fields[:n]], {f: kwargs.get(f) for f in fields[n:]}
-
-
 def _tool(
     memory: timestone.Memory | timestone.AsyncMemory,
     group: str,
@@ -123,9 +115,8 @@ def _tool(
                 "build the tools on a timestone.Memory for invoke"
             )
         body: Callable[..., str] = getattr(stools, name)
-        args, keywords = _split(name, kwargs)
-        try:
-            return body(memory, group, *args, **keywords, **settings)
+        try:  # the schema's fields are the body's parameters, by name
+            return body(memory, group, **kwargs, **settings)
         except ToolRefused as exc:
             raise ToolException(str(exc)) from exc
 
@@ -133,9 +124,8 @@ def _tool(
         if isinstance(memory, timestone.Memory):
             return await asyncio.to_thread(lambda: run(**kwargs))
         body: Callable[..., Awaitable[str]] = getattr(atools, name)
-        args, keywords = _split(name, kwargs)
         try:
-            return await body(memory, group, *args, **keywords, **settings)
+            return await body(memory, group, **kwargs, **settings)
         except ToolRefused as exc:
             raise ToolException(str(exc)) from exc
 
