@@ -247,3 +247,13 @@ def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
     }
     found = as_json(cli_fresh("search", "Which grape does Mira work with?", "--json"))
     assert any("Cabernet Franc" in f["fact"] for f in found["facts"])
+    # rebuilt in place after churn: one index, then a name that is not one (exit 3)
+    rebuilt = as_json(
+        cli_fresh("rebuild-indexes", "--index", "facts_embedding_hnsw", "--workers", "0", "--json")
+    )
+    assert list(rebuilt["seconds"]) == ["facts_embedding_hnsw"]
+    wrong = cli_fresh("rebuild-indexes", "--index", "facts_hnsw", check=3)
+    assert "'facts_hnsw' is not a vector index of timestone" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    found = as_json(cli_fresh("search", "Which grape does Mira work with?", "--json"))
+    assert any("Cabernet Franc" in f["fact"] for f in found["facts"])

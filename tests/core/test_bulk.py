@@ -283,3 +283,88 @@ def test_a_killed_loader_leaves_the_indexes_to_the_next_open(
         assert _hnsw_indexes(fresh_dsn) == HNSW
         assert _read_indexes(fresh_dsn) == READ
         assert len(mem.facts("killed", relation="KNOWS")) == 20
+
+
+def _files(dsn: str) -> dict[str, int]:
+    """Each index of the timestone schema and its file (a rebuild gives it a new one)."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relfilenode FROM pg_class AS c"
+            " WHERE c.relkind = 'i' AND c.relnamespace = 'timestone'::regnamespace"
+        ).fetchall()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def test_rebuild_vector_indexes_rebuilds_them_in_place(fresh_dsn: str) -> None:
+    """Every HNSW index gets a new file, valid, while the others keep theirs; a search
+    reads the same after; an invalid copy left by a failed rebuild is dropped first; a
+    missing index (a bulk load that died) is built."""
+    group = "reindex-" + uuid.uuid4().hex[:8]
+    names = [name for name, *_ in VECTOR_INDEXES]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts(group, _facts(120, "Walker"), reference_time=REF)
+        before = [f.fact for f in mem.search(group, "Walker 0007 knows", limit=5).facts]
+        # what a failed REINDEX CONCURRENTLY leaves: an invalid index named <name>_ccnew
+        with (
+            psycopg.connect(fresh_dsn, autocommit=True) as conn,
+            pytest.raises(psycopg.errors.UniqueViolation),
+        ):
+            conn.execute(
+                "CREATE UNIQUE INDEX CONCURRENTLY facts_embedding_hnsw_ccnew"
+                " ON timestone.facts (group_id)"
+            )
+        files = _files(fresh_dsn)
+        assert "facts_embedding_hnsw_ccnew" in files
+        took = mem.rebuild_vector_indexes(maintenance_work_mem="64MB", workers=0)
+        assert list(took) == names
+        assert all(isinstance(s, float) and s > 0 for s in took.values())
+        after = _files(fresh_dsn)
+        assert {n for n in after if after[n] != files.get(n)} == set(names)
+        assert "facts_embedding_hnsw_ccnew" not in after
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert [f.fact for f in mem.search(group, "Walker 0007 knows", limit=5).facts] == before
+        vector = mem.embedder.embed(["Walker 0007 knows"])[0]
+        assert "facts_embedding_hnsw" in _plan(fresh_dsn, group, vector, sort=False)
+
+        # one index alone, named twice: rebuilt once, the others untouched
+        took = mem.rebuild_vector_indexes(
+            indexes=["facts_embedding_closed_hnsw", "facts_embedding_closed_hnsw"]
+        )
+        assert list(took) == ["facts_embedding_closed_hnsw"]
+        again = _files(fresh_dsn)
+        assert {n for n in again if again[n] != after[n]} == {"facts_embedding_closed_hnsw"}
+
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            conn.execute("DROP INDEX timestone.entities_name_embedding_hnsw")
+        assert mem.rebuild_vector_indexes(indexes=("entities_name_embedding_hnsw",)).keys() == {
+            "entities_name_embedding_hnsw"
+        }
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+
+
+def test_rebuild_vector_indexes_refuses_bad_input_and_a_running_bulk_load(
+    fresh_dsn: str,
+) -> None:
+    with timestone.Memory.open(fresh_dsn) as mem:
+        files = _files(fresh_dsn)
+        refused: list[tuple[dict[str, object], str]] = [
+            ({"indexes": "facts_embedding_hnsw"}, "indexes must be a list of vector index names"),
+            ({"indexes": ["facts_history_source"]}, "'facts_history_source' is not a vector index"),
+            ({"indexes": [7]}, "7 is not a vector index of timestone"),
+            ({"indexes": []}, "indexes is empty"),
+            ({"maintenance_work_mem": "lots"}, "must be a Postgres memory size"),
+            ({"workers": -1}, "workers must be an integer from 0 to 64"),
+        ]
+        for kwargs, message in refused:
+            with pytest.raises(InvalidInput, match=message) as caught:
+                mem.rebuild_vector_indexes(**kwargs)  # pyright: ignore[reportArgumentType]
+            assert "facts_embedding_hnsw" in str(caught.value) or "indexes" not in kwargs
+        with (
+            mem.bulk_load(maintenance_work_mem="64MB"),
+            pytest.raises(ConflictError, match="a bulk load or another index rebuild"),
+        ):
+            mem.rebuild_vector_indexes()
+        # the bulk load rebuilt its indexes; the refused calls touched nothing else
+        after = _files(fresh_dsn)
+        kept = set(files) - HNSW - {d.split()[2] for d in LOAD_INDEXES}
+        assert {n: after[n] for n in kept} == {n: files[n] for n in kept}

@@ -168,3 +168,30 @@ def test_the_owner_loads_in_bulk(owned: Owned) -> None:
     assert [f.fact for f in owned.mem.search(group, "Ada wrote", limit=3).facts] == [
         "Ada wrote Notes."
     ]
+
+
+def test_the_owner_rebuilds_the_vector_indexes_and_no_one_else(
+    owned: Owned, module_dsn: str
+) -> None:
+    """``REINDEX INDEX CONCURRENTLY`` as the ordinary owner; a user that only holds the
+    library role is refused by a ``DatabaseError`` that says whom it takes."""
+    from timestone._sync._bulk import rebuild_vector_indexes
+    from timestone.errors import DatabaseError
+
+    took = owned.mem.rebuild_vector_indexes(
+        indexes=["facts_embedding_hnsw"], maintenance_work_mem="64MB"
+    )
+    assert list(took) == ["facts_embedding_hnsw"]
+    assert [f.fact for f in owned.mem.search(owned.small, "Mira directs", limit=3).facts] == [
+        "Mira directs Lighthouse."
+    ]
+    reader = "reader_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(module_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(reader)))
+        conn.execute(sql.SQL("GRANT timestone_app TO {}").format(sql.Identifier(reader)))
+    try:
+        with pytest.raises(DatabaseError, match="takes the owner of the timestone schema"):
+            rebuild_vector_indexes(make_conninfo(owned.dsn, user=reader))
+    finally:
+        with psycopg.connect(module_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(reader)))

@@ -45,7 +45,7 @@ from ..embedders import awarm as load_model
 from ..errors import InvalidInput, InvalidPeriod, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
-from ._bulk import bulk_load
+from ._bulk import bulk_load, rebuild_vector_indexes
 from ._communities import (
     MAX_UPDATE_ENTITIES,
     build_communities,
@@ -259,6 +259,31 @@ class AsyncMemory:
             self._db.dsn, maintenance_work_mem=maintenance_work_mem, workers=workers
         ):
             yield
+
+    async def rebuild_vector_indexes(
+        self,
+        *,
+        indexes: Sequence[str] | None = None,
+        maintenance_work_mem: str = "1GB",
+        workers: int | None = None,
+    ) -> dict[str, float]:
+        """Rebuild HNSW indexes worn by churn, while reads and writes go on.
+
+        ``indexes``: names among ``facts_embedding_hnsw`` (the facts' open periods),
+        ``facts_embedding_closed_hnsw``, ``entities_name_embedding_hnsw``,
+        ``episodes_embedding_hnsw`` and ``communities_name_embedding_hnsw`` (None: every
+        one). Each is rebuilt by ``REINDEX INDEX CONCURRENTLY``; returns the seconds each
+        took. For all
+        groups of the database; needs the schema owner (the DSN's user), and not during
+        a bulk load (``ConflictError``). ``maintenance_work_mem`` and ``workers`` as for
+        ``bulk_load``.
+        """
+        return await rebuild_vector_indexes(
+            self._db.dsn,
+            indexes=indexes,
+            maintenance_work_mem=maintenance_work_mem,
+            workers=workers,
+        )
 
     # -- writing ---------------------------------------------------------------------
 

@@ -417,6 +417,9 @@ EXACT_BELOW = 1000
 # 10,000 in turn, pace 41 to 50): at 950k facts, 1,000 to 6,000 held took 50 to 200 ms
 # p50 through the index and 7 to 12 exactly; at 95k facts, 3,000 to 6,000 held took 12
 # to 21 ms through the index and 5 to 11 exactly, 11,000 about the same either way.
+# Past the bound, at 950k facts (30 questions, pace 42, a warm cache): 20,000 and 30,000
+# held took 59 and 66 ms p50 ranked exactly against 102 and 37 through the index, so no
+# higher bound serves both.
 AS_OF_EXACT_BELOW = 10_000
 AS_OF_SHARE = 4  # ... and from EXACT_BELOW, only if they are a fifth of today's or fewer
 ENDED_EXACT_BELOW = 10_000  # versions ended after an as-of moment read by key, below this

@@ -18,19 +18,30 @@ migrations). One bulk load at a time: a session advisory lock says who has it,
 and ``Memory.open`` does not rebuild the indexes while it is held. A loader
 that dies mid-load releases the lock with its connection; the next
 ``Memory.open`` builds the missing indexes.
+
+``rebuild_vector_indexes`` rebuilds HNSW indexes in place, for a database whose
+graphs churn has worn (rows replaced, purged and vacuumed: a vacuum unlinks
+dead elements and relinks their neighbours, and the graph it leaves is not the
+one a build makes). ``REINDEX INDEX CONCURRENTLY`` builds each anew beside the
+old one while reads and writes go on, then swaps them; it takes the same lock
+as a bulk load, so the two never overlap.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
+import time
+from collections.abc import Generator, Sequence
 from contextlib import contextmanager
+from typing import cast
 
 import psycopg
+from psycopg import sql
 
 from ..errors import ConflictError, DatabaseError, InvalidInput
 from ._db import (
     BULK_LOCK,
+    VECTOR_INDEXES,
     Conn,
     build_load_indexes,
     build_vector_indexes,
@@ -40,7 +51,7 @@ from ._db import (
     wrap_db_error,
 )
 
-__all__ = ["BULK_LOCK", "bulk_load", "check_memory_setting"]
+__all__ = ["BULK_LOCK", "bulk_load", "check_memory_setting", "rebuild_vector_indexes"]
 
 _MEMORY = re.compile(r"[1-9][0-9]{0,6}\s*(kB|MB|GB)")
 
@@ -72,6 +83,126 @@ def _check_workers(value: object) -> int | None:
     return value
 
 
+_VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
+
+
+def _check_indexes(value: object) -> tuple[str, ...]:
+    if value is None:
+        return _VECTOR_INDEX_NAMES
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInput(
+            f"indexes must be a list of vector index names, got {value!r:.80}; "
+            f"the vector indexes are {', '.join(_VECTOR_INDEX_NAMES)}"
+        )
+    names: list[str] = []
+    for item in cast("Sequence[object]", value):
+        if not isinstance(item, str) or item not in _VECTOR_INDEX_NAMES:
+            raise InvalidInput(
+                f"{item!r:.80} is not a vector index of timestone; "
+                f"the vector indexes are {', '.join(_VECTOR_INDEX_NAMES)}"
+            )
+        if item not in names:
+            names.append(item)
+    if not names:
+        raise InvalidInput(
+            f"indexes is empty: name at least one of {', '.join(_VECTOR_INDEX_NAMES)}, "
+            "or pass None for all"
+        )
+    return tuple(names)
+
+
+@contextmanager
+def _load_lock(conn: Conn, busy: str) -> Generator[None]:
+    """The bulk-load lock, held on ``conn`` for the block; ``ConflictError`` (``busy``)
+    when another session has it."""
+    cur = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
+    got = cur.fetchone()
+    if got is None or not got["ok"]:
+        raise ConflictError(busy)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
+
+
+def _build_settings(conn: Conn, memory: str, workers: int | None, *, local: bool) -> None:
+    conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
+    if workers is not None:
+        conn.execute(
+            "SELECT set_config('max_parallel_maintenance_workers', %s, %s)", (str(workers), local)
+        )
+
+
+def rebuild_vector_indexes(
+    dsn: str,
+    *,
+    indexes: Sequence[str] | None = None,
+    maintenance_work_mem: str = "1GB",
+    workers: int | None = None,
+) -> dict[str, float]:
+    """Rebuild the named HNSW indexes (all of them with None) by ``REINDEX INDEX
+    CONCURRENTLY``, one after the other; return the seconds each took, in order.
+
+    Reads and writes go on meanwhile. A rebuild that failed leaves an invalid copy
+    (``<name>_ccnew``) beside the index it was rebuilding; the next call drops it first.
+    An index that is missing (a bulk load that died before its end) is built as
+    ``Memory.open`` builds it. Needs the schema owner, like a bulk load, and not during
+    one (``ConflictError``)."""
+    names = _check_indexes(indexes)
+    memory = check_memory_setting(maintenance_work_mem)
+    workers = _check_workers(workers)
+    conn = connect_owner(dsn)
+    with (
+        conn,
+        _load_lock(
+            conn,
+            "a bulk load or another index rebuild is running on this database; wait for it "
+            "to finish",
+        ),
+    ):
+        try:
+            return _reindex(conn, names, memory, workers)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(
+                "rebuilding the vector indexes takes the owner of the timestone schema; "
+                f"connect as that user: {str(exc).strip()}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, "rebuilding the vector indexes") from exc
+
+
+def _reindex(
+    conn: Conn, names: tuple[str, ...], memory: str, workers: int | None
+) -> dict[str, float]:
+    _build_settings(conn, memory, workers, local=False)
+    cur = conn.execute(
+        "SELECT c.relname AS name, i.indisvalid AS valid FROM pg_class AS c"
+        " JOIN pg_index AS i ON i.indexrelid = c.oid"
+        " WHERE c.relnamespace = 'timestone'::regnamespace AND (c.relname = ANY(%(n)s)"
+        " OR (NOT i.indisvalid AND c.relname LIKE ANY(%(left)s)))",
+        {"n": list(names), "left": [f"{n}\\_ccnew%" for n in names]},
+    )
+    found = {row["name"]: row["valid"] for row in cur.fetchall()}
+    for leftover in sorted(n for n in found if n not in names):
+        conn.execute(
+            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS timestone.{}").format(
+                sql.Identifier(leftover)
+            )
+        )
+    took: dict[str, float] = {}
+    for name in names:
+        started = time.perf_counter()
+        if name in found:
+            conn.execute(
+                sql.SQL("REINDEX INDEX CONCURRENTLY timestone.{}").format(sql.Identifier(name))
+            )
+        else:
+            with conn.transaction():
+                build_vector_indexes(conn)
+        took[name] = time.perf_counter() - started
+    return took
+
+
 @contextmanager
 def bulk_load(
     dsn: str, *, maintenance_work_mem: str = "1GB", workers: int | None = None
@@ -80,43 +211,35 @@ def bulk_load(
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
     conn = connect_owner(dsn)
-    with conn:
-        cur = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
-        got = cur.fetchone()
-        if got is None or not got["ok"]:
-            raise ConflictError(
-                "another bulk load is running on this database; wait for it to finish "
-                "(its indexes are rebuilt when it ends)"
-            )
+    with (
+        conn,
+        _load_lock(
+            conn,
+            "another bulk load or an index rebuild is running on this database; wait for it "
+            "to finish (a bulk load's indexes are rebuilt when it ends)",
+        ),
+    ):
         try:
-            try:
-                with conn.transaction():
-                    drop_vector_indexes(conn)
-                    drop_load_indexes(conn)
-            except psycopg.errors.InsufficientPrivilege as exc:
-                raise DatabaseError(
-                    "bulk_load drops and rebuilds the vector indexes, which takes the owner of "
-                    f"the timestone schema; connect as that user: {str(exc).strip()}"
-                ) from exc
-            except psycopg.Error as exc:
-                raise wrap_db_error(exc, "starting a bulk load") from exc
-            try:
-                yield
-            finally:
-                _rebuild(conn, memory, workers)
+            with conn.transaction():
+                drop_vector_indexes(conn)
+                drop_load_indexes(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(
+                "bulk_load drops and rebuilds the vector indexes, which takes the owner of "
+                f"the timestone schema; connect as that user: {str(exc).strip()}"
+            ) from exc
+        except psycopg.Error as exc:
+            raise wrap_db_error(exc, "starting a bulk load") from exc
+        try:
+            yield
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
+            _rebuild(conn, memory, workers)
 
 
 def _rebuild(conn: Conn, memory: str, workers: int | None) -> None:
     try:
         with conn.transaction():
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
-            if workers is not None:
-                conn.execute(
-                    "SELECT set_config('max_parallel_maintenance_workers', %s, true)",
-                    (str(workers),),
-                )
+            _build_settings(conn, memory, workers, local=True)
             build_load_indexes(conn)
             build_vector_indexes(conn)
     except psycopg.Error as exc:

@@ -652,6 +652,38 @@ def reembed(
         console.print(f"re-embedded {done} row(s) with {new.name} ({new.dimension} dimensions)")
 
 
+@app.command("rebuild-indexes")
+def rebuild_indexes(
+    index: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--index",
+            help="A vector index to rebuild (repeat for several; default: every one).",
+        ),
+    ] = None,
+    maintenance_work_mem: Annotated[
+        str, typer.Option("--maintenance-work-mem", help="Memory for each build, e.g. 2GB.")
+    ] = "1GB",
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Parallel build workers (default: the server's)."),
+    ] = None,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    json_: Json = False,
+) -> None:
+    """Rebuild the HNSW indexes (REINDEX CONCURRENTLY) after heavy churn; reads go on."""
+    with _store(dsn, data_dir, None) as mem:
+        took = mem.rebuild_vector_indexes(
+            indexes=index, maintenance_work_mem=maintenance_work_mem, workers=workers
+        )
+    if json_:
+        print_json({"seconds": {name: round(s, 3) for name, s in took.items()}})
+    else:
+        for name, seconds in took.items():
+            console.print(f"rebuilt {name} in {seconds:.1f} s")
+
+
 @serve_app.command("mcp")
 def serve_mcp(
     transport: Annotated[
