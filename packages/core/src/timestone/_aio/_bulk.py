@@ -145,7 +145,8 @@ async def rebuild_vector_indexes(
     Reads and writes go on meanwhile. A rebuild that failed leaves an invalid copy
     (``<name>_ccnew``) beside the index it was rebuilding; the next call drops it first.
     An index that is missing (a bulk load that died before its end) is built as
-    ``Memory.open`` builds it. Needs the schema owner, like a bulk load, and not during
+    ``Memory.open`` builds it: with any other missing one, at once, holding off writes to
+    its table while it builds. Needs the schema owner, like a bulk load, and not during
     one (``ConflictError``)."""
     names = _check_indexes(indexes)
     memory = check_memory_setting(maintenance_work_mem)
@@ -175,13 +176,13 @@ async def _reindex(
 ) -> dict[str, float]:
     await _build_settings(conn, memory, workers, local=False)
     cur = await conn.execute(
-        "SELECT c.relname AS name, i.indisvalid AS valid FROM pg_class AS c"
+        "SELECT c.relname AS name FROM pg_class AS c"
         " JOIN pg_index AS i ON i.indexrelid = c.oid"
         " WHERE c.relnamespace = 'timestone'::regnamespace AND (c.relname = ANY(%(n)s)"
         " OR (NOT i.indisvalid AND c.relname LIKE ANY(%(left)s)))",
         {"n": list(names), "left": [f"{n}\\_ccnew%" for n in names]},
     )
-    found = {row["name"]: row["valid"] for row in await cur.fetchall()}
+    found = {row["name"] for row in await cur.fetchall()}
     for leftover in sorted(n for n in found if n not in names):
         await conn.execute(
             sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS timestone.{}").format(
