@@ -368,3 +368,18 @@ def test_rebuild_vector_indexes_refuses_bad_input_and_a_running_bulk_load(
         after = _files(fresh_dsn)
         kept = set(files) - HNSW - {d.split()[2] for d in LOAD_INDEXES}
         assert {n: after[n] for n in kept} == {n: files[n] for n in kept}
+
+
+async def test_the_async_memory_rebuilds_a_vector_index(fresh_dsn: str) -> None:
+    group = "areindex-" + uuid.uuid4().hex[:8]
+    async with await timestone.AsyncMemory.open(fresh_dsn) as mem:
+        await mem.add_facts(group, _facts(30, "Rider"), reference_time=REF)
+        before = [f.fact for f in (await mem.search(group, "Rider 0003 knows", limit=3)).facts]
+        files = _files(fresh_dsn)
+        took = await mem.rebuild_vector_indexes(indexes=["facts_embedding_hnsw"], workers=0)
+        assert list(took) == ["facts_embedding_hnsw"]
+        after = _files(fresh_dsn)
+        assert {n for n in after if after[n] != files[n]} == {"facts_embedding_hnsw"}
+        hits = await mem.search(group, "Rider 0003 knows", limit=3)
+        assert [f.fact for f in hits.facts] == before
+        assert "Rider 0003 knows Rider 0004." in before
