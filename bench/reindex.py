@@ -28,23 +28,9 @@ from typing import Any
 import timestone
 
 from ._common import cpu_pace_ms, kept_databases, percentiles, write_result
-from .search import ONTOLOGY, people
+from .search import ONTOLOGY, ask, people
 
 QUESTIONS = 200
-
-
-def _ask(
-    mem: timestone.Memory, group: str, questions: list[str]
-) -> tuple[list[float], list[list[str]]]:
-    """The latency of each question in ms, and the sentences of its ten facts."""
-    took: list[float] = []
-    found: list[list[str]] = []
-    for question in questions:
-        start = time.perf_counter()
-        hits = mem.search(group, question, limit=10)
-        took.append((time.perf_counter() - start) * 1000)
-        found.append([f.fact for f in hits.facts])
-    return took, found
 
 
 def _recall(answers: list[str], found: list[list[str]]) -> float:
@@ -59,8 +45,8 @@ def measure(data_dir: Path) -> dict[str, Any]:
     questions, answers = [q for q, _ in chosen], [a for _, a in chosen]
     with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
         pace_before = cpu_pace_ms()
-        _ask(mem, group, questions)
-        before, found_before = _ask(mem, group, questions)
+        ask(mem, group, questions)
+        before, found_before = ask(mem, group, questions)
         during: list[float] = []
         stop = threading.Event()
 
@@ -80,7 +66,7 @@ def measure(data_dir: Path) -> dict[str, Any]:
         finally:
             stop.set()
             reader.join()
-        after, found_after = _ask(mem, group, questions)
+        after, found_after = ask(mem, group, questions)
         facts = mem.stats(group)["facts"]["current"]
         pace_after = cpu_pace_ms()
     same = sum(a == b for a, b in zip(found_before, found_after, strict=True)) / len(questions)

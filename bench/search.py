@@ -408,7 +408,7 @@ def run_size(
         for q, _ in sample[:20]:  # warm caches
             mem.search(group, q)
         pace = [cpu_pace_ms()]
-        latencies, answered = _ask(mem, group, [q for q, _ in sample])
+        latencies, answered = ask(mem, group, [q for q, _ in sample])
         pace.append(cpu_pace_ms())
         found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
         as_of = as_of_search(mem, group, sample)
@@ -442,7 +442,7 @@ def run_size(
         }
 
 
-def _ask(
+def ask(
     mem: timestone.Memory, group: str, questions: Sequence[str]
 ) -> tuple[list[float], list[list[str]]]:
     """Each question's ``search(group, question, limit=10)``: its latency end to end in
@@ -546,7 +546,7 @@ def small_groups(
     asked = list(big_questions[:n_questions])
     for q in asked[:10]:  # warm
         mem.search(empty, q)
-    latencies, answered = _ask(mem, empty, asked)
+    latencies, answered = ask(mem, empty, asked)
     out["empty"] = {
         "facts_current": mem.stats(empty).get("facts", {}).get("current", 0),
         **percentiles(latencies),
@@ -555,7 +555,7 @@ def small_groups(
     sample = random.Random(17).sample(questions, min(n_questions, len(questions)))
     for q, _ in sample[:10]:
         mem.search(few, q)
-    latencies, answered = _ask(mem, few, [q for q, _ in sample])
+    latencies, answered = ask(mem, few, [q for q, _ in sample])
     found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
     out["small"] = {
         "facts_current": mem.stats(few).get("facts", {}).get("current"),

@@ -111,17 +111,19 @@ def _check_indexes(value: object) -> tuple[str, ...]:
 
 
 @asynccontextmanager
-async def _load_lock(conn: Conn, busy: str) -> AsyncGenerator[None]:
-    """The bulk-load lock, held on ``conn`` for the block; ``ConflictError`` (``busy``)
-    when another session has it."""
-    cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
-    got = await cur.fetchone()
-    if got is None or not got["ok"]:
-        raise ConflictError(busy)
-    try:
-        yield
-    finally:
-        await conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
+async def _holding_load_lock(dsn: str, busy: str) -> AsyncGenerator[Conn]:
+    """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
+    (``busy``) when another session has it."""
+    conn = await connect_owner(dsn)
+    async with conn:
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
+        got = await cur.fetchone()
+        if got is None or not got["ok"]:
+            raise ConflictError(busy)
+        try:
+            yield conn
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
 
 
 async def _build_settings(conn: Conn, memory: str, workers: int | None, *, local: bool) -> None:
@@ -151,15 +153,10 @@ async def rebuild_vector_indexes(
     names = _check_indexes(indexes)
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
-    conn = await connect_owner(dsn)
-    async with (
-        conn,
-        _load_lock(
-            conn,
-            "a bulk load or another index rebuild is running on this database; wait for it "
-            "to finish",
-        ),
-    ):
+    async with _holding_load_lock(
+        dsn,
+        "a bulk load or another index rebuild is running on this database; wait for it to finish",
+    ) as conn:
         try:
             return await _reindex(conn, names, memory, workers)
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -210,15 +207,11 @@ async def bulk_load(
     """Drop the HNSW indexes, yield, build them again (see the module's docstring)."""
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
-    conn = await connect_owner(dsn)
-    async with (
-        conn,
-        _load_lock(
-            conn,
-            "another bulk load or an index rebuild is running on this database; wait for it "
-            "to finish (a bulk load's indexes are rebuilt when it ends)",
-        ),
-    ):
+    async with _holding_load_lock(
+        dsn,
+        "another bulk load or an index rebuild is running on this database; wait for it "
+        "to finish (a bulk load's indexes are rebuilt when it ends)",
+    ) as conn:
         try:
             async with conn.transaction():
                 await drop_vector_indexes(conn)

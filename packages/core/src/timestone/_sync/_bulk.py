@@ -112,17 +112,19 @@ def _check_indexes(value: object) -> tuple[str, ...]:
 
 
 @contextmanager
-def _load_lock(conn: Conn, busy: str) -> Generator[None]:
-    """The bulk-load lock, held on ``conn`` for the block; ``ConflictError`` (``busy``)
-    when another session has it."""
-    cur = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
-    got = cur.fetchone()
-    if got is None or not got["ok"]:
-        raise ConflictError(busy)
-    try:
-        yield
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
+def _holding_load_lock(dsn: str, busy: str) -> Generator[Conn]:
+    """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
+    (``busy``) when another session has it."""
+    conn = connect_owner(dsn)
+    with conn:
+        cur = conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
+        got = cur.fetchone()
+        if got is None or not got["ok"]:
+            raise ConflictError(busy)
+        try:
+            yield conn
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
 
 
 def _build_settings(conn: Conn, memory: str, workers: int | None, *, local: bool) -> None:
@@ -152,15 +154,10 @@ def rebuild_vector_indexes(
     names = _check_indexes(indexes)
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
-    conn = connect_owner(dsn)
-    with (
-        conn,
-        _load_lock(
-            conn,
-            "a bulk load or another index rebuild is running on this database; wait for it "
-            "to finish",
-        ),
-    ):
+    with _holding_load_lock(
+        dsn,
+        "a bulk load or another index rebuild is running on this database; wait for it to finish",
+    ) as conn:
         try:
             return _reindex(conn, names, memory, workers)
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -211,15 +208,11 @@ def bulk_load(
     """Drop the HNSW indexes, yield, build them again (see the module's docstring)."""
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
-    conn = connect_owner(dsn)
-    with (
-        conn,
-        _load_lock(
-            conn,
-            "another bulk load or an index rebuild is running on this database; wait for it "
-            "to finish (a bulk load's indexes are rebuilt when it ends)",
-        ),
-    ):
+    with _holding_load_lock(
+        dsn,
+        "another bulk load or an index rebuild is running on this database; wait for it "
+        "to finish (a bulk load's indexes are rebuilt when it ends)",
+    ) as conn:
         try:
             with conn.transaction():
                 drop_vector_indexes(conn)
