@@ -111,6 +111,17 @@ def _check_indexes(value: object) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _owner_error(exc: psycopg.Error, doing: str) -> DatabaseError:
+    """The error of a step that only the schema's owner may take: who it takes when the
+    server refused the user, the server's reason otherwise."""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return DatabaseError(
+            f"{doing} takes the owner of the timestone schema; connect as that user: "
+            f"{str(exc).strip()}"
+        )
+    return wrap_db_error(exc, doing)
+
+
 @contextmanager
 def _holding_load_lock(dsn: str, busy: str) -> Generator[Conn]:
     """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
@@ -160,13 +171,8 @@ def rebuild_vector_indexes(
     ) as conn:
         try:
             return _reindex(conn, names, memory, workers)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise DatabaseError(
-                "rebuilding the vector indexes takes the owner of the timestone schema; "
-                f"connect as that user: {str(exc).strip()}"
-            ) from exc
         except psycopg.Error as exc:
-            raise wrap_db_error(exc, "rebuilding the vector indexes") from exc
+            raise _owner_error(exc, "rebuilding the vector indexes") from exc
 
 
 def _reindex(
@@ -217,13 +223,8 @@ def bulk_load(
             with conn.transaction():
                 drop_vector_indexes(conn)
                 drop_load_indexes(conn)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise DatabaseError(
-                "bulk_load drops and rebuilds the vector indexes, which takes the owner of "
-                f"the timestone schema; connect as that user: {str(exc).strip()}"
-            ) from exc
         except psycopg.Error as exc:
-            raise wrap_db_error(exc, "starting a bulk load") from exc
+            raise _owner_error(exc, "starting a bulk load (dropping the indexes)") from exc
         try:
             yield
         finally:
