@@ -305,22 +305,24 @@ def test_rebuild_vector_indexes_rebuilds_them_in_place(fresh_dsn: str) -> None:
         mem.add_facts(group, _facts(120, "Walker"), reference_time=REF)
         before = [f.fact for f in mem.search(group, "Walker 0007 knows", limit=5).facts]
         # what a failed REINDEX CONCURRENTLY leaves: an invalid index named <name>_ccnew
-        with (
-            psycopg.connect(fresh_dsn, autocommit=True) as conn,
-            pytest.raises(psycopg.errors.UniqueViolation),
-        ):
-            conn.execute(
-                "CREATE UNIQUE INDEX CONCURRENTLY facts_embedding_hnsw_ccnew"
-                " ON timestone.facts (group_id)"
-            )
+        # (<name>_ccold if it failed dropping the old one)
+        left = ("facts_embedding_hnsw_ccnew", "facts_embedding_closed_hnsw_ccold")
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            for name in left:
+                with pytest.raises(psycopg.errors.UniqueViolation):
+                    conn.execute(
+                        sql.SQL(
+                            "CREATE UNIQUE INDEX CONCURRENTLY {} ON timestone.facts (group_id)"
+                        ).format(sql.Identifier(name))
+                    )
         files = _files(fresh_dsn)
-        assert "facts_embedding_hnsw_ccnew" in files
+        assert set(left) <= set(files)
         took = mem.rebuild_vector_indexes(maintenance_work_mem="64MB", workers=0)
         assert list(took) == names
         assert all(isinstance(s, float) and s > 0 for s in took.values())
         after = _files(fresh_dsn)
         assert {n for n in after if after[n] != files.get(n)} == set(names)
-        assert "facts_embedding_hnsw_ccnew" not in after
+        assert not set(left) & set(after)
         assert _hnsw_indexes(fresh_dsn) == HNSW
         assert [f.fact for f in mem.search(group, "Walker 0007 knows", limit=5).facts] == before
         vector = mem.embedder.embed(["Walker 0007 knows"])[0]

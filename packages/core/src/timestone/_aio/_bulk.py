@@ -156,7 +156,8 @@ async def rebuild_vector_indexes(
     CONCURRENTLY``, one after the other; return the seconds each took, in order.
 
     Reads and writes go on meanwhile. A rebuild that failed leaves an invalid copy
-    (``<name>_ccnew``) beside the index it was rebuilding; the next call drops it first.
+    (``<name>_ccnew``, or ``<name>_ccold`` if it failed while dropping the old index)
+    beside the index it was rebuilding; the next call drops it first.
     An index that is missing (a bulk load that died before its end) is built as
     ``Memory.open`` builds it: with any other missing one, at once, holding off writes to
     its table while it builds. Needs the schema owner, like a bulk load, and not during
@@ -183,7 +184,7 @@ async def _reindex(
         " JOIN pg_index AS i ON i.indexrelid = c.oid"
         " WHERE c.relnamespace = 'timestone'::regnamespace AND (c.relname = ANY(%(n)s)"
         " OR (NOT i.indisvalid AND c.relname LIKE ANY(%(left)s)))",
-        {"n": list(names), "left": [f"{n}\\_ccnew%" for n in names]},
+        {"n": list(names), "left": [f"{n}\\_cc{s}%" for n in names for s in ("new", "old")]},
     )
     found = {row["name"] for row in await cur.fetchall()}
     for leftover in sorted(n for n in found if n not in names):
