@@ -10,8 +10,10 @@ CONCURRENTLY`` while another thread keeps asking the same questions (the reads t
 on meanwhile: how many, and their p50 / p95), then the questions are asked once more.
 Reported: the seconds each index took, the searches before, during and after, the
 recall@10 of each question's answer (the current fact it asks for) before and after,
-and the share of questions whose ten facts after the rebuild are the ones before (the
-index is approximate, and a graph built anew may choose other neighbours).
+the share of questions whose ten facts after the rebuild are the ones before (the
+index is approximate, and a graph built anew may choose other neighbours), and
+``Memory.vector_index_health()`` before and after: the share of 200 of each index's
+rows that it finds by their own vector.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def measure(data_dir: Path) -> dict[str, Any]:
         pace_before = cpu_pace_ms()
         ask(mem, group, questions)
         before, found_before = ask(mem, group, questions)
+        health_before = mem.vector_index_health()
         during: list[float] = []
         stop = threading.Event()
 
@@ -67,6 +70,7 @@ def measure(data_dir: Path) -> dict[str, Any]:
             stop.set()
             reader.join()
         after, found_after = ask(mem, group, questions)
+        health_after = mem.vector_index_health()
         facts = mem.stats(group)["facts"]["current"]
         pace_after = cpu_pace_ms()
     same = sum(a == b for a, b in zip(found_before, found_after, strict=True)) / len(questions)
@@ -84,7 +88,25 @@ def measure(data_dir: Path) -> dict[str, Any]:
             _recall(answers, found_after),
         ],
         "same_top_10": round(same, 3),
+        "index_health_before_after": {
+            name: [health_before[name], health_after[name]] for name in health_before
+        },
     }
+
+
+def _health(shares: dict[str, list[float | None]]) -> str:
+    def both(name: str) -> str:
+        before, after = shares[name]
+        return f"{before} / {after}"
+
+    return ", ".join(
+        both(n)
+        for n in (
+            "facts_embedding_hnsw",
+            "facts_embedding_closed_hnsw",
+            "entities_name_embedding_hnsw",
+        )
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -96,9 +118,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         "| current facts | rebuild s (open facts, closed facts, entity names) | searches during"
         " it | p50 / p95 ms before | during | after | recall@10 before, after | same top 10"
+        " | rows each index finds, before / after (open facts, closed facts, entity names)"
         " | pace |"
     )
-    print("|---:|---|---:|---|---|---|---|---:|---|")
+    print("|---:|---|---:|---|---|---|---|---:|---|---|")
     for run in runs:
         s = run["seconds"]
         parts = ", ".join(
@@ -117,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f" {during.get('p50_ms', '-')} / {during.get('p95_ms', '-')} |"
             f" {run['after']['p50_ms']} / {run['after']['p95_ms']} |"
             f" {', '.join(map(str, run['recall_at_10_before_after']))} | {run['same_top_10']} |"
+            f" {_health(run['index_health_before_after'])} |"
             f" {pace[0]} to {pace[1]} |"
         )
     path = write_result("reindex", {"runs": runs})

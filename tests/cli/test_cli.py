@@ -252,6 +252,11 @@ def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
         cli_fresh("rebuild-indexes", "--index", "facts_embedding_hnsw", "--workers", "0", "--json")
     )
     assert list(rebuilt["seconds"]) == ["facts_embedding_hnsw"]
+    health = as_json(cli_fresh("index-health", "--sample", "20", "--json"))["found"]
+    assert health["communities_name_embedding_hnsw"] is None
+    assert 0.9 <= health["facts_embedding_hnsw"] <= 1.0
+    bad_sample = cli_fresh("index-health", "--sample", "0", check=3)
+    assert "sample must be an integer from 1 to 10,000, got 0" in bad_sample.stderr
     wrong = cli_fresh("rebuild-indexes", "--index", "facts_hnsw", check=3)
     assert "'facts_hnsw' is not a vector index of timestone" in wrong.stderr
     assert "Traceback" not in wrong.stderr

@@ -385,3 +385,36 @@ async def test_the_async_memory_rebuilds_a_vector_index(fresh_dsn: str) -> None:
         hits = await mem.search(group, "Rider 0003 knows", limit=3)
         assert [f.fact for f in hits.facts] == before
         assert "Rider 0003 knows Rider 0004." in before
+
+
+def test_vector_index_health_is_the_share_of_its_rows_an_index_finds(fresh_dsn: str) -> None:
+    """A freshly built index finds (nearly) every row it holds by the row's own vector; an
+    index with no rows, or dropped by a bulk load, has no figure."""
+    group = "health-" + uuid.uuid4().hex[:8]
+    names = [name for name, *_ in VECTOR_INDEXES]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts(group, _facts(150, "Walker"), reference_time=REF)
+        health = mem.vector_index_health(sample=60)
+        assert list(health) == names
+        assert health["communities_name_embedding_hnsw"] is None  # no communities built
+        assert health["facts_embedding_closed_hnsw"] is None  # no period has ended
+        for name in ("facts_embedding_hnsw", "entities_name_embedding_hnsw"):
+            share = health[name]
+            assert share is not None
+            assert 0.9 <= share <= 1.0, (name, share)
+        assert health["episodes_embedding_hnsw"] == 1.0  # its one episode
+        assert mem.vector_index_health(indexes=["facts_embedding_hnsw"], sample=1).keys() == {
+            "facts_embedding_hnsw"
+        }
+        with mem.bulk_load(maintenance_work_mem="64MB"):
+            assert set(mem.vector_index_health(sample=5).values()) == {None}
+        refused: list[tuple[dict[str, object], str]] = [
+            ({"sample": 0}, "sample must be an integer from 1 to 10,000, got 0"),
+            ({"sample": 10_001}, "sample must be an integer from 1 to 10,000, got 10001"),
+            ({"sample": True}, "sample must be an integer from 1 to 10,000, got True"),
+            ({"indexes": "facts_embedding_hnsw"}, "indexes must be a list of vector index names"),
+            ({"indexes": ["facts_fts_open"]}, "'facts_fts_open' is not a vector index"),
+        ]
+        for kwargs, message in refused:
+            with pytest.raises(InvalidInput, match=message):
+                mem.vector_index_health(**kwargs)  # pyright: ignore[reportArgumentType]

@@ -50,7 +50,13 @@ from ._db import (
     wrap_db_error,
 )
 
-__all__ = ["BULK_LOCK", "bulk_load", "check_memory_setting", "rebuild_vector_indexes"]
+__all__ = [
+    "BULK_LOCK",
+    "bulk_load",
+    "check_index_names",
+    "check_memory_setting",
+    "rebuild_vector_indexes",
+]
 
 _MEMORY = re.compile(r"[1-9][0-9]{0,6}\s*(kB|MB|GB)")
 
@@ -85,7 +91,8 @@ def _check_workers(value: object) -> int | None:
 _VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
 
 
-def _check_indexes(value: object) -> tuple[str, ...]:
+def check_index_names(value: object) -> tuple[str, ...]:
+    """The vector indexes named (every one for None), each once, in the order given."""
     if value is None:
         return _VECTOR_INDEX_NAMES
     if isinstance(value, str) or not isinstance(value, Sequence):
@@ -162,7 +169,7 @@ async def rebuild_vector_indexes(
     ``Memory.open`` builds it: with any other missing one, at once, holding off writes to
     its table while it builds. Needs the schema owner, like a bulk load, and not during
     one (``ConflictError``)."""
-    names = _check_indexes(indexes)
+    names = check_index_names(indexes)
     memory = check_memory_setting(maintenance_work_mem)
     workers = _check_workers(workers)
     async with _holding_load_lock(

@@ -67,6 +67,7 @@ from ._extract import (
     summarize_saga,
 )
 from ._facts import read_facts
+from ._health import HEALTH_SAMPLE, vector_index_health
 from ._ingest import Ingest
 from ._transfer import (
     LineSink,
@@ -284,6 +285,18 @@ class AsyncMemory:
             maintenance_work_mem=maintenance_work_mem,
             workers=workers,
         )
+
+    async def vector_index_health(
+        self, *, indexes: Sequence[str] | None = None, sample: int = HEALTH_SAMPLE
+    ) -> dict[str, float | None]:
+        """The share of a sample of each HNSW index's rows that it finds among the ten
+        nearest to their own vector, within their group, as a search reads it: about 1.0
+        when the graph is whole, lower as churn wears it (``rebuild_vector_indexes``
+        restores it). None for an index with no rows. ``indexes`` as for
+        ``rebuild_vector_indexes``; ``sample``: rows probed per index (1 to 10,000, one
+        index scan each). Needs the schema owner (the DSN's user).
+        """
+        return await vector_index_health(self._db.dsn, indexes=indexes, sample=sample)
 
     # -- writing ---------------------------------------------------------------------
 

@@ -684,6 +684,29 @@ def rebuild_indexes(
             console.print(f"rebuilt {name} in {seconds:.1f} s")
 
 
+@app.command("index-health")
+def index_health(
+    index: Annotated[
+        list[str] | None,
+        typer.Option("--index", help="A vector index to probe (repeat; default: every one)."),
+    ] = None,
+    sample: Annotated[
+        int, typer.Option("--sample", help="Rows probed per index, each by its own vector.")
+    ] = 200,
+    dsn: Dsn = None,
+    data_dir: DataDir = None,
+    json_: Json = False,
+) -> None:
+    """The share of its own rows each HNSW index finds: near 1.0 whole, lower when worn."""
+    with _store(dsn, data_dir, None) as mem:
+        health = mem.vector_index_health(indexes=index, sample=sample)
+    if json_:
+        print_json({"found": health})
+    else:
+        for name, share in health.items():
+            console.print(f"{name}: " + ("no rows" if share is None else f"{share:.3f}"))
+
+
 @serve_app.command("mcp")
 def serve_mcp(
     transport: Annotated[
