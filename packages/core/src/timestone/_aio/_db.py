@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager, suppress
 from datetime import datetime
-from typing import Any, LiteralString
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
@@ -586,11 +586,14 @@ async def autocommit(conn: Conn) -> AsyncGenerator[Conn]:
             await conn.set_autocommit(False)
 
 
-def _note(seen: dict[str, float], group_id: str) -> None:
-    """Remember now for ``group_id`` in ``seen`` (at most ``_SMALL_KEPT`` groups)."""
+_Seen = TypeVar("_Seen")
+
+
+def _note(seen: dict[str, _Seen], group_id: str, value: _Seen) -> None:
+    """Remember ``value`` for ``group_id`` in ``seen`` (at most ``_SMALL_KEPT`` groups)."""
     if len(seen) >= _SMALL_KEPT:
         seen.clear()
-    seen[group_id] = time.monotonic()
+    seen[group_id] = value
 
 
 class Database:
@@ -617,7 +620,7 @@ class Database:
         return time.monotonic() - self._small.get(group_id, -_ESTIMATE_TTL) < _ESTIMATE_TTL
 
     def note_small(self, group_id: str) -> None:
-        _note(self._small, group_id)
+        _note(self._small, group_id, time.monotonic())
 
     def large(self, group_id: str) -> bool:
         """Whether a search found ``group_id`` to hold too many current facts to rank
@@ -626,7 +629,7 @@ class Database:
         return time.monotonic() - self._large.get(group_id, -_ESTIMATE_TTL) < _ESTIMATE_TTL
 
     def note_large(self, group_id: str) -> None:
-        _note(self._large, group_id)
+        _note(self._large, group_id, time.monotonic())
 
     def held_many(self, group_id: str, as_of: datetime) -> bool:
         """Whether a search found, within the last ``_ESTIMATE_TTL`` seconds, that
@@ -641,9 +644,7 @@ class Database:
     def note_horizon(self, group_id: str, created_at: datetime) -> None:
         """Remember when the group's current fact at the as-of bound (in creation order)
         was created; facts expire, never move earlier, so later moments held as many."""
-        if len(self._horizons) >= _SMALL_KEPT:
-            self._horizons.clear()
-        self._horizons[group_id] = (created_at, time.monotonic())
+        _note(self._horizons, group_id, (created_at, time.monotonic()))
 
     async def facts_rows(self, conn: Conn) -> float:
         """The planner's estimate of the rows of the facts table (every group, every

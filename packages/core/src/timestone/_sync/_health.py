@@ -73,12 +73,15 @@ def vector_index_health(
 
 
 def _probe(conn: Conn, name: str, sample: int) -> float | None:
+    """One statement: the sample, and for each of its rows the index's ten nearest (a
+    lateral index scan ordered by the row's own keyed vector)."""
     _, table, column, held = next(spec for spec in VECTOR_INDEXES if spec[0] == name)
     cur = conn.execute(
-        "SELECT greatest(i.reltuples, 0) AS held, greatest(t.reltuples, 0) AS rows"
-        " FROM pg_class AS i, pg_class AS t WHERE i.oid = to_regclass('timestone.' || %s)"
-        " AND t.oid = to_regclass('timestone.' || %s)",
-        (name, table),
+        "SELECT greatest(i.reltuples, 0) AS held, greatest(t.reltuples, 0) AS rows,"
+        " a.atttypmod AS dimension FROM pg_class AS i, pg_class AS t, pg_attribute AS a"
+        " WHERE i.oid = to_regclass('timestone.' || %s) AND t.oid = to_regclass('timestone.'"
+        " || %s) AND a.attrelid = t.oid AND a.attname = %s",
+        (name, table, column),
     )
     row = cur.fetchone()
     if row is None:  # no such index: a bulk load under way
@@ -88,36 +91,30 @@ def _probe(conn: Conn, name: str, sample: int) -> float | None:
     # where the server has no estimate yet
     indexed = row["held"] or row["rows"]
     percent = min(100.0, 300.0 * sample / indexed) if indexed else 100.0
-    t, c = sql.Identifier(table), sql.Identifier(column)
+    t, c, dimension = sql.Identifier(table), sql.Identifier(column), int(row["dimension"])
+    # the predicate's columns are unqualified: each resolves to the nearest FROM
     cur = conn.execute(
         sql.SQL(
-            "SELECT s.version_id, s.group_id, s.{c}::text AS v, vector_dims(s.{c}) AS d"
-            " FROM timestone.{t}"
-            " AS s TABLESAMPLE BERNOULLI (%s) WHERE s.{c} IS NOT NULL AND {held}"
-            " ORDER BY random() LIMIT %s"
-        ).format(c=c, t=t, held=sql.SQL(held)),  # pyright: ignore[reportArgumentType]  # a constant
-        (percent, sample),
+            "WITH s AS MATERIALIZED (SELECT version_id, group_id, {c} AS v FROM timestone.{t}"
+            " TABLESAMPLE BERNOULLI (%(percent)s) WHERE {c} IS NOT NULL AND {held}"
+            " ORDER BY random() LIMIT %(sample)s)"
+            " SELECT count(*) AS n, count(*) FILTER (WHERE x.found) AS found FROM s"
+            " CROSS JOIN LATERAL (SELECT coalesce(bool_or(f.version_id = s.version_id"
+            " OR f.d <= {same}), false) AS found FROM (SELECT version_id, {c} <=> s.v AS d"
+            " FROM timestone.{t} WHERE group_id = s.group_id AND {held}"
+            " ORDER BY {near} <=> {query} LIMIT {k}) AS f) AS x"
+        ).format(
+            c=c,
+            t=t,
+            held=sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant
+            same=sql.Literal(_SAME),
+            near=keyed(c, sql.Identifier("group_id"), dimension),
+            query=keyed(sql.SQL("s.v"), sql.SQL("s.group_id"), dimension),
+            k=sql.Literal(_NEAREST),
+        ),
+        {"percent": percent, "sample": sample},
     )
-    rows = cur.fetchall()
-    if not rows:
+    counted = cur.fetchone()
+    if counted is None or not counted["n"]:
         return None
-    dimension = int(rows[0]["d"])
-    nearest = sql.SQL(
-        "SELECT f.version_id, f.{c} <=> %(v)s::vector AS d FROM timestone.{t} AS f"
-        " WHERE f.group_id = %(g)s AND {held}"
-        " ORDER BY {near} <=> {query} LIMIT {k}"
-    ).format(
-        c=c,
-        t=t,
-        held=sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant
-        near=keyed(sql.SQL("f.{}").format(c), sql.SQL("f.group_id"), dimension),
-        query=keyed(sql.SQL("%(v)s::vector"), sql.SQL("%(g)s::text"), dimension),
-        k=sql.Literal(_NEAREST),
-    )
-    found = 0
-    for probe in rows:
-        cur = conn.execute(nearest, {"g": probe["group_id"], "v": probe["v"]})
-        found += any(
-            r["version_id"] == probe["version_id"] or r["d"] <= _SAME for r in cur.fetchall()
-        )
-    return found / len(rows)
+    return counted["found"] / counted["n"]
