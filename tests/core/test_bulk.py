@@ -6,6 +6,8 @@ whole database, and the other tests share theirs.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import signal
 import subprocess
@@ -23,7 +25,9 @@ from psycopg.conninfo import make_conninfo
 import timestone
 from timestone import FactInput
 from timestone._aio._db import LOAD_INDEXES, VECTOR_INDEXES
-from timestone._sync._bulk import bulk_load
+from timestone._sync import _bulk
+from timestone._sync._bulk import build_memory_kb, bulk_load
+from timestone._sync._db import connect_owner
 from timestone._vectors import keyed
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
 
@@ -342,6 +346,65 @@ def test_rebuild_vector_indexes_rebuilds_them_in_place(fresh_dsn: str) -> None:
             "entities_name_embedding_hnsw"
         }
         assert _hnsw_indexes(fresh_dsn) == HNSW
+
+
+def test_the_build_memory_is_what_the_largest_graph_needs_within_bounds() -> None:
+    gb, mb = 1024**2, 1024
+    assert build_memory_kb(10_000, 64 * mb, 6 * gb) == gb  # a small graph: 1 GB, as before
+    assert build_memory_kb(3 * gb, 64 * mb, 6 * gb) == 3 * gb  # what the graph needs
+    assert build_memory_kb(9 * gb, 64 * mb, 6 * gb) == 6 * gb  # at most shared_buffers
+    assert build_memory_kb(3 * gb, 64 * mb, 128 * mb) == gb  # small buffers: 1 GB, as before
+    assert build_memory_kb(3 * gb, 8 * gb, 6 * gb) == 8 * gb  # never below the server's own
+
+
+def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
+    fresh_dsn: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory a build is given counts the rows each named index would hold (the open
+    facts' 600 here, the closed facts' none), and a graph that outgrows the memory it
+    was given is logged as a warning, naming the setting."""
+    group = "spill-" + uuid.uuid4().hex[:8]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts(group, _facts(600, "Spiller"), reference_time=REF)
+        with connect_owner(fresh_dsn) as conn:
+            settings = conn.execute(
+                "SELECT pg_size_bytes(current_setting('maintenance_work_mem')) AS current,"
+                " pg_size_bytes(current_setting('shared_buffers')) AS buffers"
+            ).fetchone()
+            assert settings is not None
+            current, buffers = settings["current"] // 1024, settings["buffers"] // 1024
+            floor = math.ceil(build_memory_kb(0, current, buffers) / 1024)
+            # as measured, an element of 264 dimensions takes under 2 kB: 600 fit in 1 GB
+            assert _bulk._sized_memory(conn, ["facts_embedding_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
+            # at 2 MB an element, 600 need about 1.4 GB with the margin
+            monkeypatch.setattr(_bulk, "_ELEMENT_BYTES", 2 * 10**6)
+            per_row = 4 * (mem.embedder.dimension + 8) + 8 + 2 * 10**6
+            need = math.ceil(600 * per_row * 1.2 / 1024)
+            sized = math.ceil(build_memory_kb(need, current, buffers) / 1024)
+            assert sized > floor or buffers <= 1024**2  # what shared_buffers allows of it
+            for names in (["facts_embedding_hnsw"], ["facts_embedding_closed_hnsw", *HNSW]):
+                assert _bulk._sized_memory(conn, names) == f"{sized}MB"  # pyright: ignore[reportPrivateUsage]
+            assert _bulk._sized_memory(conn, ["facts_embedding_closed_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
+        monkeypatch.undo()
+
+        # 1 MB holds about 570 elements of 264 dimensions: the build spills, and says so
+        with caplog.at_level(logging.WARNING, logger="timestone"):
+            mem.rebuild_vector_indexes(
+                indexes=["facts_embedding_hnsw"], maintenance_work_mem="1MB", workers=0
+            )
+        spilled = [r.getMessage() for r in caplog.records if r.name == "timestone"]
+        assert len(spilled) == 1
+        assert "no longer fits into maintenance_work_mem" in spilled[0]
+        assert "(maintenance_work_mem 1MB)" in spilled[0]
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="timestone"):
+            mem.rebuild_vector_indexes(indexes=["facts_embedding_hnsw"], workers=0)
+            with mem.bulk_load(workers=0):
+                pass
+        assert not [r for r in caplog.records if r.name == "timestone"]
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        hits = mem.search(group, "Spiller 0042 knows", limit=3).facts
+        assert "Spiller 0042 knows Spiller 0043." in [f.fact for f in hits]
 
 
 def test_rebuild_vector_indexes_refuses_bad_input_and_a_running_bulk_load(

@@ -61,6 +61,7 @@ __all__ = [
     "drop_vector_indexes",
     "migrate",
     "schema_version",
+    "vector_dimensions",
     "wrap_db_error",
 ]
 
@@ -395,16 +396,21 @@ async def _bulk_loading(conn: Conn) -> bool:
     return row is not None and bool(row["busy"])
 
 
-async def build_vector_indexes(conn: Conn) -> None:
-    """Build the HNSW indexes that are missing (all of them on a new binding), each on
-    its column keyed by group (``_vectors.keyed``) at the column's dimension."""
+async def vector_dimensions(conn: Conn) -> dict[tuple[str, str], int]:
+    """(table, column) -> dimension of each typed vector column of the schema."""
     cur = await conn.execute(
         "SELECT c.relname AS t, a.attname AS c, a.atttypmod AS d FROM pg_attribute AS a"
         " JOIN pg_class AS c ON c.oid = a.attrelid"
         " WHERE c.relnamespace = 'timestone'::regnamespace AND a.atttypmod > 0"
         " AND a.atttypid = 'vector'::regtype AND NOT a.attisdropped"
     )
-    dimensions = {(row["t"], row["c"]): int(row["d"]) for row in await cur.fetchall()}
+    return {(row["t"], row["c"]): int(row["d"]) for row in await cur.fetchall()}
+
+
+async def build_vector_indexes(conn: Conn) -> None:
+    """Build the HNSW indexes that are missing (all of them on a new binding), each on
+    its column keyed by group (``_vectors.keyed``) at the column's dimension."""
+    dimensions = await vector_dimensions(conn)
     for name, table, column, held in VECTOR_INDEXES:
         dimension = dimensions.get((table, column))
         if dimension is None:

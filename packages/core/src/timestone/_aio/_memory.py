@@ -245,7 +245,7 @@ class AsyncMemory:
 
     @asynccontextmanager
     async def bulk_load(
-        self, *, maintenance_work_mem: str = "1GB", workers: int | None = None
+        self, *, maintenance_work_mem: str | None = None, workers: int | None = None
     ) -> AsyncGenerator[None]:
         """Write inside it with the vector indexes dropped; they are built once on exit.
 
@@ -253,7 +253,9 @@ class AsyncMemory:
         so for every group vector search is exact (slower) while it runs, and other
         writers wait for the rebuild. Needs the schema owner (the DSN's user); one bulk
         load at a time (``ConflictError`` otherwise). ``maintenance_work_mem`` bounds the
-        in-memory build (too small and the build spills to disk, several times slower);
+        in-memory build (too small and the build spills to disk, several times slower,
+        with a warning logged): None sizes it to the largest graph, at least 1 GB, at most
+        the server's ``shared_buffers`` and never below the server's own setting;
         ``workers``: parallel build workers (``None``: the server's setting).
         """
         async with bulk_load(
@@ -265,7 +267,7 @@ class AsyncMemory:
         self,
         *,
         indexes: Sequence[str] | None = None,
-        maintenance_work_mem: str = "1GB",
+        maintenance_work_mem: str | None = None,
         workers: int | None = None,
     ) -> dict[str, float]:
         """Rebuild HNSW indexes worn by churn, while reads and writes go on.

@@ -662,8 +662,12 @@ def rebuild_indexes(
         ),
     ] = None,
     maintenance_work_mem: Annotated[
-        str, typer.Option("--maintenance-work-mem", help="Memory for each build, e.g. 2GB.")
-    ] = "1GB",
+        str | None,
+        typer.Option(
+            "--maintenance-work-mem",
+            help="Memory for each build, e.g. 2GB (default: sized to the largest graph).",
+        ),
+    ] = None,
     workers: Annotated[
         int | None,
         typer.Option("--workers", help="Parallel build workers (default: the server's)."),
