@@ -1,22 +1,25 @@
 """Wear of the HNSW indexes under churn: what it does to searches, and what
 ``Memory.vector_index_health()`` says of it.
 
-    .venv/bin/python -m bench.wear /tmp/bench-keep/100000
+    mkdir -p /tmp/bench-wear && cp -a /tmp/bench-keep/100000 /tmp/bench-wear/
+    .venv/bin/python -m bench.wear /tmp/bench-wear/100000
 
-The argument is a database kept by ``bench.search --keep DIR`` (``DIR/<size>``). It
-is worn on purpose, then rebuilt: each round, a churn tenant writes ``--churn``
-facts in plain ``add_facts`` calls of 1,000 (each row inserted into the HNSW
-indexes as it comes), a new tenant of ``NEW_FACTS`` facts is written after it, and
-both are purged and the tables vacuumed, as autovacuum would (the vacuum repairs
-the graph around the erased rows). Before each round's purge it asks 100 questions
-(after 20 untimed ones) of three groups: the big group (built in bulk, its
-neighbourhood worn around it), a tenant of ``FIXED_FACTS`` facts written once
-before the first round (worn as it ages) and the round's new tenant (inserted into
-the worn graph). Reported for each round: the facts written and erased so far (as
-a share of the table's live rows), the health figure of each index, and each
-group's p50 / p95 and the recall@10 of its answers. At the end every index is
-rebuilt (``Memory.rebuild_vector_indexes()``) and the three groups are asked
-again: the database is left rebuilt, with the fixed tenant purged.
+The argument is a database kept by ``bench.search --keep DIR`` (``DIR/<size>``),
+worn in place (hence the copy), then rebuilt. Its tables and indexes are first
+loaded into the buffer cache (``pg_prewarm``, as ``bench.search`` does). Each
+round, a churn tenant writes ``--churn`` facts in plain ``add_facts`` calls of
+1,000 (each row inserted into the HNSW indexes as it comes), a new tenant of
+``NEW_FACTS`` facts is written after it, and both are purged and the tables
+vacuumed, as autovacuum would (the vacuum relinks the graph around the erased
+rows). Before each round's purge it asks 100 questions (after 20 untimed ones) of
+three groups: the big group (built in bulk, its neighbourhood worn around it), a
+tenant of ``FIXED_FACTS`` facts written once before the first round (worn as it
+ages) and the round's new tenant (inserted into the worn graph). Reported for each
+round: the facts written and erased so far (as a share of the table's live rows),
+the health figure of each index, and each group's p50 / p95 and the recall@10 of
+its answers. At the end every index is rebuilt (``Memory.rebuild_vector_indexes()``)
+and the groups are asked again: the database is left rebuilt, with the fixed
+tenant purged.
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ def _vacuum(dsn: str) -> float:
     return time.perf_counter() - start
 
 
+def _prewarm(dsn: str) -> None:
+    """The schema's tables and indexes into the buffer cache, as ``bench.search`` loads
+    them: a server that has been answering holds its working set, and a cold one would
+    have the first rounds read from the operating system."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+        conn.execute(
+            "SELECT pg_prewarm(c.oid) FROM pg_class AS c"
+            " WHERE c.relnamespace = 'timestone'::regnamespace AND c.relkind IN ('r', 'i')"
+        )
+
+
 def _live_facts(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
@@ -110,6 +125,7 @@ def run(data_dir: Path, rounds: int, churn: int) -> dict[str, Any]:
     fixed_facts, fixed_pairs = _corpus(FIXED_FACTS, seed=61)
     rows: list[dict[str, Any]] = []
     with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
+        _prewarm(mem.dsn)
         pace_before = cpu_pace_ms()
         table = _live_facts(mem.dsn)
         fixed_episodes = _write(mem, fixed, fixed_facts)
@@ -197,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"| {row['round']} | {row['churned']:,} ({row.get('churned_share', 0)}) | {health} |"
             f" {_cell(row.get('big'))} | {_cell(row.get('fixed'))} | {_cell(row.get('new'))} |"
         )
-    path = write_result("wear", result)
+    path = write_result(f"wear-{args.data_dir.name}", result)
     print(f"written to {path}")
 
 

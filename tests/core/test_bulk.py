@@ -289,6 +289,45 @@ def test_a_killed_loader_leaves_the_indexes_to_the_next_open(
         assert len(mem.facts("killed", relation="KNOWS")) == 20
 
 
+def test_an_open_that_builds_a_missing_index_sizes_its_memory_to_the_graph(
+    fresh_dsn: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory.open builds a missing HNSW index (a dead bulk load's) with the memory its
+    graph needs, not the server's setting: here the database's 1 MB, which 600 facts
+    outgrow, with the 1 GB floor lowered for the test so that only the sizing is at
+    stake. With the graph's need counted as nothing, the build keeps the 1 MB, spills,
+    and the warning says so."""
+    group = "reopen-" + uuid.uuid4().hex[:8]
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts(group, _facts(600, "Opener"), reference_time=REF)
+        vector_bytes = 4 * (mem.embedder.dimension + 8) + 8
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        name = conn.execute("SELECT current_database()").fetchone()
+        assert name is not None
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1MB'").format(
+                sql.Identifier(name[0])
+            )
+        )
+    monkeypatch.setattr(_bulk, "_MIN_BUILD_KB", 1024)
+
+    def reopen() -> list[str]:
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            conn.execute("DROP INDEX timestone.facts_embedding_hnsw")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="timestone"):
+            timestone.Memory.open(fresh_dsn).close()
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        return [r.getMessage() for r in caplog.records if r.name == "timestone"]
+
+    assert reopen() == []
+    monkeypatch.setattr(_bulk, "_ELEMENT_BYTES", -vector_bytes)  # a row needs nothing
+    spilled = reopen()
+    assert len(spilled) == 1
+    assert "no longer fits into maintenance_work_mem" in spilled[0]
+    assert "(maintenance_work_mem 1MB)" in spilled[0]
+
+
 def _files(dsn: str) -> dict[str, int]:
     """Each index of the timestone schema and its file (a rebuild gives it a new one)."""
     with psycopg.connect(dsn) as conn:

@@ -26,10 +26,12 @@ old one while reads and writes go on, then swaps them; it takes the same lock
 as a bulk load, so the two never overlap.
 
 pgvector builds an HNSW graph in memory while it fits in ``maintenance_work_mem`` and
-builds the rest on disk, where each row costs about three times as much (the open
+builds the rest on disk, where each row costs several times as much (the open
 facts' index of 30k facts: 9.7 s in memory, 28.4 s with 16 MB, which held 9,468 of
-them). Both calls size the setting to the largest graph they build
-(``build_memory_kb``) unless given one, and log a warning when a graph outgrows it.
+them). Every build of them sizes the setting to the largest graph it builds
+(``build_memory_kb``) unless given one, and logs a warning when a graph outgrows it:
+these two calls', and those of ``Memory.open`` (an index a dead load left missing)
+and of re-embedding (``_db.build_vector_indexes``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ __all__ = [
     "check_index_names",
     "check_memory_setting",
     "rebuild_vector_indexes",
+    "set_build_memory",
 ]
 
 _log = logging.getLogger("timestone")
@@ -226,14 +229,20 @@ async def _holding_load_lock(dsn: str, busy: str) -> AsyncGenerator[Conn]:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
 
 
-async def _build_settings(
-    conn: Conn, names: Sequence[str], memory: str | None, workers: int | None, *, local: bool
+async def set_build_memory(
+    conn: Conn, names: Sequence[str], memory: str | None, *, local: bool
 ) -> None:
-    """Set the build's memory (sized to ``names`` when None) and workers, and have a
-    graph that outgrows the memory logged."""
+    """Give the builds of the named indexes ``memory`` (sized to them when None) for the
+    transaction (``local``) or the session, and have a graph that outgrows it logged."""
     memory = memory if memory is not None else await _sized_memory(conn, names)
     await conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
     conn.add_notice_handler(_warn_spill(memory))
+
+
+async def _build_settings(
+    conn: Conn, names: Sequence[str], memory: str | None, workers: int | None, *, local: bool
+) -> None:
+    await set_build_memory(conn, names, memory, local=local)
     if workers is not None:
         await conn.execute(
             "SELECT set_config('max_parallel_maintenance_workers', %s, %s)", (str(workers), local)
@@ -297,7 +306,7 @@ async def _reindex(
             )
         else:
             async with conn.transaction():
-                await build_vector_indexes(conn)
+                await build_vector_indexes(conn, size=False)
         took[name] = time.perf_counter() - started
     return took
 
@@ -331,7 +340,7 @@ async def _rebuild(conn: Conn, memory: str | None, workers: int | None) -> None:
         async with conn.transaction():
             await _build_settings(conn, _VECTOR_INDEX_NAMES, memory, workers, local=True)
             await build_load_indexes(conn)
-            await build_vector_indexes(conn)
+            await build_vector_indexes(conn, size=False)
     except psycopg.Error as exc:
         raise wrap_db_error(
             exc, "rebuilding the vector indexes after a bulk load (Memory.open retries)"

@@ -407,11 +407,26 @@ async def vector_dimensions(conn: Conn) -> dict[tuple[str, str], int]:
     return {(row["t"], row["c"]): int(row["d"]) for row in await cur.fetchall()}
 
 
-async def build_vector_indexes(conn: Conn) -> None:
+async def build_vector_indexes(conn: Conn, *, size: bool = True) -> None:
     """Build the HNSW indexes that are missing (all of them on a new binding), each on
-    its column keyed by group (``_vectors.keyed``) at the column's dimension."""
+    its column keyed by group (``_vectors.keyed``) at the column's dimension, in the
+    caller's transaction. ``size``: give the build the memory its largest graph needs
+    (``_bulk.set_build_memory``), for the transaction; False where the caller set it."""
+    cur = await conn.execute(
+        "SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass('timestone.' || n) IS NULL",
+        ([name for name, *_ in VECTOR_INDEXES],),
+    )
+    missing = {row["n"] for row in await cur.fetchall()}
+    if not missing:
+        return
+    if size:
+        from ._bulk import set_build_memory  # _bulk builds on this module
+
+        await set_build_memory(conn, sorted(missing), None, local=True)
     dimensions = await vector_dimensions(conn)
     for name, table, column, held in VECTOR_INDEXES:
+        if name not in missing:
+            continue
         dimension = dimensions.get((table, column))
         if dimension is None:
             raise DatabaseError(
