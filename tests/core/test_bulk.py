@@ -293,13 +293,13 @@ def test_an_open_that_builds_a_missing_index_sizes_its_memory_to_the_graph(
     fresh_dsn: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Memory.open builds a missing HNSW index (a dead bulk load's) with the memory its
-    graph needs, not the server's setting: here the database's 1 MB, which 600 facts
+    graph needs, not the server's setting: here the database's 1 MB, which 1,000 facts
     outgrow, with the 1 GB floor lowered for the test so that only the sizing is at
     stake. With the graph's need counted as nothing, the build keeps the 1 MB, spills,
     and the warning says so."""
     group = "reopen-" + uuid.uuid4().hex[:8]
     with timestone.Memory.open(fresh_dsn) as mem:
-        mem.add_facts(group, _facts(600, "Opener"), reference_time=REF)
+        mem.add_facts(group, _facts(1000, "Opener"), reference_time=REF)
         vector_bytes = 4 * (mem.embedder.dimension + 8) + 8
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         name = conn.execute("SELECT current_database()").fetchone()
@@ -400,11 +400,11 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
     fresh_dsn: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The memory a build is given counts the rows each named index would hold (the open
-    facts' 600 here, the closed facts' none), and a graph that outgrows the memory it
+    facts' 1,000 here, the closed facts' none), and a graph that outgrows the memory it
     was given is logged as a warning, naming the setting."""
     group = "spill-" + uuid.uuid4().hex[:8]
     with timestone.Memory.open(fresh_dsn) as mem:
-        mem.add_facts(group, _facts(600, "Spiller"), reference_time=REF)
+        mem.add_facts(group, _facts(1000, "Spiller"), reference_time=REF)
         with connect_owner(fresh_dsn) as conn:
             settings = conn.execute(
                 "SELECT pg_size_bytes(current_setting('maintenance_work_mem')) AS current,"
@@ -413,12 +413,12 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
             assert settings is not None
             current, buffers = settings["current"] // 1024, settings["buffers"] // 1024
             floor = math.ceil(build_memory_kb(0, current, buffers) / 1024)
-            # as measured, an element of 264 dimensions takes under 2 kB: 600 fit in 1 GB
+            # as measured, an element of 264 dimensions takes under 2 kB: 1,000 fit in 1 GB
             assert _bulk._sized_memory(conn, ["facts_embedding_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
-            # at 2 MB an element, 600 need about 1.4 GB with the margin
+            # at 2 MB an element, 1,000 need about 2.4 GB with the margin
             monkeypatch.setattr(_bulk, "_ELEMENT_BYTES", 2 * 10**6)
             per_row = 4 * (mem.embedder.dimension + 8) + 8 + 2 * 10**6
-            need = math.ceil(600 * per_row * 1.2 / 1024)
+            need = math.ceil(1000 * per_row * 1.2 / 1024)
             sized = math.ceil(build_memory_kb(need, current, buffers) / 1024)
             assert sized > floor or buffers <= 1024**2  # what shared_buffers allows of it
             for names in (["facts_embedding_hnsw"], ["facts_embedding_closed_hnsw", *HNSW]):
@@ -426,7 +426,7 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
             assert _bulk._sized_memory(conn, ["facts_embedding_closed_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
         monkeypatch.undo()
 
-        # 1 MB holds about 570 elements of 264 dimensions: the build spills, and says so
+        # 1 MB holds about 600 elements of 264 dimensions: the build spills, and says so
         with caplog.at_level(logging.WARNING, logger="timestone"):
             mem.rebuild_vector_indexes(
                 indexes=["facts_embedding_hnsw"], maintenance_work_mem="1MB", workers=0
