@@ -69,6 +69,7 @@ from timestone._tokens import default_counter
 from ._common import (
     cpu_pace_ms,
     percentiles,
+    prewarm,
     scratch_data_dir,
     settled,
     wait_for,
@@ -393,15 +394,7 @@ def run_size(
                 " AND c.relnamespace = 'timestone'::regnamespace ORDER BY 1"
             ).fetchall():
                 conn.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
-            # a server that has been answering holds its working set in memory: load the
-            # schema's tables and indexes into the buffer cache, as pg_prewarm's autoprewarm
-            # does for a restarted production server (without it, at 1M facts every question
-            # reads the rows of different people back from the operating system)
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-            conn.execute(
-                "SELECT pg_prewarm(c.oid) FROM pg_class AS c"
-                " WHERE c.relnamespace = 'timestone'::regnamespace AND c.relkind IN ('r', 'i')"
-            )
+            prewarm(conn)
         waited = settled(mem.dsn)
         rng = random.Random(11)
         sample = rng.sample(questions, min(n_questions, len(questions)))

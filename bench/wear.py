@@ -39,7 +39,7 @@ from psycopg import sql
 import timestone
 from timestone import FactInput
 
-from ._common import cpu_pace_ms, kept_databases, percentiles, write_result
+from ._common import cpu_pace_ms, kept_databases, percentiles, prewarm, write_result
 from .search import ONTOLOGY, ask, people
 
 ROUNDS = 10
@@ -86,18 +86,6 @@ def _vacuum(dsn: str) -> float:
     return time.perf_counter() - start
 
 
-def _prewarm(dsn: str) -> None:
-    """The schema's tables and indexes into the buffer cache, as ``bench.search`` loads
-    them: a server that has been answering holds its working set, and a cold one would
-    have the first rounds read from the operating system."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-        conn.execute(
-            "SELECT pg_prewarm(c.oid) FROM pg_class AS c"
-            " WHERE c.relnamespace = 'timestone'::regnamespace AND c.relkind IN ('r', 'i')"
-        )
-
-
 def _live_facts(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
@@ -125,7 +113,8 @@ def run(data_dir: Path, rounds: int, churn: int) -> dict[str, Any]:
     fixed_facts, fixed_pairs = _corpus(FIXED_FACTS, seed=61)
     rows: list[dict[str, Any]] = []
     with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
-        _prewarm(mem.dsn)
+        with psycopg.connect(mem.dsn, autocommit=True) as conn:
+            prewarm(conn)
         pace_before = cpu_pace_ms()
         table = _live_facts(mem.dsn)
         fixed_episodes = _write(mem, fixed, fixed_facts)
