@@ -120,20 +120,29 @@ def build_memory_kb(need_kb: int, current_kb: int, buffers_kb: int) -> int:
 
 def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
     """``build_memory_kb`` for the named vector indexes, from the rows each would hold now
-    (one count an index) and the server's settings, as a setting."""
+    (one scan a table, counting each index's rows) and the server's settings, as a
+    setting."""
     dimensions = vector_dimensions(conn)
-    counts = [
-        sql.SQL("SELECT {}::bigint * count(*) FROM timestone.{} WHERE {}").format(
-            sql.Literal(
+    per_table: dict[str, list[sql.Composable]] = {}
+    for name, table, column, held in VECTOR_INDEXES:
+        dimension = dimensions.get((table, column))
+        if name in names and dimension is not None:
+            bytes_per_row = (
                 (2 if half_indexed(dimension) else 4) * (dimension + KEY_DIMENSIONS)
                 + 8
                 + _ELEMENT_BYTES
-            ),
-            sql.Identifier(table),
-            sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant of _db
+            )
+            per_table.setdefault(table, []).append(
+                sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
+                    sql.Literal(bytes_per_row),
+                    sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant of _db
+                )
+            )
+    counts = [
+        sql.SQL("SELECT greatest({}) FROM timestone.{}").format(
+            sql.SQL(", ").join(needs), sql.Identifier(table)
         )
-        for name, table, column, held in VECTOR_INDEXES
-        if name in names and (dimension := dimensions.get((table, column))) is not None
+        for table, needs in per_table.items()
     ]
     cur = conn.execute(
         sql.SQL(
