@@ -229,10 +229,25 @@ def test_text_files_and_folders_become_documents(run_here: Here, tmp_path: Path)
 def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
     cli_fresh: Run, fresh_data_dir: Path, mira_file: Path, ontology_file: Path
 ) -> None:
+    load = ("ingest", str(mira_file), "--ontology", str(ontology_file))
+    # the build's options are checked before anything is stored (the ontology included)
+    for options, message in (
+        (("--bulk", "--maintenance-work-mem", "0"), "maintenance_work_mem must be a Postgres"),
+        (("--bulk", "--maintenance-work-mem", "3000GB"), "must be from 1MB to 2047GB"),
+        (("--bulk", "--workers", "65"), "workers must be an integer from 0 to 64"),
+        (("--workers", "1"), "--workers sets the index build of a bulk load: add --bulk"),
+        (("--maintenance-work-mem", "2GB"), "--maintenance-work-mem sets the index build"),
+    ):
+        refused = cli_fresh(*load, *options, check=3)
+        assert message in refused.stderr, options
+        assert "Traceback" not in refused.stderr
+    assert as_json(cli_fresh("episodes", "--json")) == []
+    assert as_json(cli_fresh("init", "--json"))["ontology"] is None
     done = as_json(
-        cli_fresh("ingest", str(mira_file), "--ontology", str(ontology_file), "--bulk", "--json")
+        cli_fresh(*load, "--bulk", "--maintenance-work-mem", "64MB", "--workers", "0", "--json")
     )
     assert (done["episodes_created"], done["facts_written"]) == (3, 7)
+    assert as_json(cli_fresh("init", "--json"))["ontology"] is not None
     with psycopg.connect(embedded_dsn(fresh_data_dir)) as conn:
         rows = conn.execute(
             "SELECT c.relname FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid"

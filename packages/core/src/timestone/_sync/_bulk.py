@@ -69,6 +69,7 @@ __all__ = [
     "bulk_load",
     "check_index_names",
     "check_memory_setting",
+    "check_workers",
     "rebuild_vector_indexes",
     "set_build_memory",
 ]
@@ -175,7 +176,8 @@ def _warn_spill(memory: str) -> Callable[[psycopg.errors.Diagnostic], None]:
     return handler
 
 
-def _check_workers(value: object) -> int | None:
+def check_workers(value: object) -> int | None:
+    """Parallel build workers: an integer from 0 to 64, or None for the server's setting."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 64:
@@ -276,7 +278,7 @@ def rebuild_vector_indexes(
     one (``ConflictError``)."""
     names = check_index_names(indexes)
     memory = _check_memory(maintenance_work_mem)
-    workers = _check_workers(workers)
+    workers = check_workers(workers)
     with _holding_load_lock(
         dsn,
         "a bulk load or another index rebuild is running on this database; wait for it to finish",
@@ -325,7 +327,7 @@ def bulk_load(
 ) -> Generator[None]:
     """Drop the HNSW indexes, yield, build them again (see the module's docstring)."""
     memory = _check_memory(maintenance_work_mem)
-    workers = _check_workers(workers)
+    workers = check_workers(workers)
     with _holding_load_lock(
         dsn,
         "another bulk load or an index rebuild is running on this database; wait for it "

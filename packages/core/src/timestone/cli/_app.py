@@ -19,6 +19,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
+from .._aio._bulk import check_memory_setting, check_workers
 from .._aio._memory import AsyncMemory
 from .._sync._memory import Memory
 from .._time import NOW
@@ -222,6 +223,18 @@ def init(
                 )
 
 
+def _build_options(bulk: bool, memory: str | None, workers: int | None) -> dict[str, Any]:
+    """The index build options of ``ingest --bulk``, checked before the store is opened
+    (an ontology given with them is stored at the opening)."""
+    if not bulk and (memory is not None or workers is not None):
+        given = "--maintenance-work-mem" if memory is not None else "--workers"
+        raise InvalidInput(f"{given} sets the index build of a bulk load: add --bulk")
+    return {
+        "maintenance_work_mem": None if memory is None else check_memory_setting(memory),
+        "workers": check_workers(workers),
+    }
+
+
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="JSONL files, text files or folders.")],
@@ -246,6 +259,20 @@ def ingest(
             "(an initial import: every group's vector search is exact meanwhile).",
         ),
     ] = False,
+    maintenance_work_mem: Annotated[
+        str | None,
+        typer.Option(
+            "--maintenance-work-mem",
+            help="With --bulk: memory for each index build at the end, e.g. 2GB "
+            "(default: sized to the largest graph).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers", help="With --bulk: parallel index build workers (default: the server's)."
+        ),
+    ] = None,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
@@ -257,9 +284,10 @@ def ingest(
 
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
+    build = _guard(lambda: _build_options(bulk, maintenance_work_mem, workers))
     with (
         _store(dsn, data_dir, embedder, ontology_file=ontology, embeds=True) as mem,
-        mem.bulk_load() if bulk else contextlib.nullcontext(),
+        mem.bulk_load(**build) if bulk else contextlib.nullcontext(),
     ):
         summary = ingest_paths(
             mem,
