@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, LiteralString
 
 import timestone
-from timestone._sync import _search
+from timestone import _search_request, _search_sql
 
 from ._common import kept_databases, write_result
 from .search import ONTOLOGY
@@ -39,12 +39,14 @@ SCOPES = ("facts", "entities", "episodes")
 THRESHOLDS = ("jit_above_cost", "jit_inline_above_cost", "jit_optimize_above_cost")
 
 
-def requests() -> dict[str, _search.SearchRequest]:
+def requests() -> dict[str, _search_request.SearchRequest]:
     """A search now, as of a moment (yesterday), and over every period (history)."""
     return {
-        "now": _search.prepare_search(QUESTION),
-        "as of": _search.prepare_search(QUESTION, as_of=datetime.now(UTC) - timedelta(days=1)),
-        "history": _search.prepare_search(QUESTION, valid_at=None),
+        "now": _search_request.prepare_search(QUESTION),
+        "as of": _search_request.prepare_search(
+            QUESTION, as_of=datetime.now(UTC) - timedelta(days=1)
+        ),
+        "history": _search_request.prepare_search(QUESTION, valid_at=None),
     }
 
 
@@ -72,7 +74,7 @@ def estimates(data_dir: Path) -> dict[str, Any]:
             for kind, req in requests().items():
                 costs[kind] = {}
                 for scope in SCOPES:
-                    text, _ = _search.statement(scope, req, dimension)
+                    text, _ = _search_sql.statement(scope, req, dimension)
                     found = conn.execute(b"EXPLAIN (GENERIC_PLAN, FORMAT JSON) " + text).fetchone()
                     assert found is not None
                     plan = next(iter(found.values()))[0]["Plan"]

@@ -28,6 +28,8 @@ from psycopg.rows import DictRow, dict_row
 import timestone
 from timestone import EdgeType, Ontology
 from timestone import FactInput as F
+from timestone import _search_sql as search_sql
+from timestone._search_request import prepare_search
 from timestone._sync import _search as ssearch
 
 LARGE = 8_000  # a group past the bound of exact ranking, in a table of thousands of rows
@@ -122,9 +124,9 @@ def test_as_of_search_through_the_indexes_ranks_what_the_exact_ranking_does(
 ) -> None:
     steps = _history(own_memory, group, live=False)
     exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
-    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)  # the group is ranked through the indexes
-    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 3)  # and so is what it held then
-    monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
+    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)  # the group is ranked through the indexes
+    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 3)  # and so is what it held then
+    monkeypatch.setattr(search_sql, "_STATEMENTS", {})  # composed again with the bound
     indexed = [_searched(own_memory, group, as_of=at) for at, _ in steps]
     assert indexed == exact
     # an index scan stopped after one tuple gives too few: the current versions created
@@ -144,11 +146,11 @@ def test_as_of_search_past_the_bound_of_ended_versions_scans_them(
     the facts around the walked entities read them by a scan: the same answers."""
     steps = _history(own_memory, group, live=False)
     exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
-    monkeypatch.setattr(ssearch, "ENDED_EXACT_BELOW", 1)
+    monkeypatch.setattr(search_sql, "ENDED_EXACT_BELOW", 1)
     for exact_below in (1000, 3):  # ranked exactly, and through the indexes
-        monkeypatch.setattr(ssearch, "EXACT_BELOW", exact_below)
-        monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", exact_below)
-        monkeypatch.setattr(ssearch, "_STATEMENTS", {})
+        monkeypatch.setattr(search_sql, "EXACT_BELOW", exact_below)
+        monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", exact_below)
+        monkeypatch.setattr(search_sql, "_STATEMENTS", {})
         assert [_searched(own_memory, group, as_of=at) for at, _ in steps] == exact
 
 
@@ -182,10 +184,10 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
         reference_time=T2015,
     )
     later = datetime.now(UTC)
-    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)  # today's group goes through the indexes
+    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)  # today's group goes through the indexes
     # held early: 30 growers' versions since ended, 14 current; later 70 current
-    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 20)
-    monkeypatch.setattr(ssearch, "_STATEMENTS", {})
+    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 20)
+    monkeypatch.setattr(search_sql, "_STATEMENTS", {})
     db = own_memory._db  # pyright: ignore[reportPrivateUsage]
     monkeypatch.setattr(db, "_horizons", {})
     monkeypatch.setattr(db, "_large", {})
@@ -202,7 +204,7 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
     # a bound above all 70: the 14 held early are still ranked exactly (56 created since,
     # four times as many), the 70 held later are not (none since), and from then on
     # no moment is counted again
-    monkeypatch.setattr(ssearch, "AS_OF_EXACT_BELOW", 100)
+    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 100)
     monkeypatch.setattr(db, "_horizons", {})
     assert _searched(own_memory, group, as_of=early) == then
     assert db._horizons == {}  # pyright: ignore[reportPrivateUsage]
@@ -241,7 +243,7 @@ def test_an_as_of_search_of_a_large_group_reads_the_vector_index(
         conn.execute("ANALYZE timestone.facts")
     question = "Where does Person 0042 work?"
     vector = own_memory.embedder.embed([question])[0]
-    req = ssearch.prepare_search(question, limit=10, as_of=datetime.now(UTC))
+    req = prepare_search(question, limit=10, as_of=datetime.now(UTC))
     [facts_plan] = [p for p in _plans(own_memory.dsn, group, req, vector) if "vec AS" in p]
     assert "Index Scan using facts_embedding_hnsw" in facts_plan
     assert "Seq Scan on facts" not in facts_plan

@@ -26,6 +26,7 @@ from psycopg.rows import DictRow
 import timestone
 from timestone import EntityInput as E
 from timestone import FactInput as F
+from timestone import _search_sql as search_sql
 from timestone._aio import _db as adb
 from timestone._aio import _search as asearch
 from timestone._sync import _db as sdb
@@ -159,8 +160,8 @@ def test_the_split_ranks_a_group_of_many_facts_through_the_index_as_the_statemen
     vector list through the HNSW indexes, and agree."""
     between = _seed(split_memory, group)
     calls = _splits(monkeypatch, ssearch)
-    monkeypatch.setattr(ssearch, "EXACT_BELOW", 3)
-    monkeypatch.setattr(ssearch, "_STATEMENTS", {})  # composed again with the bound
+    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)
+    monkeypatch.setattr(search_sql, "_STATEMENTS", {})  # composed again with the bound
     db = split_memory._db  # pyright: ignore[reportPrivateUsage]
     monkeypatch.setattr(db, "_large", {})
     cases = [(q, v) for q in QUERIES for v in _variants(between)[:4]]

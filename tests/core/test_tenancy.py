@@ -12,9 +12,10 @@ from psycopg_pool import PoolTimeout
 
 import timestone
 from timestone._aio import _db as aio_db
+from timestone._search_request import prepare_search
 from timestone._sync import _db as sync_db
 from timestone._sync import _search as sync_search
-from timestone._sync._search import prepare_search, search_hits
+from timestone._sync._search import search_hits
 from timestone.errors import EmbedderError, InvalidGroup, TimestoneError
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")

@@ -24,8 +24,8 @@ from langgraph.runtime import Runtime
 
 import timestone
 from timestone._aio._extract import MAX_EPISODE_CHARS
-from timestone._aio._search import MAX_QUERY_CHARS
 from timestone._groups import check_group
+from timestone._search_request import MAX_QUERY_CHARS
 
 __all__ = ["TimestoneMemoryMiddleware"]
 

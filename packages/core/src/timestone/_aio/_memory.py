@@ -977,7 +977,8 @@ class AsyncMemory:
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
         ``as_of`` (system time)."""
-        from ._search import prepare_search, search
+        from .._search_request import prepare_search
+        from ._search import search
 
         req = prepare_search(
             query,

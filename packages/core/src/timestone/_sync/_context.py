@@ -29,12 +29,13 @@ import numpy as np
 
 from .._models import check_text
 from .._results import Context, ContextItem, citation_of
+from .._search_request import MAX_QUERY_CHARS, prepare_search
 from .._time import NOW, Now
 from .._tokens import TokenCounter, default_counter
 from ..embedders import Embedder
 from ..errors import InvalidInput
 from ._db import Database
-from ._search import MAX_QUERY_CHARS, prepare_search, search_hits
+from ._search import search_hits
 
 __all__ = ["DUPLICATE_SIMILARITY", "MAX_TOKEN_BUDGET", "build_context", "edge_order"]
 
