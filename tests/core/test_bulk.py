@@ -23,10 +23,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import timestone
-from timestone import FactInput
+from timestone import FactInput, _index_build
 from timestone._aio._db import LOAD_INDEXES, VECTOR_INDEXES
+from timestone._index_build import build_memory_kb
 from timestone._sync import _bulk
-from timestone._sync._bulk import build_memory_kb, bulk_load
+from timestone._sync._bulk import bulk_load
 from timestone._sync._db import connect_owner
 from timestone._vectors import keyed
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
@@ -309,7 +310,7 @@ def test_an_open_that_builds_a_missing_index_sizes_its_memory_to_the_graph(
                 sql.Identifier(name[0])
             )
         )
-    monkeypatch.setattr(_bulk, "_MIN_BUILD_KB", 1024)
+    monkeypatch.setattr(_index_build, "_MIN_BUILD_KB", 1024)
 
     def reopen() -> list[str]:
         with psycopg.connect(fresh_dsn, autocommit=True) as conn:
@@ -321,7 +322,7 @@ def test_an_open_that_builds_a_missing_index_sizes_its_memory_to_the_graph(
         return [r.getMessage() for r in caplog.records if r.name == "timestone"]
 
     assert reopen() == []
-    monkeypatch.setattr(_bulk, "_ELEMENT_BYTES", -vector_bytes)  # a row needs nothing
+    monkeypatch.setattr(_index_build, "_ELEMENT_BYTES", -vector_bytes)  # a row needs nothing
     spilled = reopen()
     assert len(spilled) == 1
     assert "no longer fits into maintenance_work_mem" in spilled[0]
@@ -416,7 +417,7 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
             # as measured, an element of 264 dimensions takes under 2 kB: 1,000 fit in 1 GB
             assert _bulk._sized_memory(conn, ["facts_embedding_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
             # at 2 MB an element, 1,000 need about 2.4 GB with the margin
-            monkeypatch.setattr(_bulk, "_ELEMENT_BYTES", 2 * 10**6)
+            monkeypatch.setattr(_index_build, "_ELEMENT_BYTES", 2 * 10**6)
             per_row = 4 * (mem.embedder.dimension + 8) + 8 + 2 * 10**6
             need = math.ceil(1000 * per_row * 1.2 / 1024)
             sized = math.ceil(build_memory_kb(need, current, buffers) / 1024)

@@ -29,25 +29,30 @@ pgvector builds an HNSW graph in memory while it fits in ``maintenance_work_mem`
 builds the rest on disk, where each row costs several times as much (the open
 facts' index of 30k facts: 9.7 s in memory, 28.4 s with 16 MB, which held 9,468 of
 them). Every build of them sizes the setting to the largest graph it builds
-(``build_memory_kb``) unless given one, and logs a warning when a graph outgrows it:
+(``_index_build.build_memory_kb``) unless given one, and logs a warning when a graph outgrows it:
 these two calls', and those of ``Memory.open`` (an index a dead load left missing)
 and of re-embedding (``_db.build_vector_indexes``).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import re
 import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from typing import cast
 
 import psycopg
 from psycopg import sql
 
-from .._vectors import KEY_DIMENSIONS, half_indexed
+from .._index_build import (
+    build_memory_kb,
+    check_memory,
+    check_workers,
+    need_kb,
+    row_bytes,
+    warn_spill,
+)
 from ..errors import ConflictError, DatabaseError, InvalidInput
 from ._db import (
     BULK_LOCK,
@@ -64,58 +69,11 @@ from ._db import (
 
 __all__ = [
     "BULK_LOCK",
-    "build_memory_kb",
     "bulk_load",
     "check_index_names",
-    "check_memory_setting",
-    "check_workers",
     "rebuild_vector_indexes",
     "set_build_memory",
 ]
-
-_log = logging.getLogger("timestone")
-
-_MEMORY = re.compile(r"[1-9][0-9]{0,6}\s*(kB|MB|GB)")
-
-
-_KB = {"kB": 1, "MB": 1024, "GB": 1024**2}
-_MAX_KB = 2_147_483_647  # Postgres's largest maintenance_work_mem
-
-
-def check_memory_setting(value: object) -> str:
-    """A Postgres memory size such as ``"1GB"`` or ``"512MB"``, within what Postgres takes
-    (checked before anything is dropped, not at the rebuild after the load)."""
-    found = _MEMORY.fullmatch(value.strip()) if isinstance(value, str) else None
-    if found is None:
-        raise InvalidInput(
-            f"maintenance_work_mem must be a Postgres memory size such as '512MB' or '2GB', "
-            f"got {value!r:.80}"
-        )
-    kb = int(found.group(0).rstrip("kMGB ")) * _KB[found.group(1)]
-    if not 1024 <= kb <= _MAX_KB:
-        raise InvalidInput(f"maintenance_work_mem must be from 1MB to 2047GB, got {value!r:.80}")
-    return found.group(0)
-
-
-def _check_memory(value: object) -> str | None:
-    return None if value is None else check_memory_setting(value)
-
-
-# What one element of a graph takes in pgvector's in-memory build at m = 16: its vector
-# (4 bytes a coordinate, 2 at half precision, and an 8-byte header) and about 710 bytes
-# of neighbour lists and bookkeeping (16 MB held 9,472 elements of 264 dimensions, 1,771
-# bytes each), rounded up.
-_ELEMENT_BYTES = 768
-_NEED_MARGIN = 1.2
-_MIN_BUILD_KB = 1024**2  # 1 GB, the setting before it was sized
-
-
-def build_memory_kb(need_kb: int, current_kb: int, buffers_kb: int) -> int:
-    """The ``maintenance_work_mem`` (kB) of a build whose largest graph needs ``need_kb``:
-    that much, at least 1 GB, at most the server's ``shared_buffers`` (``buffers_kb``: a
-    quarter of its memory as servers are usually configured, and as the embedded one is),
-    and never less than the server's own setting (``current_kb``)."""
-    return max(current_kb, min(max(need_kb, _MIN_BUILD_KB), max(buffers_kb, _MIN_BUILD_KB)))
 
 
 async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
@@ -127,14 +85,9 @@ async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
     for name, table, column, held in VECTOR_INDEXES:
         dimension = dimensions.get((table, column))
         if name in names and dimension is not None:
-            bytes_per_row = (
-                (2 if half_indexed(dimension) else 4) * (dimension + KEY_DIMENSIONS)
-                + 8
-                + _ELEMENT_BYTES
-            )
             per_table.setdefault(table, []).append(
                 sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
-                    sql.Literal(bytes_per_row),
+                    sql.Literal(row_bytes(dimension)),
                     sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant of _db
                 )
             )
@@ -155,33 +108,11 @@ async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
     if row is None:  # pragma: no cover - a SELECT without FROM returns its row
         raise DatabaseError("sizing the vector index build returned no row")
     kb = build_memory_kb(
-        math.ceil(int(row["need"]) * _NEED_MARGIN / 1024),
+        need_kb(int(row["need"])),
         int(row["current"]) // 1024,
         int(row["buffers"]) // 1024,
     )
     return f"{math.ceil(kb / 1024)}MB"
-
-
-def _warn_spill(memory: str) -> Callable[[psycopg.errors.Diagnostic], None]:
-    def handler(diag: psycopg.errors.Diagnostic) -> None:
-        if "maintenance_work_mem" in (diag.message_primary or ""):
-            _log.warning(
-                "%s (maintenance_work_mem %s): the rest of the graph is built on disk, several "
-                "times slower; pass a larger maintenance_work_mem",
-                diag.message_primary,
-                memory,
-            )
-
-    return handler
-
-
-def check_workers(value: object) -> int | None:
-    """Parallel build workers: an integer from 0 to 64, or None for the server's setting."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 64:
-        raise InvalidInput(f"workers must be an integer from 0 to 64 or None, got {value!r:.80}")
-    return value
 
 
 _VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
@@ -247,7 +178,7 @@ async def set_build_memory(
     transaction (``local``) or the session, and have a graph that outgrows it logged."""
     memory = memory if memory is not None else await _sized_memory(conn, names)
     await conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
-    conn.add_notice_handler(_warn_spill(memory))
+    conn.add_notice_handler(warn_spill(memory))
 
 
 async def _build_settings(
@@ -278,7 +209,7 @@ async def rebuild_vector_indexes(
     its table while it builds. Needs the schema owner, like a bulk load, and not during
     one (``ConflictError``)."""
     names = check_index_names(indexes)
-    memory = _check_memory(maintenance_work_mem)
+    memory = check_memory(maintenance_work_mem)
     workers = check_workers(workers)
     async with _holding_load_lock(
         dsn,
@@ -327,7 +258,7 @@ async def bulk_load(
     dsn: str, *, maintenance_work_mem: str | None = None, workers: int | None = None
 ) -> AsyncGenerator[None]:
     """Drop the HNSW indexes, yield, build them again (see the module's docstring)."""
-    memory = _check_memory(maintenance_work_mem)
+    memory = check_memory(maintenance_work_mem)
     workers = check_workers(workers)
     async with _holding_load_lock(
         dsn,

@@ -19,8 +19,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from .._aio._bulk import check_memory_setting, check_workers
 from .._aio._memory import AsyncMemory
+from .._index_build import check_memory_setting, check_workers
 from .._sync._memory import Memory
 from .._time import NOW
 from ..embedders import Embedder
