@@ -35,6 +35,7 @@ gen-sync: venv
 
 bench: venv
 	$(RUN) python -m bench.ingest
+	$(RUN) python -m bench.floor
 	$(RUN) python -m bench.llm_calls
 	$(RUN) python -m bench.search --sizes 10000 100000
 	$(RUN) python -m bench.duplicates
