@@ -36,7 +36,7 @@ from timestone._index_build import build_memory_kb, need_kb, row_bytes
 from timestone._sync._db import LOAD_INDEXES, VECTOR_INDEXES
 
 from ._common import cpu_pace_ms, scratch_data_dir, server_cpu_seconds, write_result
-from .ingest import ONTOLOGY, ORDERS, T0, corpus
+from .ingest import ONTOLOGY, ORDERS, corpus, ingest
 
 TABLES = ("episodes", "entities", "facts", "assertions", "mentions")  # in the order a load writes
 COPY = "floor"  # the schema of the copies
@@ -44,14 +44,10 @@ COPY = "floor"  # the schema of the copies
 
 def load(mem: timestone.Memory, group: str, facts: list[Any], data_dir: Path) -> dict[str, Any]:
     """``facts`` written in a bulk load as ``bench.ingest``'s fastest row writes them."""
-    batches: list[dict[str, Any]] = [
-        {"facts": facts[i : i + 1_000], "reference_time": T0, "name": f"batch {i // 1_000}"}
-        for i in range(0, len(facts), 1_000)
-    ]
     server = server_cpu_seconds(data_dir)
     started = time.perf_counter()
     with mem.bulk_load():
-        mem.add_fact_batches(group, batches, keep_results=False)
+        ingest(mem, group, facts, 1_000, started=started, many=True)
         written = time.perf_counter()
         server_written = server_cpu_seconds(data_dir)
     done = time.perf_counter()
