@@ -21,6 +21,7 @@ from .rerankers import Reranker
 __all__ = [
     "CENTER_DEPTH",
     "HOP_FACTS_CAP",
+    "HOP_FROM_FACTS",
     "MAX_QUERY_CHARS",
     "MAX_SEARCH_LIMIT",
     "SCOPES",
@@ -42,6 +43,7 @@ CENTER_DEPTH = 2  # from an explicit center
 WALK_CAP = 5000  # rows the walk may visit
 SEED_FACTS_CAP = 5000  # facts read around each named entity (ranked by relevance)
 HOP_FACTS_CAP = 50  # facts read around each entity one hop out
+HOP_FROM_FACTS = 3  # facts of each named entity, most relevant first, followed one hop out
 _MAX_NAME_NGRAMS = 2000
 # from this many rows in the facts table (its planner estimate), the facts statement is
 # split over two connections when the pool has one idle (``run_search``): below, the
