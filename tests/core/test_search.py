@@ -509,6 +509,65 @@ async def _vector_hits(
     }
 
 
+async def _graph_hits(
+    conn: psycopg.AsyncConnection[DictRow],
+    memory: timestone.AsyncMemory,
+    group: str,
+    query: str,
+    center: str | None = None,
+) -> set[str]:
+    """The facts the graph list ranked (every candidate comes back under MMR)."""
+    req = prepare_search(query, limit=50, candidates=50, reranker="mmr", center=center)
+    vector = (await memory.embedder.aembed([query]))[0]
+    async with conn.transaction():
+        await conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        hits = await run_search(conn, group, req, vector, memory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+    return {str(row["fact"]) for row in hits["facts"].rows.values() if row["graph_rank"]}
+
+
+async def test_one_hop_out_the_graph_list_reads_the_edges_a_question_follows(
+    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+) -> None:
+    """Around an entity the question names, the facts one hop out are those of the
+    other ends of its three facts most similar to the question, not of every
+    neighbour; around an explicit center, of every neighbour the walk reached."""
+    facts = [
+        F(
+            "Project Heron",
+            "SHIPS_THROUGH",
+            "Ada Logistics",
+            fact="Project Heron ships all of its freight through Ada Logistics.",
+        ),
+        F(
+            "Ada Logistics",
+            "RESTRICTED_FROM",
+            "freight class",
+            fact="Ada Logistics may no longer carry lithium batteries after the 2024 audit.",
+        ),
+    ]
+    for i in range(12):
+        facts.append(
+            F(
+                "Project Heron",
+                "EMPLOYS",
+                f"Engineer {i}",
+                fact=f"Project Heron employs Engineer {i}.",
+            )
+        )
+        facts.append(
+            F(f"Engineer {i}", "LIVES_IN", f"Town {i}", fact=f"Engineer {i} lives in Town {i}.")
+        )
+    await amemory.add_facts(group, facts, reference_time=T2015)
+    question = "May Project Heron ship lithium batteries?"
+    named = await _graph_hits(app_conn, amemory, group, question)
+    assert "Ada Logistics may no longer carry lithium batteries after the 2024 audit." in named
+    assert "Project Heron employs Engineer 7." in named  # the named entity's own facts
+    assert len({f for f in named if " lives in Town " in f}) <= 2  # two edges at most
+    around = await _graph_hits(app_conn, amemory, group, question, center="Project Heron")
+    assert len({f for f in around if " lives in Town " in f}) == 12
+    assert "Ada Logistics may no longer carry lithium batteries after the 2024 audit." in around
+
+
 @pytest.mark.parametrize("others", [0, 1000])
 async def test_vector_list_reads_open_and_closed_periods_by_the_time_asked(
     amemory: timestone.AsyncMemory,
