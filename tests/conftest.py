@@ -11,7 +11,7 @@ import shutil
 import socket
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
@@ -183,3 +183,44 @@ def mira(memory: timestone.Memory, group: str) -> str:
     """A fresh group holding the Mira facts; returns its id."""
     seed_mira(memory, group)
     return group
+
+
+# -- a question whose evidence is one hop from the entity it names ---------------
+
+
+@pytest.fixture
+def heron_facts() -> Callable[[int], list[timestone.FactInput]]:
+    """Project Heron's facts: the one edge that leads to the answer of "May Project Heron
+    ship lithium batteries?" (its supplier's restriction, one hop out), and ``engineers``
+    other edges, each to an engineer who lives in a town of their own."""
+
+    def facts(engineers: int) -> list[timestone.FactInput]:
+        out = [
+            timestone.FactInput(
+                "Project Heron",
+                "SHIPS_THROUGH",
+                "Ada Logistics",
+                fact="Project Heron ships all of its freight through Ada Logistics.",
+            ),
+            timestone.FactInput(
+                "Ada Logistics",
+                "RESTRICTED_FROM",
+                "freight class",
+                fact="Ada Logistics may no longer carry lithium batteries after the 2024 audit.",
+            ),
+        ]
+        for i in range(engineers):
+            person = f"Engineer {i}"
+            out.append(
+                timestone.FactInput(
+                    "Project Heron", "EMPLOYS", person, fact=f"Project Heron employs {person}."
+                )
+            )
+            out.append(
+                timestone.FactInput(
+                    person, "LIVES_IN", f"Town {i}", fact=f"{person} lives in Town {i}."
+                )
+            )
+        return out
+
+    return facts

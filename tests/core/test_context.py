@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -54,38 +55,12 @@ def test_fan_out_relevant_low_degree_fact_reaches_the_context(
 
 
 def test_the_edge_a_question_follows_reaches_the_fact_one_hop_out(
-    memory: timestone.Memory, group: str
+    memory: timestone.Memory, group: str, heron_facts: Callable[[int], list[F]]
 ) -> None:
     """The answer is a neighbour's fact, reached through the one edge of the named
     entity the question is about, among 60 others whose neighbours have facts of
     their own: the walk follows the named entity's most relevant edges."""
-    facts = [
-        F(
-            "Project Heron",
-            "SHIPS_THROUGH",
-            "Ada Logistics",
-            fact="Project Heron ships all of its freight through Ada Logistics.",
-        ),
-        F(
-            "Ada Logistics",
-            "RESTRICTED_FROM",
-            "freight class",
-            fact="Ada Logistics may no longer carry lithium batteries after the 2024 audit.",
-        ),
-    ]
-    for i in range(60):
-        facts.append(
-            F(
-                "Project Heron",
-                "EMPLOYS",
-                f"Engineer {i}",
-                fact=f"Project Heron employs Engineer {i}.",
-            )
-        )
-        facts.append(
-            F(f"Engineer {i}", "LIVES_IN", f"Town {i}", fact=f"Engineer {i} lives in Town {i}.")
-        )
-    memory.add_facts(group, facts, reference_time=T2015)
+    memory.add_facts(group, heron_facts(60), reference_time=T2015)
     ctx = memory.context(group, "May Project Heron ship lithium batteries?", token_budget=300)
     texts = [item.text for item in ctx.items]
     assert "Project Heron ships all of its freight through Ada Logistics." in texts

@@ -4,7 +4,7 @@ import contextlib
 import json
 import random
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -526,38 +526,15 @@ async def _graph_hits(
 
 
 async def test_one_hop_out_the_graph_list_reads_the_edges_a_question_follows(
-    amemory: timestone.AsyncMemory, group: str, app_conn: psycopg.AsyncConnection[DictRow]
+    amemory: timestone.AsyncMemory,
+    group: str,
+    app_conn: psycopg.AsyncConnection[DictRow],
+    heron_facts: Callable[[int], list[F]],
 ) -> None:
     """Around an entity the question names, the facts one hop out are those of the
     other ends of its three facts most similar to the question, not of every
     neighbour; around an explicit center, of every neighbour the walk reached."""
-    facts = [
-        F(
-            "Project Heron",
-            "SHIPS_THROUGH",
-            "Ada Logistics",
-            fact="Project Heron ships all of its freight through Ada Logistics.",
-        ),
-        F(
-            "Ada Logistics",
-            "RESTRICTED_FROM",
-            "freight class",
-            fact="Ada Logistics may no longer carry lithium batteries after the 2024 audit.",
-        ),
-    ]
-    for i in range(12):
-        facts.append(
-            F(
-                "Project Heron",
-                "EMPLOYS",
-                f"Engineer {i}",
-                fact=f"Project Heron employs Engineer {i}.",
-            )
-        )
-        facts.append(
-            F(f"Engineer {i}", "LIVES_IN", f"Town {i}", fact=f"Engineer {i} lives in Town {i}.")
-        )
-    await amemory.add_facts(group, facts, reference_time=T2015)
+    await amemory.add_facts(group, heron_facts(12), reference_time=T2015)
     question = "May Project Heron ship lithium batteries?"
     named = await _graph_hits(app_conn, amemory, group, question)
     assert "Ada Logistics may no longer carry lithium batteries after the 2024 audit." in named
