@@ -135,8 +135,9 @@ def main(argv: list[str] | None = None) -> None:
         for way in ways.values():  # warm: plans, caches
             for question in questions[:40]:
                 way(question)
-        same = sum(search(q) == floor(q) for q in questions)
-        same_set = sum(set(search(q)) == set(floor(q)) for q in questions)
+        answers = [(search(q), floor(q)) for q in questions]
+        same = sum(a == b for a, b in answers)
+        same_set = sum(set(a) == set(b) for a, b in answers)
         pace = [cpu_pace_ms()]
         rounds: list[dict[str, Any]] = []
         for r in range(args.rounds):
