@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import random
 import string
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -422,3 +422,97 @@ def test_a_search_of_a_run_of_dashes_answers(memory: timestone.Memory, group: st
     found = memory.search(group, "works at Acme " + "-" * 41 + "Ada", limit=2)
     assert {f.source for f in found.facts} == {"Ada", "Bo"}
     assert memory.context(group, "- " * 40 + "Acme").items
+
+
+def test_the_group_holding_half_the_table_reads_text_through_one_plan(fresh_dsn: str) -> None:
+    """Migration 0029: the full text of a moment, for the group that holds half the facts
+    table or more, runs through a plan made once, the periods ending after the moment
+    looked up by key; with 1,000 of them or more, and once another group holds more of
+    the table, through the plan made per call. The session's setting names the group the
+    statistics found; every way finds what a plain scan finds, at every moment asked."""
+    big, other = "big", "other"
+    soon = datetime.now(UTC) + timedelta(days=365)
+    nord, sud = "Mira directs Château Nord.", "Mira directs Château Sud."
+    atlas = "Mira leads Project Atlas."
+    with timestone.Memory.open(fresh_dsn) as mem:
+        mem.add_facts(
+            big,
+            [
+                F("Mira", "DIRECTS", "Château Nord", invalid_at=T2023, fact=nord),
+                F("Mira", "LEADS", "Project Atlas", invalid_at=soon, fact=atlas),
+                *(
+                    F(f"Ivo {i}", "LIVES_IN", "Lyon", fact=f"Ivo {i} lives in Lyon.")
+                    for i in range(40)
+                ),
+            ],
+            reference_time=T2015,
+        )
+        mem.add_facts(big, [F("Mira", "DIRECTS", "Château Sud", fact=sud)], reference_time=T2023)
+        mem.add_facts(
+            other, [F("Mira", "DIRECTS", "Château Nord", fact=nord)], reference_time=T2015
+        )
+        questions = [
+            "Mira",
+            "Mira directs",
+            "Project Atlas",
+            "lives in Lyon",
+            "Mira -Nord",
+            "Château",
+        ]
+        moments = [datetime.now(UTC), datetime(2019, 1, 1, tzinfo=UTC), soon + timedelta(days=1)]
+
+        def check(conn: Conn, holder: str, once_at: Sequence[datetime]) -> None:
+            """Every question at every moment; ``once_at``: the moments whose questions run
+            the plan made once."""
+            plans.clear()
+            for question, moment in itertools.product(questions, moments):
+                found = _found(conn, big, question, valid_at=moment)
+                assert found == _exact(conn, big, question, valid_at=moment), (question, moment)
+            held = conn.execute("SELECT current_setting('timestone.dominant_group')").fetchone()
+            assert held is not None
+            assert str(held[0]).endswith(f":{holder}")
+            # the statements the function ran (auto_explain): for the group that holds half
+            # the table, the one that reads the periods ending later by key, its plan made
+            # once (the values in it are parameters, where a plan per call has constants)
+            once = [p for p in plans if "ANY(closing)" in p]
+            assert len(once) == len(questions) * len(once_at)
+            assert all("(group_id = $" in p for p in once)
+            now = datetime.now(UTC)
+            assert set(_found(conn, big, "Mira", valid_at=now)) == {sud, atlas}
+            assert set(_found(conn, big, "Mira", valid_at=datetime(2019, 1, 1, tzinfo=UTC))) == {
+                nord,
+                atlas,
+            }
+            assert set(_found(conn, big, "Mira", valid_at=soon + timedelta(days=1))) == {sud}
+
+        plans: list[str] = []
+        with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+            conn.execute("ANALYZE timestone.facts")
+            conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+            conn.execute("LOAD 'auto_explain'")
+            conn.execute("SET auto_explain.log_min_duration = 0")
+            conn.execute("SET auto_explain.log_nested_statements = on")
+            conn.execute("SET auto_explain.log_level = notice")
+            check(conn, big, moments)
+            # 1,000 periods and more end after the present and 2019: those moments are
+            # planned per call
+            mem.add_facts(
+                big,
+                [F(f"Lea {i}", "CONTRACTED_BY", "Acme", invalid_at=soon) for i in range(1000)],
+                reference_time=T2015,
+            )
+            conn.execute("ANALYZE timestone.facts")
+            conn.execute("RESET timestone.dominant_group")
+            check(conn, big, moments[2:])
+            # another group now holds most of the table: the plan is made per call again
+            mem.add_facts(
+                other,
+                [
+                    F(f"Ada {i}", "LIVES_IN", "Lyon", fact=f"Ada {i} lives in Lyon.")
+                    for i in range(1200)
+                ],
+                reference_time=T2015,
+            )
+            conn.execute("ANALYZE timestone.facts")
+            conn.execute("RESET timestone.dominant_group")  # looked up again, not a minute on
+            check(conn, other, [])
