@@ -30,7 +30,9 @@ Measured per size, on the embedded server, with the default embedder:
   (migration 0021) and, in turn, taking a pending list as before it; the writer's
   episodes are then purged, and the bench waits for autovacuum to clear their dead
   rows from the indexes (migration 0022) and reports how long that took;
-- from 100k facts, tenants past the exact-ranking bound, ranked both ways.
+- from 100k facts, tenants past the exact-ranking bound, ranked both ways;
+- questions made only of words most facts hold ("work", "since"...), as a search asks
+  them (no full-text list, migration 0030) and with every matching fact ranked.
 
 Graph-RAG: documents in which a project depends on a supplier early on, and the
 supplier's restriction is stated chunks later without naming the project. The
@@ -57,6 +59,7 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
 
 import timestone
@@ -410,6 +413,7 @@ def run_size(
         writing = under_writes(mem, group, [q for q, _ in sample])
         vacuumed = autovacuumed(mem.dsn, datetime.now(UTC))
         mid = mid_groups(mem, group) if n_facts >= MID_FROM else None
+        common = common_words(mem, group)
         exact_lists, ann = _exact_and_ann(mem.dsn, group, mem, [q for q, _ in sample])
         exact_hits = [a in top for (_, a), top in zip(sample, exact_lists, strict=True)]
         hits = sum(found)
@@ -433,7 +437,39 @@ def run_size(
             "under_writes": writing,
             "autovacuum_after_purge_s": vacuumed,
             "mid_groups": mid,
+            "common_words": common,
         }
+
+
+COMMON_QUESTIONS = ("work", "lives", "since", "city", "who works at a company")
+COMMON_ASKED = 10  # times each, after two to warm up
+RANK_EVERY_MATCH = 10**14  # a timestone.text_common_rows no estimate reaches
+
+
+def common_words(mem: timestone.Memory, group: str) -> dict[str, Any]:
+    """``search(group, question, limit=10)`` for questions made only of words that most of
+    the group's facts hold, each ``COMMON_ASKED`` times: as a search asks them (their
+    estimated matches reach ``timestone.text_common_rows``, so the facts have no full-text
+    list) and, on a second memory whose connections lift that bound, with every fact
+    that matches ranked (as before migration 0030)."""
+    lifted = make_conninfo(mem.dsn, options=f"-c timestone.text_common_rows={RANK_EVERY_MATCH}")
+    out: dict[str, Any] = {}
+    with timestone.Memory.open(lifted, ontology=ONTOLOGY) as every:
+        for way, m in (("as_searched", mem), ("every_match_ranked", every)):
+            took: dict[str, float] = {}
+            samples: list[float] = []
+            for q in COMMON_QUESTIONS:
+                for _ in range(2):
+                    m.search(group, q, limit=10)
+                each: list[float] = []
+                for _ in range(COMMON_ASKED):
+                    t0 = time.perf_counter()
+                    m.search(group, q, limit=10)
+                    each.append((time.perf_counter() - t0) * 1000)
+                took[q] = round(statistics.median(each), 3)
+                samples.extend(each)
+            out[way] = {"p50_ms_by_question": took, **percentiles(samples)}
+    return out
 
 
 def ask(
@@ -909,6 +945,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"| {r['facts_ingested']:,} | {m['facts_current']:,} | {ix['p50_ms']} / "
                 f"{ix['p95_ms']} | {ex['p50_ms']} / {ex['p95_ms']} | "
                 f"{ix['recall_at_10']}, {ex['recall_at_10']} |"
+            )
+    print()
+    print("| facts | question | p50 ms as searched | p50 ms with every match ranked |")
+    print("|---|---|---|---|")
+    for r in rows:
+        c = r["common_words"]
+        for q in COMMON_QUESTIONS:
+            print(
+                f"| {r['facts_ingested']:,} | {q} | {c['as_searched']['p50_ms_by_question'][q]} | "
+                f"{c['every_match_ranked']['p50_ms_by_question'][q]} |"
             )
     print()
     print("| Graph-RAG documents | token budget | context() evidence | top-k chunks evidence |")

@@ -17,10 +17,13 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone import FactInput as F
 from timestone._fulltext import MAX_NEGATIONS, web_query
+from timestone._search_request import prepare_search
+from timestone._sync._search import search_hits
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 T2023 = datetime(2023, 1, 1, tzinfo=UTC)
@@ -293,6 +296,86 @@ def test_common_lexemes_are_left_to_the_check_not_the_index(
                 assert _found(conn, group, query, valid_at=now) == _exact(
                     conn, group, query, valid_at=now
                 ), query
+
+
+def test_a_question_only_of_words_most_facts_hold_has_no_text_list(
+    common_words: tuple[timestone.Memory, str], fresh_dsn: str
+) -> None:
+    """Migration 0030: when the statistics put a question's matches in its group at
+    ``timestone.text_common_rows`` or more (the group's rows times each word's share),
+    the facts have no full-text list; every other question is ranked exactly."""
+    mem, group = common_words
+    mem.add_facts(
+        "few",
+        [F(f"Ada {i}", "LIVES_IN", "Lyon", fact=f"Ada {i} lives in Lyon.") for i in range(30)],
+        reference_time=T2015,
+    )
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE timestone.facts")
+        now = datetime.now(UTC)
+
+        def exact(g: str, question: str) -> bool:
+            found = _found(conn, g, question, valid_at=now)
+            return bool(found) and found == _exact(conn, g, question, valid_at=now)
+
+        # the words are looked up once the bound is known: 600 rows, none reach 1,000
+        conn.execute("SET timestone.text_common_rows = 1000")
+        assert exact(group, "lives")
+        # a lower bound looks the words up again (not a minute later): "live" is in half
+        # the group's 600 facts, 300 estimated
+        conn.execute("SET timestone.text_common_rows = 100")
+        assert _found(conn, group, "lives", valid_at=now) == []
+        assert _found(conn, group, "lives", valid_at=None) == []
+        assert _found(conn, group, "lives", valid_at=now, as_of=now) == []
+        # "live" and "citi", each in half: 150
+        assert _found(conn, group, "lives in a city", valid_at=now) == []
+        assert (
+            _found(conn, group, '"works at"', valid_at=now) == []
+        )  # one word, "at" is a stop word
+        # with a rarer word the estimate falls under the bound: ranked as before
+        for question in ("lives in City 5", "Karin lives", "lives or works", "lives -Karin"):
+            assert exact(group, question), question
+        assert _found(conn, group, "Karin Jahn 12 works", valid_at=now) == [
+            "Karin Jahn 12 works at Company 2."
+        ]
+        # a group of fewer rows than the bound is ranked exactly, whatever it asks
+        assert exact("few", "lives")
+        # raised above the group's rows, the bound leaves every question its list
+        conn.execute("SET timestone.text_common_rows = 601")
+        assert exact(group, "lives")
+        assert exact(group, "lives in a city")
+        conn.execute("SET timestone.text_common_rows = 300")
+        assert _found(conn, group, "lives", valid_at=now) == []
+        assert exact(group, "lives in a city")  # 150 < 300
+
+    # end to end: the search has no full-text candidates, and the others still answer
+    req = prepare_search("lives", limit=10)
+    low = make_conninfo(fresh_dsn, options="-c timestone.text_common_rows=100")
+    with timestone.Memory.open(low) as narrow:
+        hits = search_hits(narrow._db, narrow.embedder, group, req)  # pyright: ignore[reportPrivateUsage]
+        assert len(hits["facts"].ranked) == 10
+        assert all("fts_rank" not in c.ranks for c in hits["facts"].ranked)
+        assert all(row["fts_rank"] is None for row in hits["facts"].rows.values())
+    hits = search_hits(mem._db, mem.embedder, group, req)  # pyright: ignore[reportPrivateUsage]
+    assert any("fts_rank" in c.ranks for c in hits["facts"].ranked)
+
+
+def test_a_bad_common_rows_setting_is_named(memory: timestone.Memory, dsn: str, group: str) -> None:
+    del memory  # opened so that the schema exists
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET timestone.text_common_rows = 'many'")
+        conn.execute("SELECT set_config('timestone.group_id', %s, false)", (group,))
+        for kind in ("facts", "entities", "episodes", "communities"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="text_common_rows"):
+                conn.execute(
+                    "SELECT count(*) FROM timestone.search_text(%s,"
+                    " websearch_to_tsquery('english', 'lives'), NULL, NULL, NULL, NULL, 30)",
+                    (kind,),
+                )
+    # a search says which setting is wrong
+    bad = timestone.Memory.open(make_conninfo(dsn, options="-c timestone.text_common_rows=-1"))
+    with bad, pytest.raises(timestone.errors.DatabaseError, match="text_common_rows"):
+        bad.search(group, "lives")
 
 
 def test_a_bad_narrowing_setting_is_named(memory: timestone.Memory, dsn: str) -> None:
