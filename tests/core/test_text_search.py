@@ -329,9 +329,8 @@ def test_a_question_only_of_words_most_facts_hold_has_no_text_list(
         assert _found(conn, group, "lives", valid_at=now, as_of=now) == []
         # "live" and "citi", each in half: 150
         assert _found(conn, group, "lives in a city", valid_at=now) == []
-        assert (
-            _found(conn, group, '"works at"', valid_at=now) == []
-        )  # one word, "at" is a stop word
+        # a phrase of one word ("at" is a stop word)
+        assert _found(conn, group, '"works at"', valid_at=now) == []
         # with a rarer word the estimate falls under the bound: ranked as before
         for question in ("lives in City 5", "Karin lives", "lives or works", "lives -Karin"):
             assert exact(group, question), question
