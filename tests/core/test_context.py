@@ -2,12 +2,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._context import edge_order
+from timestone._aio._context import MAX_EPISODE_CHARS, edge_order
+from timestone._search_request import SearchRequest, prepare_search
+from timestone._sync import _context as sync_context
+from timestone._sync._search import search, search_hits
 from timestone._tokens import default_counter
 from timestone.errors import InvalidInput
 
@@ -147,3 +151,35 @@ async def test_async_context(amemory: timestone.AsyncMemory, group: str) -> None
     ctx = await amemory.context(group, "What did Ada write?", token_budget=100)
     assert [i.text for i in ctx.items] == ["Ada wrote Notes."]
     assert ctx.as_prompt().startswith("Evidence true at ")
+
+
+def test_an_episode_is_read_only_as_far_as_the_context_shows_it(
+    memory: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """context() reads an episode's content up to the characters an item shows (and one
+    more, to know it was cut): a whole episode can be hundreds of kB (the benchmark
+    corpus's are 145 kB). A search reads it whole."""
+    asked: list[SearchRequest] = []
+    real = search_hits
+
+    def spy(*args: Any) -> Any:
+        asked.append(args[3])
+        return real(*args)
+
+    monkeypatch.setattr(sync_context, "search_hits", spy)
+    sentence = "Château Sud keeps its Cabernet Franc in oak for two winters. "
+    text = sentence * 80  # about 4,900 characters, one chunk
+    memory.add_document(group, "file:///long.md", text, reference_time=T2015, max_chunk_chars=6000)
+    ctx = memory.context(group, "How is Château Sud's Cabernet Franc aged?")
+    chunk = next(i for i in ctx.items if i.kind == "episode")
+    assert len(chunk.text) == MAX_EPISODE_CHARS
+    assert chunk.text.endswith("…")
+    assert " ".join(text.split()).startswith(chunk.text[:-1])
+    assert [r.content_chars for r in asked] == [MAX_EPISODE_CHARS + 1]
+    req = prepare_search("Cabernet Franc", scopes=["episodes"], content_chars=100)
+    read = search(memory._db, memory.embedder, group, req)  # pyright: ignore[reportPrivateUsage]
+    assert [e.content for e in read.episodes] == [text.strip()[:100]]
+    whole = memory.search(group, "Cabernet Franc", scopes=["episodes"])
+    assert [e.content for e in whole.episodes] == [text.strip()]
+    with pytest.raises(InvalidInput, match="content_chars"):
+        prepare_search("Cabernet Franc", content_chars=0)

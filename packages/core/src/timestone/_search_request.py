@@ -68,6 +68,9 @@ class SearchRequest:
     ids: tuple[uuid.UUID, ...] | None = None
     candidates: int = 0
     embeddings: bool = False
+    # an episode's content is read up to this many characters (None: whole), for a caller
+    # that shows no more of it (``context``): a whole episode can be hundreds of kB
+    content_chars: int | None = None
 
     @property
     def method(self) -> str:
@@ -108,6 +111,7 @@ def prepare_search(
     ids: object = None,
     candidates: int | None = None,
     embeddings: bool = False,
+    content_chars: int | None = None,
 ) -> SearchRequest:
     """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
     text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
@@ -154,6 +158,8 @@ def prepare_search(
     elif center is not None:
         ref = check_text(center, "center", max_chars=512)
     id_list = _strings(ids, "ids", lambda v: str(check_uuid(v, "each of ids")))
+    if content_chars is not None and content_chars < 1:
+        raise InvalidInput(f"content_chars must be a positive number, got {content_chars!r:.80}")
     return SearchRequest(
         query=text,
         limit=limit,
@@ -167,6 +173,7 @@ def prepare_search(
         ids=None if id_list is None else tuple(uuid.UUID(i) for i in id_list),
         candidates=candidates if candidates is not None else max(3 * limit, 30),
         embeddings=embeddings or chosen == "mmr",
+        content_chars=content_chars,
     )
 
 

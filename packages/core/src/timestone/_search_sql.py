@@ -120,6 +120,7 @@ def search_params(
         "ids": list(req.ids) if req.ids is not None else None,
         "keep": keep_of(req),
         "exact_below": EXACT_BELOW if req.as_of is None else AS_OF_EXACT_BELOW,
+        "content_chars": req.content_chars,
     }
 
 
@@ -921,7 +922,7 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     return sql.SQL(
         "WITH RECURSIVE {fts}, {vec}, {walk},"
         " {cand},"
-        " hits AS (SELECT p.id, p.group_id, p.name, p.content, p.source, p.source_description,"
+        " hits AS (SELECT p.id, p.group_id, p.name, {content}, p.source, p.source_description,"
         "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
         "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
         "  cand.fts_rank, cand.vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
@@ -941,6 +942,10 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         held_m=held_clause("m", req.as_of),
         hop=_hop_of_mention(),
         embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
+        # a prefix of a compressed value is decompressed only as far as it goes
+        content=sql.SQL("p.content")
+        if req.content_chars is None
+        else sql.SQL("left(p.content, %(content_chars)s) AS content"),
         fused=fused_sql("episodes"),
         kept=kept_sql("id", req),
     )
@@ -1012,6 +1017,7 @@ def _shape(req: SearchRequest) -> tuple[object, ...]:
         req.center is None,
         req.embeddings,
         req.method,
+        req.content_chars is None,
     )
 
 

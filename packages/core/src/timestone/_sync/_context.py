@@ -189,6 +189,8 @@ def build_context(
         as_of=as_of,
         candidates=_CANDIDATES,
         embeddings=True,
+        # no more than an item shows (``_clip``), and one more to know it was clipped
+        content_chars=MAX_EPISODE_CHARS + 1,
     )
     hits = search_hits(db, embedder, group_id, req)
     count = (counter or default_counter()).count
