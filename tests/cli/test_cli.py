@@ -255,6 +255,7 @@ def test_bulk_ingest_builds_the_vector_indexes_at_the_end(
         ).fetchall()
     assert {r[0] for r in rows} == {
         "episodes_embedding_hnsw",
+        "episodes_told_embedding_hnsw",
         "entities_name_embedding_hnsw",
         "facts_embedding_hnsw",
         "facts_embedding_closed_hnsw",

@@ -506,6 +506,7 @@ def test_vector_index_health_is_the_share_of_its_rows_an_index_finds(fresh_dsn: 
             assert share is not None
             assert 0.9 <= share <= 1.0, (name, share)
         assert health["episodes_embedding_hnsw"] == 1.0  # its one episode
+        assert health["episodes_told_embedding_hnsw"] is None  # which records facts
         assert mem.vector_index_health(indexes=["facts_embedding_hnsw"], sample=1).keys() == {
             "facts_embedding_hnsw"
         }

@@ -1,17 +1,22 @@
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
+import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 import timestone
 from timestone import FactInput as F
 from timestone._aio._context import MAX_EPISODE_CHARS, edge_order
+from timestone._arrays import register_text_array
 from timestone._search_request import SearchRequest, prepare_search
+from timestone._search_sql import EXACT_BELOW, search_params, statement
 from timestone._sync import _context as sync_context
-from timestone._sync._search import search, search_hits
+from timestone._sync._search import _settings_of, search, search_hits  # pyright: ignore[reportPrivateUsage]
 from timestone._tokens import default_counter
 from timestone.errors import InvalidInput
 
@@ -183,3 +188,85 @@ def test_an_episode_is_read_only_as_far_as_the_context_shows_it(
     assert [e.content for e in whole.episodes] == [text.strip()]
     with pytest.raises(InvalidInput, match="content_chars"):
         prepare_search("Cabernet Franc", content_chars=0)
+
+
+def test_records_of_facts_take_no_place_of_the_episodes_that_tell(
+    memory: timestone.Memory, group: str
+) -> None:
+    """context() searches the episodes that tell something, not the records of
+    structured facts (the episode of an ``add_facts`` call): their facts are candidates
+    of their own, with dates. Searched with the others and dropped after, more records
+    matching the question than the search has candidates (60) pushed the note out."""
+    for i in range(64):
+        memory.add_facts(
+            group,
+            [F(f"Mira {i}", "WORKS_AT", "Acme", fact=f"Mira {i} works at Acme in Lyon.")],
+            reference_time=T2015,
+        )
+    note = memory.add_document(
+        group,
+        "file:///note.md",
+        "Mira said the Acme office in Lyon moves to the docks next spring.",
+        reference_time=T2015,
+    )
+    question = "Mira works at Acme in Lyon"
+    ctx = memory.context(group, question, token_budget=20_000)  # room for every candidate
+    told = [item.episode_ids for item in ctx.items if item.kind == "episode"]
+    assert told == [(note.episodes[0].id,)]
+    # a search of episodes still returns the records
+    found = memory.search(group, question, scopes=["episodes"], limit=100)
+    assert sorted(e.source for e in found.episodes) == ["document"] + ["facts"] * 64
+
+
+def _index_scans(plan: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    """Each index scan of a plan run with ANALYZE: its index and the rows it returned."""
+    if "Index Name" in plan:
+        yield str(plan["Index Name"]), float(plan.get("Actual Rows", 0))
+    for child in plan.get("Plans", ()):
+        yield from _index_scans(child)
+
+
+def test_a_group_of_many_told_episodes_is_searched_through_their_own_index(
+    fresh_dsn: str,
+) -> None:
+    """Past ``EXACT_BELOW`` told episodes, the context's episodes are read from the HNSW
+    index of told episodes: the index of every episode, filtered, would walk past all
+    the records of facts of a group that holds many."""
+    group = "many-told"
+    with timestone.Memory.open(fresh_dsn) as mem:
+        lines = [f"Line {i}: the crew of shift {i} logged the weather." for i in range(1100)]
+        lines[700] = "The vault code is kept behind the tapestry in the north tower."
+        doc = mem.add_document(
+            group, "file:///log.md", "\n\n".join(lines), reference_time=T2015, max_chunk_chars=100
+        )
+        assert len(doc.episodes) > EXACT_BELOW  # ranked exactly below that
+        mem.add_facts(group, [F("Vault", "LOCATED_IN", "North tower")], reference_time=T2015)
+        question = "Where is the vault code kept?"
+        ctx = mem.context(group, question)
+        assert "The vault code is kept behind the tapestry in the north tower." in [
+            item.text for item in ctx.items
+        ]
+        req = prepare_search(
+            question,
+            limit=60,
+            scopes=("episodes",),
+            candidates=60,
+            embeddings=True,
+            content_chars=MAX_EPISODE_CHARS + 1,
+            fact_records=False,
+        )
+        vector = np.asarray(mem.embedder.embed([question])[0], dtype=np.float32)
+        params = search_params(req, group, vector)
+        text, names = statement("episodes", req, mem.embedder.dimension)
+    with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+        register_vector(owner)
+        register_text_array(owner)
+        owner.execute("ANALYZE timestone.episodes")
+        with owner.transaction():
+            owner.execute(_settings_of(req), (group, "60"))
+            with psycopg.RawCursor(owner) as cur:
+                cur.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + text, [params[n] for n in names])
+                row = cast(tuple[Any, ...], cur.fetchone())
+    scans = dict(_index_scans(row[0][0]["Plan"]))
+    assert scans.get("episodes_told_embedding_hnsw") == 60
+    assert "episodes_embedding_hnsw" not in scans

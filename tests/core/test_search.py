@@ -19,7 +19,7 @@ import timestone
 from timestone import FactInput as F
 from timestone._aio._search import candidate_of, run_search
 from timestone._fusion import rerank
-from timestone._search_request import prepare_search
+from timestone._search_request import MAX_SEARCH_LIMIT, prepare_search
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
@@ -384,7 +384,12 @@ async def test_an_episode_is_as_far_from_the_center_as_its_nearest_entity(
         )
         episodes[res.episode.id] = (source, target)
     req = prepare_search(
-        "who knows whom", scopes=("episodes",), center="Ada", limit=10, valid_at=None
+        "who knows whom",
+        scopes=("episodes",),
+        center="Ada",
+        limit=10,
+        valid_at=None,
+        reranker="node_distance",
     )
     vector = (await amemory.embedder.aembed(["who knows whom"]))[0]
     async with app_conn.transaction():
@@ -393,6 +398,45 @@ async def test_an_episode_is_as_far_from_the_center_as_its_nearest_entity(
     hops = {episodes[row["id"]]: row["hops"] for row in found["episodes"].rows.values()}
     # the walk from Ada: Ada 0, Bo 1, Cy 2 (two hops); Dee, Eve and Fay unreached
     assert hops == {("Ada", "Bo"): 0, ("Bo", "Cy"): 1, ("Cy", "Dee"): 2, ("Eve", "Fay"): None}
+
+
+@pytest.mark.parametrize("reranker", ["rrf", "mmr", "node_distance", "episode_mentions"])
+async def test_a_signal_read_from_the_mentions_is_read_for_its_reranker_only(
+    amemory: timestone.AsyncMemory,
+    group: str,
+    app_conn: psycopg.AsyncConnection[DictRow],
+    reranker: str,
+) -> None:
+    """An episode's hops and an episode's or entity's count of mentions are subqueries
+    over every mention of each hit: read for the reranker that orders by them, NULL for
+    the others, which never look at them."""
+    first = await amemory.add_facts(
+        group,
+        [F("Ada", "KNOWS", "Bo", fact="Ada knows Bo."), F("Ada", "KNOWS", "Cy")],
+        reference_time=T2015,
+    )
+    await amemory.add_facts(
+        group, [F("Ada", "KNOWS", "Bo", fact="Ada knows Bo.")], reference_time=T2023
+    )
+    req = prepare_search(
+        "Ada knows Bo",
+        scopes=("entities", "episodes"),
+        center="Ada",
+        limit=10,
+        valid_at=None,
+        reranker=reranker,
+    )
+    vector = (await amemory.embedder.aembed([req.query]))[0]
+    async with app_conn.transaction():
+        await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        found = await run_search(app_conn, group, req, vector, amemory.embedder.dimension)  # pyright: ignore[reportArgumentType]
+    episode = next(r for r in found["episodes"].rows.values() if r["id"] == first.episode.id)
+    ada = next(r for r in found["entities"].rows.values() if r["name"] == "Ada")
+    counted = reranker == "episode_mentions"
+    # the first episode mentions Ada, Bo and Cy; Ada is mentioned in both episodes
+    assert (episode["mentions"], ada["mentions"]) == ((3, 2) if counted else (None, None))
+    assert episode["hops"] == (0 if reranker == "node_distance" else None)
+    assert ada["hops"] == 0  # the walk's own depth, read for every reranker
 
 
 @pytest.mark.parametrize("reranker", ["rrf", "node_distance", "episode_mentions"])
@@ -441,13 +485,13 @@ async def test_the_database_cut_equals_fusion_over_every_candidate(
         async with app_conn.transaction():
             await app_conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
             found = await run_search(app_conn, group, req, vector, dimension)  # pyright: ignore[reportArgumentType]
-        if method == "mmr":  # every candidate, uncut: fuse them here
+        if limit == MAX_SEARCH_LIMIT:  # every candidate, uncut: fuse them here
             sizes.update({scope: len(h.rows) for scope, h in found.items()})
             return {
                 scope: [
                     c.key
                     for c in rerank(
-                        [candidate_of(row, key) for key, row in h.rows.items()], reranker, 1000
+                        [candidate_of(row, key) for key, row in h.rows.items()], method, limit
                     )
                 ]
                 for scope, h in found.items()
@@ -455,7 +499,8 @@ async def test_the_database_cut_equals_fusion_over_every_candidate(
         assert all(len(h.rows) <= limit for h in found.values())
         return {scope: [c.key for c in h.ranked] for scope, h in found.items()}
 
-    everything = await hits("mmr", 1000)
+    # read with the reranker's own signals (the hops and mentions it orders by)
+    everything = await hits(reranker, MAX_SEARCH_LIMIT)
     for limit in range(1, 16):  # a cut at each place, so through ties of the fused score
         cut = await hits(reranker, limit)
         assert cut == {scope: keys[:limit] for scope, keys in everything.items()}, limit

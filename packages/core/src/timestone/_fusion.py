@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "RERANKERS",
     "RRF_K",
     "Candidate",
+    "Embedding",
     "cosine",
     "mmr_order",
     "rerank",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 RRF_K = 60
+# a candidate's embedding: as read from the database, an array of float32
+Embedding: TypeAlias = "Sequence[float] | npt.NDArray[np.float32]"
 RERANKERS = ("rrf", "mmr", "node_distance", "episode_mentions", "cross_encoder")
 
 
@@ -45,7 +49,7 @@ class Candidate:
     distance: float | None = None  # cosine distance to the query, 0..2
     hops: int | None = None  # graph distance from the center; None: not reached
     mentions: int = 0
-    embedding: Sequence[float] | None = None
+    embedding: Embedding | None = None
     score: float = 0.0
 
     @property
@@ -63,7 +67,7 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return 0.0 if na == 0 or nb == 0 else float(va @ vb) / (na * nb)
 
 
-def _unit_rows(vectors: Sequence[Sequence[float]]) -> Any:
+def _unit_rows(vectors: Sequence[Embedding]) -> Any:
     m = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0

@@ -71,6 +71,9 @@ class SearchRequest:
     # an episode's content is read up to this many characters (None: whole), for a caller
     # that shows no more of it (``context``): a whole episode can be hundreds of kB
     content_chars: int | None = None
+    # whether the records of structured facts (episodes of source ``facts``) are episode
+    # candidates; ``context`` leaves them out, their facts being candidates of their own
+    fact_records: bool = True
 
     @property
     def method(self) -> str:
@@ -112,6 +115,7 @@ def prepare_search(
     candidates: int | None = None,
     embeddings: bool = False,
     content_chars: int | None = None,
+    fact_records: bool = True,
 ) -> SearchRequest:
     """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
     text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
@@ -174,6 +178,7 @@ def prepare_search(
         candidates=candidates if candidates is not None else max(3 * limit, 30),
         embeddings=embeddings or chosen == "mmr",
         content_chars=content_chars,
+        fact_records=fact_records,
     )
 
 

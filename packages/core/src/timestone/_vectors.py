@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     Row = npt.NDArray[np.float32]  # one vector, or several as rows
 
-__all__ = ["KEY_DIMENSIONS", "VectorArray", "keyed", "register_vector_array"]
+__all__ = ["KEY_DIMENSIONS", "TOLD_SEED", "VectorArray", "keyed", "register_vector_array"]
 # and, for type checking, Row
 
 
@@ -92,6 +92,9 @@ def register_vector_array(conn: BaseConnection[Any]) -> None:
 
 
 KEY_DIMENSIONS = 8
+# the seeds of the index of told episodes (``_db.VECTOR_INDEXES``), which holds a subset of
+# the rows of the index of every episode
+TOLD_SEED = 1 + KEY_DIMENSIONS
 # pgvector's HNSW indexes hold vectors of at most 2,000 dimensions, and half-precision
 # vectors (halfvec) of at most 4,000.
 _VECTOR_INDEX_LIMIT = 2_000
@@ -113,7 +116,9 @@ def index_opclass(dimension: int) -> sql.SQL:
     return sql.SQL("halfvec_cosine_ops" if half_indexed(dimension) else "vector_cosine_ops")
 
 
-def keyed(vector: sql.Composable, group: sql.Composable, dimension: int) -> sql.Composable:
+def keyed(
+    vector: sql.Composable, group: sql.Composable, dimension: int, *, seed: int = 1
+) -> sql.Composable:
     """``vector`` (of ``dimension``) normalized, followed by ``KEY_DIMENSIONS`` coordinates
     from ``group`` (``hashtextextended`` of the group id with seeds 1 to 8, each mapped to
     (-1, 1)): the expression every HNSW index is built on, and that a search orders by
@@ -121,12 +126,16 @@ def keyed(vector: sql.Composable, group: sql.Composable, dimension: int) -> sql.
     functions only, written out so the planner matches the index expression and
     computes it in C; an SQL function of it, kept from inlining, cost 0.4 to 1 ms per
     search at 100k facts, mostly per row returned. ``mod``, not ``%``: statements are
-    sent with numbered placeholders and no percent sign left."""
+    sent with numbered placeholders and no percent sign left.
+
+    ``seed``: the first of the seeds; an index on other seeds (``TOLD_SEED``) is read
+    only by the statements that order by them, where a partial index on the same
+    expression as another would be chosen between them by a cost that ties."""
     parts = sql.SQL(", ").join(
         sql.SQL("mod(hashtextextended({g}, {i}), 1000)::float4 / 1000").format(
             g=group, i=sql.Literal(i)
         )
-        for i in range(1, KEY_DIMENSIONS + 1)
+        for i in range(seed, seed + KEY_DIMENSIONS)
     )
     kind = sql.SQL("halfvec" if half_indexed(dimension) else "vector")
     return sql.SQL("(l2_normalize({v}) || ARRAY[{parts}]::vector({k}))::{t}({d})").format(

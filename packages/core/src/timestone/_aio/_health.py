@@ -74,7 +74,7 @@ async def vector_index_health(
 async def _probe(conn: Conn, name: str, sample: int) -> float | None:
     """One statement: the sample, and for each of its rows the index's ten nearest (a
     lateral index scan ordered by the row's own keyed vector)."""
-    _, table, column, held = next(spec for spec in VECTOR_INDEXES if spec[0] == name)
+    _, table, column, held, seed = next(spec for spec in VECTOR_INDEXES if spec.name == name)
     cur = await conn.execute(
         "SELECT greatest(i.reltuples, 0) AS held, greatest(t.reltuples, 0) AS rows,"
         " a.atttypmod AS dimension FROM pg_class AS i, pg_class AS t, pg_attribute AS a"
@@ -105,10 +105,10 @@ async def _probe(conn: Conn, name: str, sample: int) -> float | None:
         ).format(
             c=c,
             t=t,
-            held=sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant
+            held=sql.SQL(held),
             same=sql.Literal(_SAME),
-            near=keyed(c, sql.Identifier("group_id"), dimension),
-            query=keyed(sql.SQL("s.v"), sql.SQL("s.group_id"), dimension),
+            near=keyed(c, sql.Identifier("group_id"), dimension, seed=seed),
+            query=keyed(sql.SQL("s.v"), sql.SQL("s.group_id"), dimension, seed=seed),
             k=sql.Literal(_NEAREST),
         ),
         {"percent": percent, "sample": sample},

@@ -274,7 +274,8 @@ class AsyncMemory:
 
         ``indexes``: names among ``facts_embedding_hnsw`` (the facts' open periods),
         ``facts_embedding_closed_hnsw``, ``entities_name_embedding_hnsw``,
-        ``episodes_embedding_hnsw`` and ``communities_name_embedding_hnsw`` (None: every
+        ``episodes_embedding_hnsw``, ``episodes_told_embedding_hnsw`` (the episodes that
+        are not records of facts) and ``communities_name_embedding_hnsw`` (None: every
         one). Each is rebuilt by ``REINDEX INDEX CONCURRENTLY``; returns the seconds each
         took. For all
         groups of the database; needs the schema owner (the DSN's user), and not during

@@ -83,13 +83,13 @@ def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
     setting."""
     dimensions = vector_dimensions(conn)
     per_table: dict[str, list[sql.Composable]] = {}
-    for name, table, column, held in VECTOR_INDEXES:
+    for name, table, column, held, _ in VECTOR_INDEXES:
         dimension = dimensions.get((table, column))
         if name in names and dimension is not None:
             per_table.setdefault(table, []).append(
                 sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
                     sql.Literal(row_bytes(dimension)),
-                    sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant of _db
+                    sql.SQL(held),
                 )
             )
     counts = [

@@ -15,7 +15,9 @@
    the middle (models attend least to the middle of a long context).
 
 Episodes that are only the record of structured facts (source ``facts``) are
-left out: their facts are already candidates, with dates.
+left out of the search (``SearchRequest.fact_records``): their facts are already
+candidates, with dates, and the records would take the places of episodes that
+tell something.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from .._fusion import Embedding
 from .._models import check_text
 from .._results import Context, ContextItem, citation_of
 from .._search_request import MAX_QUERY_CHARS, prepare_search
@@ -58,7 +61,7 @@ def edge_order(ranked: Sequence[T]) -> list[T]:
 @dataclasses.dataclass(slots=True)
 class _Piece:
     item: ContextItem
-    embedding: list[float] | None
+    embedding: Embedding | None
     key: str
 
 
@@ -90,8 +93,6 @@ def _pieces(hits: Any) -> list[_Piece]:
     if episodes is not None:
         for c in episodes.ranked:
             row = episodes.rows[c.key]
-            if row["source"] == "facts":
-                continue
             pieces.append(
                 _Piece(
                     ContextItem(
@@ -191,6 +192,9 @@ def build_context(
         embeddings=True,
         # no more than an item shows (``_clip``), and one more to know it was clipped
         content_chars=MAX_EPISODE_CHARS + 1,
+        # the records of structured facts are no evidence of their own (``_pieces``):
+        # left out in the search, they take no candidate's place
+        fact_records=False,
     )
     hits = search_hits(db, embedder, group_id, req)
     count = (counter or default_counter()).count

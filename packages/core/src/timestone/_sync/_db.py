@@ -18,7 +18,7 @@ import time
 from collections.abc import Generator
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, LiteralString, TypeVar
+from typing import Any, LiteralString, NamedTuple, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -33,7 +33,7 @@ from .._compat import Spawned, settle, spawn
 from .._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from .._groups import check_group
 from .._sockets import widen_send_buffer
-from .._vectors import index_opclass, keyed, register_vector_array
+from .._vectors import TOLD_SEED, index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
 from ..errors import (
     ConflictError,
@@ -54,6 +54,7 @@ __all__ = [
     "VECTOR_INDEXES",
     "Conn",
     "Database",
+    "VectorIndex",
     "bind_embedder",
     "build_load_indexes",
     "build_vector_indexes",
@@ -92,20 +93,46 @@ VECTOR_COLUMNS = (
     ("facts", "embedding"),
     ("communities", "name_embedding"),
 )
-# The HNSW indexes on them: (name, table, column, rows held). Current rows only; facts in
-# two, the open periods a search of the present reads and the closed ones history reads,
-# so that a search of the present never walks past closed periods in the graph.
+
+
+class VectorIndex(NamedTuple):
+    """An HNSW index: its column, keyed by group from ``seed`` (``_vectors.keyed``), for
+    the rows ``held``."""
+
+    name: str
+    table: str
+    column: str
+    held: LiteralString
+    seed: int = 1
+
+
+# The HNSW indexes on them. Current rows only; facts in two, the open periods a search of
+# the present reads and the closed ones history reads, so that a search of the present
+# never walks past closed periods in the graph. The told episodes (not the records of
+# structured facts) in one more, which ``context`` reads: on seeds of their own, so that
+# no plan takes the index of every episode for it, nor this one for that.
 VECTOR_INDEXES = (
-    ("episodes_embedding_hnsw", "episodes", "embedding", "expired_at IS NULL"),
-    ("entities_name_embedding_hnsw", "entities", "name_embedding", "expired_at IS NULL"),
-    ("facts_embedding_hnsw", "facts", "embedding", "expired_at IS NULL AND invalid_at IS NULL"),
-    (
+    VectorIndex("episodes_embedding_hnsw", "episodes", "embedding", "expired_at IS NULL"),
+    VectorIndex(
+        "episodes_told_embedding_hnsw",
+        "episodes",
+        "embedding",
+        "expired_at IS NULL AND source <> 'facts'",
+        TOLD_SEED,
+    ),
+    VectorIndex("entities_name_embedding_hnsw", "entities", "name_embedding", "expired_at IS NULL"),
+    VectorIndex(
+        "facts_embedding_hnsw", "facts", "embedding", "expired_at IS NULL AND invalid_at IS NULL"
+    ),
+    VectorIndex(
         "facts_embedding_closed_hnsw",
         "facts",
         "embedding",
         "expired_at IS NULL AND invalid_at IS NOT NULL",
     ),
-    ("communities_name_embedding_hnsw", "communities", "name_embedding", "expired_at IS NULL"),
+    VectorIndex(
+        "communities_name_embedding_hnsw", "communities", "name_embedding", "expired_at IS NULL"
+    ),
 )
 # Indexes of facts that serve reads (history, the walk, closing times, full text) and that
 # no write reads: a bulk load drops them with the HNSW indexes and builds them at its end,
@@ -423,7 +450,7 @@ def build_vector_indexes(conn: Conn, *, size: bool = True) -> None:
 
         set_build_memory(conn, sorted(missing), None, local=True)
     dimensions = vector_dimensions(conn)
-    for name, table, column, held in VECTOR_INDEXES:
+    for name, table, column, held, seed in VECTOR_INDEXES:
         if name not in missing:
             continue
         dimension = dimensions.get((table, column))
@@ -438,10 +465,10 @@ def build_vector_indexes(conn: Conn, *, size: bool = True) -> None:
                 sql.Identifier(name),
                 sql.Identifier(table),
                 sql.SQL("({})").format(
-                    keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension)
+                    keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension, seed=seed)
                 ),
                 index_opclass(dimension),
-                sql.SQL(held),  # pyright: ignore[reportArgumentType]  # a constant above
+                sql.SQL(held),
             )
         )
 
