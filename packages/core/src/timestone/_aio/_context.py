@@ -218,8 +218,9 @@ async def build_context(
         used += cost
         chosen.append(dataclasses.replace(piece.item, tokens=cost))
     ordered = edge_order(chosen)
-    while ordered and count(render(ordered).as_prompt()) > token_budget:
+    tokens = count(render(ordered).as_prompt())  # the prompt's, counted once as it stands
+    while ordered and tokens > token_budget:
         weakest = min(ordered, key=lambda item: item.score)
         ordered.remove(weakest)
-    final = render(ordered)
-    return dataclasses.replace(final, tokens=count(final.as_prompt()))
+        tokens = count(render(ordered).as_prompt())
+    return dataclasses.replace(render(ordered), tokens=tokens)
