@@ -270,3 +270,27 @@ def test_a_group_of_many_told_episodes_is_searched_through_their_own_index(
     scans = dict(_index_scans(row[0][0]["Plan"]))
     assert scans.get("episodes_told_embedding_hnsw") == 60
     assert "episodes_embedding_hnsw" not in scans
+
+
+def test_a_context_as_of_a_moment_reads_the_told_episodes_held_then(
+    memory: timestone.Memory, group: str
+) -> None:
+    """As of a moment, the episodes held then (a document's chunk replaced since by its
+    next version), told ones only: the records of facts stay out there too."""
+    memory.add_document(
+        group, "file:///cellar.md", "The cellar holds Gamay in oak.", reference_time=T2015
+    )
+    memory.add_facts(
+        group, [F("Cellar", "HOLDS", "Gamay", fact="The cellar holds Gamay.")], reference_time=T2015
+    )
+    moment = datetime.now(UTC)
+    memory.add_document(
+        group, "file:///cellar.md", "The cellar holds Syrah in steel.", reference_time=T2015
+    )
+    question = "What does the cellar hold?"
+
+    def told(ctx: timestone.Context) -> list[str]:
+        return [item.text for item in ctx.items if item.kind == "episode"]
+
+    assert told(memory.context(group, question, as_of=moment)) == ["The cellar holds Gamay in oak."]
+    assert told(memory.context(group, question)) == ["The cellar holds Syrah in steel."]
