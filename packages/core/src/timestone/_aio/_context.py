@@ -191,8 +191,8 @@ async def build_context(
         embeddings=True,
         # no more than an item shows (``_clip``), and one more to know it was clipped
         content_chars=MAX_EPISODE_CHARS + 1,
-        # the records of structured facts are no evidence of their own (``_pieces``):
-        # left out in the search, they take no candidate's place
+        # the records of structured facts are no evidence of their own (their facts
+        # are): left out in the search, they take no candidate's place
         fact_records=False,
     )
     hits = await search_hits(db, embedder, group_id, req)
