@@ -290,8 +290,16 @@ def _few(table: str, *, created_by: bool = False, told: bool = False) -> sql.Com
         return sql.SQL(
             "few AS MATERIALIZED (SELECT count(*) < {n} AS yes FROM (SELECT 1"
             " FROM timestone.{t} AS p WHERE p.group_id = %(g)s AND p.expired_at IS NULL{told}"
-            " LIMIT {n}) AS p),"
-        ).format(t=sql.Identifier(table), n=_bound(table), told=_told("p", told))
+            "{order} LIMIT {n}) AS p),"
+        ).format(
+            t=sql.Identifier(table),
+            n=_bound(table),
+            told=_told("p", told),
+            # in the order of ``episodes_told``, which the count then reads: without it the
+            # plan scanned the table until it met 1,000 told episodes (1.3 ms of a context
+            # over 5,000 of them in the 100k-fact benchmark database)
+            order=sql.SQL(" ORDER BY p.id") if told else sql.SQL(""),
+        )
     return sql.SQL(
         "held AS MATERIALIZED (SELECT count(*) AS n, max(p.created_at) AS horizon"
         " FROM (SELECT p.created_at FROM timestone.{t} AS p WHERE p.group_id = %(g)s"
