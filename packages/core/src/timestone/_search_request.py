@@ -8,7 +8,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import cast
+from typing import LiteralString, cast
 
 from ._fulltext import check_alternatives
 from ._fusion import RERANKERS
@@ -27,6 +27,7 @@ __all__ = [
     "SCOPES",
     "SEED_FACTS_CAP",
     "SPLIT_ROWS",
+    "TOLD",
     "WALK_CAP",
     "WALK_DEPTH",
     "SearchRequest",
@@ -36,6 +37,10 @@ __all__ = [
 ]
 
 SCOPES = ("facts", "entities", "episodes", "communities")
+# the episodes that tell something, not the records of structured facts
+# (``SearchRequest.fact_records``): the predicate of their indexes (migration 0031,
+# ``_db.VECTOR_INDEXES``), which a statement repeats word for word to read them
+TOLD: LiteralString = "source <> 'facts'"
 MAX_QUERY_CHARS = 10_000
 MAX_SEARCH_LIMIT = 1000
 WALK_DEPTH = 1  # from the entities a query names

@@ -49,6 +49,7 @@ from ._search_request import (
     HOP_FACTS_CAP,
     HOP_FROM_FACTS,
     SEED_FACTS_CAP,
+    TOLD,
     WALK_CAP,
     WALK_DEPTH,
     SearchRequest,
@@ -262,10 +263,8 @@ def _bound(table: str) -> sql.Composable:
     return sql.SQL("%(exact_below)s") if table == "facts" else _L(EXACT_BELOW)
 
 
-# the condition that keeps to told episodes (``SearchRequest.fact_records`` False): the
-# predicate of ``episodes_told`` and of its HNSW index, which a plan uses where the
-# statement holds it word for word
-_TOLD: LiteralString = "{}.source <> 'facts'"
+# ``TOLD`` on an alias: what keeps a statement to told episodes
+_TOLD: LiteralString = "{}." + TOLD
 
 
 def _told(alias: str, told: bool) -> sql.Composable:

@@ -32,6 +32,7 @@ from .._arrays import register_text_array
 from .._compat import Spawned, settle, spawn
 from .._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from .._groups import check_group
+from .._search_request import TOLD
 from .._sockets import widen_send_buffer
 from .._vectors import TOLD_SEED, index_opclass, keyed, register_vector_array
 from ..embedders import Embedder
@@ -117,7 +118,7 @@ VECTOR_INDEXES = (
         "episodes_told_embedding_hnsw",
         "episodes",
         "embedding",
-        "expired_at IS NULL AND source <> 'facts'",
+        "expired_at IS NULL AND " + TOLD,
         TOLD_SEED,
     ),
     VectorIndex("entities_name_embedding_hnsw", "entities", "name_embedding", "expired_at IS NULL"),
