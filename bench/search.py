@@ -415,7 +415,7 @@ def run_size(
         found = [a in facts for (_, a), facts in zip(sample, answered, strict=True)]
         as_of = as_of_search(mem, group, sample)
         small = small_groups(mem, group, [q for q, _ in sample])
-        timed = [first, timed_pass(mem, group, later[0])]
+        timed = [first, *(timed_pass(mem, group, asked) for asked in later[:1])]
         writing = under_writes(mem, group, [q for q, _ in sample])
         vacuumed = autovacuumed(mem.dsn, datetime.now(UTC))
         mid = mid_groups(mem, group) if n_facts >= MID_FROM else None
@@ -487,11 +487,13 @@ LATENCY_PASSES = 3  # of the size's questions, each pass its own
 
 def later_passes(questions: Sequence[str], first: Sequence[str]) -> list[list[str]]:
     """The questions of the timed passes after the first: ``LATENCY_PASSES - 1`` lists as
-    long as ``first``, drawn from the other questions (as many as there are)."""
+    long as ``first``, drawn from the other questions (as many as there are; none when
+    ``first`` took them all)."""
     asked = set(first)
     rest = [q for q in questions if q not in asked]
     drawn = random.Random(23).sample(rest, min(len(rest), (LATENCY_PASSES - 1) * len(first)))
-    return [drawn[i * len(first) : (i + 1) * len(first)] for i in range(LATENCY_PASSES - 1)]
+    chunks = [drawn[i * len(first) : (i + 1) * len(first)] for i in range(LATENCY_PASSES - 1)]
+    return [chunk for chunk in chunks if chunk]
 
 
 @dataclasses.dataclass(frozen=True)
