@@ -10,11 +10,11 @@ buffer cache first, as ``bench.search`` does). The corpus's episodes are the one
 context that read each episode it considered whole read megabytes a call; they are
 records of facts, which a context does not search.
 
-Then the same for a group of told episodes written beside the big group on the first
-run (``--told``, 5,000 by default: more than are ranked exactly, so their HNSW index is
-read): the chunks of a shift log, one line each, and a question about one line, for
-which the share of contexts holding that line is counted too. Printed and written to
-``bench/results/context.json``.
+Then the same, on the same warm server, for a group of told episodes written beside the
+big group on the first run (``--told``, 5,000 by default: more than are ranked exactly,
+so their HNSW index is read): the chunks of a shift log, one line each, and a question
+about one line, for which the share of contexts holding that line is counted too.
+Printed and written to ``bench/results/context.json``.
 """
 
 from __future__ import annotations
@@ -68,56 +68,62 @@ def told_group(mem: timestone.Memory, n: int) -> None:
         )
 
 
-def measure_told(data_dir: Path, n: int, questions: int) -> dict[str, Any]:
-    """``context()`` of a question about one line of the shift log, for ``questions``
-    lines spread over the log: latency, and the share of contexts holding the line."""
-    asked = [i * (n // questions) for i in range(questions)]
-    with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
-        told_group(mem, n)
-        for i in asked[:3]:
-            mem.context(TOLD_GROUP, f"Who was the lead of shift {i}?")
-        pace = [cpu_pace_ms()]
-        took: list[float] = []
-        found = 0
-        for i in asked:
-            t0 = time.perf_counter()
-            ctx = mem.context(TOLD_GROUP, f"Who was the lead of shift {i}?")
-            took.append((time.perf_counter() - t0) * 1000)
-            found += any(f"Warden {i}." in item.text for item in ctx.items)
-        pace.append(cpu_pace_ms())
-    return {
-        "data_dir": str(data_dir),
-        "told_episodes": n,
-        "questions": len(asked),
-        **percentiles(took),
-        "line_in_context": round(found / len(asked), 3),
-        "cpu_pace_ms_before_after": pace,
-    }
+def timed(
+    mem: timestone.Memory, group: str, questions: Sequence[str]
+) -> tuple[list[float], list[timestone.Context], list[float]]:
+    """``context(group, question)`` for each question, after three to warm up: each
+    call's milliseconds end to end, the contexts, and the machine's pace around them."""
+    for q in questions[:3]:
+        mem.context(group, q)
+    pace = [cpu_pace_ms()]
+    took: list[float] = []
+    contexts: list[timestone.Context] = []
+    for q in questions:
+        t0 = time.perf_counter()
+        contexts.append(mem.context(group, q))
+        took.append((time.perf_counter() - t0) * 1000)
+    pace.append(cpu_pace_ms())
+    return took, contexts, pace
 
 
-def measure(data_dir: Path, n: int) -> dict[str, Any]:
+def measure(data_dir: Path, n: int, told: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The corpus's big group, then (``told`` > 0) the told group, on one warm server:
+    the told group is written first, then every table and index is loaded into the
+    buffer cache."""
     corpus = json.loads((data_dir / "corpus.json").read_text())
     group: str = corpus["group"]
     questions = [q for q, _ in corpus["questions"][:n]]
     with timestone.Memory.open(data_dir=data_dir, ontology=ONTOLOGY) as mem:
+        if told:
+            told_group(mem, told)
         with psycopg.connect(mem.dsn, autocommit=True) as conn:
             prewarm(conn)  # a warm server, as bench.search measures
-        for q in questions[:3]:
-            mem.context(group, q)
-        pace = [cpu_pace_ms()]
-        took: list[float] = []
-        items: list[int] = []
-        for q in questions:
-            t0 = time.perf_counter()
-            ctx = mem.context(group, q)
-            took.append((time.perf_counter() - t0) * 1000)
-            items.append(len(ctx.items))
-        pace.append(cpu_pace_ms())
-    return {
+        took, contexts, pace = timed(mem, group, questions)
+        items = [len(ctx.items) for ctx in contexts]
+        row = {
+            "data_dir": str(data_dir),
+            "questions": len(questions),
+            **percentiles(took),
+            "items_per_context_min_max": [min(items), max(items)],
+            "cpu_pace_ms_before_after": pace,
+        }
+        if not told:
+            return row, None
+        # a question about one line of the shift log, for n lines spread over it
+        asked = [i * (told // n) for i in range(n)]
+        took, contexts, pace = timed(
+            mem, TOLD_GROUP, [f"Who was the lead of shift {i}?" for i in asked]
+        )
+        found = sum(
+            any(f"Warden {i}." in item.text for item in ctx.items)
+            for i, ctx in zip(asked, contexts, strict=True)
+        )
+    return row, {
         "data_dir": str(data_dir),
-        "questions": len(questions),
+        "told_episodes": told,
+        "questions": len(asked),
         **percentiles(took),
-        "items_per_context_min_max": [min(items), max(items)],
+        "line_in_context": round(found / len(asked), 3),
         "cpu_pace_ms_before_after": pace,
     }
 
@@ -128,8 +134,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--questions", type=int, default=QUESTIONS)
     parser.add_argument("--told", type=int, default=TOLD, help="told episodes (0: none)")
     args = parser.parse_args(argv)
-    rows = [measure(d, args.questions) for d in args.data_dirs]
-    told = [measure_told(d, args.told, args.questions) for d in args.data_dirs if args.told]
+    measured = [measure(d, args.questions, args.told) for d in args.data_dirs]
+    rows = [row for row, _ in measured]
+    told = [row for _, row in measured if row is not None]
     path = write_result("context", {"corpora": rows, "told": told})
     print("| corpus | questions | p50 ms | p95 ms | pace ms |")
     print("|---|---:|---:|---:|---|")
