@@ -4,7 +4,7 @@ VENV := .venv
 UV := $(VENV)/bin/uv
 RUN := $(UV) run --frozen --all-packages --inexact
 
-.PHONY: venv demo test lint format bench gen-sync clean
+.PHONY: venv demo test lint format bench bench-report gen-sync clean
 
 $(VENV)/.synced: uv.lock pyproject.toml packages/*/pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench: venv
 	$(RUN) python -m bench.search --sizes 10000 100000
 	$(RUN) python -m bench.duplicates
 	$(RUN) python -m bench.hostile
+	$(RUN) python -m bench.report
+
+# docs/benchmarks.md and the README's benchmark table, from bench/results/*.json
+bench-report: venv
+	$(RUN) python -m bench.report
 
 clean:
 	rm -rf $(VENV)
