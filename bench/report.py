@@ -162,7 +162,7 @@ def headline() -> Lines:
                 "`bench.duplicates`",
             )
         )
-    return table(["measure", "result", "command"], rows, [False, False, False])
+    return table(["measure", "result", "command (`.venv/bin/python -m ...`)"], rows, [False] * 3)
 
 
 def corpus_size(corpus: Result) -> str:
