@@ -183,3 +183,27 @@ def test_the_core_package_example(
     exec(compile(example.group(1).replace('"acme"', repr(group)), str(page), "exec"), namespace)
     namespace["mem"].close()  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
     assert capsys.readouterr().out.splitlines() == ["['Château Sud']", "['Château Nord']"]
+
+
+def _missing_proofs(text: str, root: Path) -> list[str]:
+    """The tests a README names (``tests/x/test_y.py::name`` or ``test_y.py``) that do not exist."""
+    missing: list[str] = []
+    for file, name in re.findall(r"`((?:tests/[\w/]+/)?test_\w+\.py)(?:::(\w+))?`", text):
+        paths = [root / file] if file.startswith("tests/") else list(root.glob(f"tests/*/{file}"))
+        if not paths or not all(p.exists() for p in paths):
+            missing.append(file)
+        elif name and not any(f"def {name}(" in p.read_text() for p in paths):
+            missing.append(f"{file}::{name}")
+    return missing
+
+
+def test_the_feature_table_names_tests_that_exist(tmp_path: Path) -> None:
+    assert _missing_proofs(README.read_text(), ROOT) == []
+    (tmp_path / "tests" / "core").mkdir(parents=True)
+    (tmp_path / "tests" / "core" / "test_a.py").write_text("def test_b(): ...\n")
+    assert _missing_proofs(
+        "`test_a.py::test_b` `test_a.py::test_c` `tests/x/test_d.py`", tmp_path
+    ) == [
+        "test_a.py::test_c",
+        "tests/x/test_d.py",
+    ]
