@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -26,3 +27,11 @@ def test_the_python_example(dsn: str, group: str, monkeypatch: pytest.MonkeyPatc
     mem = namespace["mem"]
     assert mem.__class__.__name__ == "Memory"
     mem.close()  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def test_every_python_block_compiles() -> None:
+    """The toolkit examples need models to run; they must at least be Python."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    assert len(blocks) >= 5  # Python, the three toolkits, a real model
+    for block in blocks:
+        compile(block, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
