@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_index.core import Document, PropertyGraphIndex
+from llama_index.core import Document, PropertyGraphIndex, SimpleDirectoryReader
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.graph_stores import SimplePropertyGraphStore
 from llama_index.core.graph_stores.types import (
+    TRIPLET_SOURCE_KEY,
     EntityNode,
     LabelledNode,
     PropertyGraphStore,
@@ -227,6 +229,8 @@ def test_delete_llama_nodes_by_ref_doc_id(memory: timestone.Memory, group: str) 
 # -- bad inputs ----------------------------------------------------------------------------
 
 
+FROM_ONE = {TRIPLET_SOURCE_KEY: "chunk-1"}
+FROM_TWO = {TRIPLET_SOURCE_KEY: "chunk-2"}
 BAD: dict[str, tuple[Callable[[PropertyGraphStore], object], str]] = {
     "a NUL in an entity name": (
         lambda s: s.upsert_nodes([EntityNode(name="Ada\x00")]),
@@ -245,16 +249,29 @@ BAD: dict[str, tuple[Callable[[PropertyGraphStore], object], str]] = {
         "target_id is empty",
     ),
     "an empty entity name": (lambda s: s.upsert_nodes([EntityNode(name="")]), "empty"),
+    # each chunk's relations are written apart: the second chunk's bad one must stop the first's
     "huge properties": (
         lambda s: s.upsert_relations(
             [
-                Relation(label="KNOWS", source_id="Ada", target_id="Bo"),
+                Relation(label="KNOWS", source_id="Ada", target_id="Bo", properties=FROM_ONE),
                 Relation(
-                    label="KNOWS", source_id="Cy", target_id="Dee", properties={"x": "y" * 200_000}
+                    label="KNOWS",
+                    source_id="Cy",
+                    target_id="Dee",
+                    properties={**FROM_TWO, "x": "y" * 200_000},
                 ),
             ]
         ),
         "characters of JSON",
+    ),
+    "an embedding that is not a number": (
+        lambda s: s.upsert_nodes(
+            [
+                EntityNode(name="Ada", embedding=[1.0, 0.0], properties=FROM_ONE),
+                EntityNode(name="Bo", embedding=[1.0, float("nan")], properties=FROM_TWO),
+            ]
+        ),
+        "not a finite number",
     ),
     "a property JSON cannot hold": (
         lambda s: s.upsert_nodes(
@@ -296,3 +313,38 @@ def test_bad_input_is_refused_by_name_and_writes_nothing(
     assert memory.stats(group)["entities"]["versions"] == 0
     assert memory.stats(group)["items"]["versions"] == 0
     assert ours.get() == []
+
+
+def test_the_documented_load_into_two_tenants(memory: timestone.Memory, tmp_path: Path) -> None:
+    """docs/adapters.md's example: a file read with filename_as_id, loaded into two tenants,
+    then deleted from one; two reference stores take the same calls."""
+    path = tmp_path / "handbook.txt"
+    path.write_text("Mira | directs | Nord\nNord | is in | Loire\n")
+    handbook = SimpleDirectoryReader(input_files=[path], filename_as_id=True).load_data()
+    tenants = ["tenant-a-" + uuid.uuid4().hex[:8], "tenant-b-" + uuid.uuid4().hex[:8]]
+    graphs: dict[str, list[set[Triple]]] = {}
+    for kind in ("simple", "timestone"):
+        stores: list[PropertyGraphStore] = []
+        index: PropertyGraphIndex | None = None
+        for tenant in tenants:
+            store = (
+                SimplePropertyGraphStore()
+                if kind == "simple"
+                else TimestonePropertyGraphStore(memory, tenant)
+            )
+            index = _index(store)
+            for document in handbook:
+                index.insert(document)
+            stores.append(store)
+        graphs[kind] = [_entity_triples(s) for s in stores]
+        assert index is not None
+        index.delete_ref_doc(handbook[0].doc_id)  # from the last tenant
+        graphs[kind] += [_entity_triples(s) for s in stores]
+    loaded = {("Mira", "Directs", "Nord"), ("Nord", "IS_IN", "Loire")}
+    assert graphs["timestone"][:2] == graphs["simple"][:2] == [loaded, loaded]
+    # after the delete: tenant a keeps its graph; tenant b's is empty here, while the
+    # reference keeps the deleted document's relations
+    assert graphs["timestone"][2:] == [loaded, set()]
+    assert graphs["simple"][2:] == [loaded, loaded]
+    assert memory.facts(tenants[1]) == []
+    assert len(memory.facts(tenants[0])) == 2

@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import math
 import re
 import uuid
 from collections.abc import Generator, Sequence
@@ -64,6 +65,7 @@ _PAGE = 1000  # the most a memory read returns at once
 _MAX_DEPTH = 10
 _MAX_ID_CHARS = 512  # of a relation end, as Memory.graph_upsert takes it
 _MAX_PROPERTIES_CHARS = 100_000  # the JSON of one node's or relation's properties
+_MAX_DIMENSIONS = 16_000  # pgvector's
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -139,6 +141,20 @@ def _properties(value: object, what: str) -> dict[str, Any]:
             f"{what} are {len(text):,} characters of JSON; the limit is {_MAX_PROPERTIES_CHARS:,}"
         )
     return cast(dict[str, Any], value)
+
+
+def _embedding(value: Sequence[object], what: str) -> list[float]:
+    """Finite numbers, not all zero, at most ``_MAX_DIMENSIONS`` of them."""
+    if not 1 <= len(value) <= _MAX_DIMENSIONS:
+        raise InvalidInput(f"{what} has {len(value)} dimensions; from 1 to {_MAX_DIMENSIONS:,}")
+    out: list[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+            raise InvalidInput(f"{what} holds {x!r:.80}, not a finite number")
+        out.append(float(x))
+    if not any(out):
+        raise InvalidInput(f"{what} is all zeros: it has no direction to compare")
+    return out
 
 
 def relation_name(label: str) -> str:
@@ -380,7 +396,7 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
             entities, vectors = by_source.setdefault(_source_of(props), ([], {}))
             entities.append(EntityInput(n.name, labels, attributes=dict(props)))
             if n.embedding is not None:
-                vectors[n.name] = list(n.embedding)
+                vectors[n.name] = _embedding(n.embedding, f"the embedding of node {n.name!r:.80}")
                 dimensions.add(len(n.embedding))
         else:
             raise TypeError(
