@@ -186,6 +186,36 @@ async def test_an_index_retrieves_through_the_async_path(
     assert "Mira -> DIRECTS -> Nord" in texts["timestone"]
 
 
+async def test_the_default_retrievers_await_the_store(amemory: timestone.AsyncMemory) -> None:
+    """The index's default sub-retrievers with their source text: vector_query, the rel
+    map and the chunks, each awaited (the reference runs no vector queries, so ours alone)."""
+    group = "t-" + uuid.uuid4().hex[:16]
+    store = TimestonePropertyGraphStore(amemory, group)
+    embed = MockEmbedding(embed_dim=8)
+    chunk = TextNode(id_="notes_part_0", text="Mira directs Nord.")
+    await store.aupsert_llama_nodes([chunk])
+    await store.aupsert_nodes(
+        [
+            EntityNode(name=n, properties={TRIPLET_SOURCE_KEY: chunk.node_id}, embedding=v)
+            for n, v in (("Mira", [1.0] + [0.0] * 7), ("Nord", [0.0] * 7 + [1.0]))
+        ]
+    )
+    await store.aupsert_relations(
+        [
+            Relation(
+                label="DIRECTS",
+                source_id="Mira",
+                target_id="Nord",
+                properties={TRIPLET_SOURCE_KEY: chunk.node_id},
+            )
+        ]
+    )
+    index = PropertyGraphIndex.from_existing(store, llm=SynonymLLM(), embed_model=embed)
+    found = await index.as_retriever(include_text=True, use_async=True).aretrieve("Mira")
+    texts = [n.node.get_content() for n in found]
+    assert any("Mira -> DIRECTS -> Nord" in t and chunk.text in t for t in texts), texts
+
+
 async def test_async_document_load_and_delete(amemory: timestone.AsyncMemory) -> None:
     """Chunks of two documents and what was read from each; deleting one document by its
     ref_doc_id, awaited, removes what only it supported (the reference keeps its facts)."""
