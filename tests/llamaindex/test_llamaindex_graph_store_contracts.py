@@ -283,6 +283,10 @@ BAD: dict[str, tuple[Callable[[PropertyGraphStore], object], str]] = {
         lambda s: s.upsert_nodes([EntityNode(name="Ada", properties={"note": "a\x00b"})]),
         "NUL",
     ),
+    "a NUL in a nested property key": (
+        lambda s: s.upsert_nodes([EntityNode(name="Ada", properties={"a": [{"b\x00": 1}]})]),
+        "NUL",
+    ),
     "a NUL in an id to delete": (lambda s: s.delete(ids=["Ada\x00"]), "NUL"),
     "an empty id to delete": (lambda s: s.delete(ids=[""]), "empty"),
     "embeddings of two sizes": (
@@ -348,3 +352,14 @@ def test_the_documented_load_into_two_tenants(memory: timestone.Memory, tmp_path
     assert graphs["simple"][2:] == [loaded, loaded]
     assert memory.facts(tenants[1]) == []
     assert len(memory.facts(tenants[0])) == 2
+
+
+def test_edge_values_round_trip_as_in_the_reference(store: PropertyGraphStore) -> None:
+    """Text that looks like an escape, unicode, nested lists, long ids within the limit."""
+    long_id = "part_" + "x" * 500
+    properties = {"note": "\\u0000 is not NUL", "é": ["✓", {"n": [1, 2.5, None, True]}]}
+    store.upsert_nodes([EntityNode(name="Ada", properties=properties)])
+    store.upsert_llama_nodes([TextNode(id_=long_id, text="  spaced\ttext ")])
+    [ada] = store.get(ids=["Ada"])
+    assert ada.properties == properties
+    assert [n.get_content() for n in store.get_llama_nodes([long_id])] == ["  spaced\ttext "]

@@ -66,6 +66,7 @@ _MAX_DEPTH = 10
 _MAX_ID_CHARS = 512  # of a relation end, as Memory.graph_upsert takes it
 _MAX_PROPERTIES_CHARS = 100_000  # the JSON of one node's or relation's properties
 _MAX_DIMENSIONS = 16_000  # pgvector's
+_MAX_JSON_DEPTH = 64
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
@@ -126,16 +127,34 @@ def _node_id(value: object, what: str) -> str:
     return value
 
 
+def _check_json(value: object, what: str, depth: int = 0) -> None:
+    """Mappings with string keys, to at most ``_MAX_JSON_DEPTH`` levels; strings Postgres
+    can store (the other values ``json.dumps`` checks)."""
+    if depth > _MAX_JSON_DEPTH:
+        raise InvalidInput(f"{what} are nested deeper than {_MAX_JSON_DEPTH} levels")
+    if isinstance(value, str):
+        _storable(value, what)
+    elif isinstance(value, dict):
+        for key, item in cast(dict[object, object], value).items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{what} have a key that is not a string: {key!r:.80}")
+            _storable(key, what)
+            _check_json(item, what, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in cast(Sequence[object], value):
+            _check_json(item, what, depth + 1)
+
+
 def _properties(value: object, what: str) -> dict[str, Any]:
     """Properties as JSON can hold them, checked before anything is written (a store call
     may make several writes)."""
     if not isinstance(value, dict):
         raise InvalidInput(f"{what} must be a dict, got {type(value).__name__}")
+    _check_json(cast(object, value), what)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{what} cannot be stored as JSON: {exc}") from None
-    _storable(text.replace("\\u0000", "\x00"), what)
     if len(text) > _MAX_PROPERTIES_CHARS:
         raise InvalidInput(
             f"{what} are {len(text):,} characters of JSON; the limit is {_MAX_PROPERTIES_CHARS:,}"
