@@ -1,5 +1,5 @@
 """The property graph view (Memory.graph_*): one transaction per write, the recursive walk,
-retraction in system time, rollback, and the cross-group id check under the library role."""
+retraction in system time, rollback, and node ids per group."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import random
 import uuid
 from datetime import UTC, datetime
 
-import psycopg
 import pytest
 
 import timestone
 from timestone import EntityInput, GraphChunk, GraphRelation
-from timestone.errors import ForeignNode
+from timestone.errors import InvalidInput
 
 
 def _triples(edges: list[timestone.GraphEdge]) -> set[tuple[str, str, str]]:
@@ -26,9 +25,7 @@ def _triples(edges: list[timestone.GraphEdge]) -> set[tuple[str, str, str]]:
 
 def test_a_graph_write_is_one_transaction(memory: timestone.Memory, group: str) -> None:
     key = "chunk-" + uuid.uuid4().hex
-    elsewhere = "chunk-" + uuid.uuid4().hex
-    memory.graph_upsert("other-" + uuid.uuid4().hex[:10], chunks=[GraphChunk(elsewhere, "x")])
-    with pytest.raises(ForeignNode):  # the last relation names a chunk another group holds
+    with pytest.raises(InvalidInput, match="dimensions"):  # found last, after every other write
         memory.graph_upsert(
             group,
             entities=[EntityInput("Ada", ("PERSON",))],
@@ -36,8 +33,8 @@ def test_a_graph_write_is_one_transaction(memory: timestone.Memory, group: str) 
             relations=[
                 GraphRelation(key, "MENTIONS", "Ada"),
                 GraphRelation("Ada", "KNOWS", "Bo", {"places": ["Lyon"]}),
-                GraphRelation(elsewhere, "MENTIONS", "Bo"),
             ],
+            vectors={"Ada": [1.0, 0.0], "Bo": [1.0, 0.0, 0.0]},
         )
     nodes = memory.graph_nodes(group)
     assert (nodes.entities, nodes.chunks) == ([], [])
@@ -91,20 +88,27 @@ def test_walk_retract_and_rollback(memory: timestone.Memory, group: str) -> None
     }
 
 
-def test_the_id_check_answers_only_inside_a_group(dsn: str, memory: timestone.Memory) -> None:
+def test_node_ids_are_per_group(memory: timestone.Memory) -> None:
     a, b = "ga-" + uuid.uuid4().hex[:10], "gb-" + uuid.uuid4().hex[:10]
     key = "chunk-" + uuid.uuid4().hex
     memory.graph_upsert(a, chunks=[GraphChunk(key, "text of a")])
-    with pytest.raises(ForeignNode):
-        memory.graph_upsert(b, chunks=[GraphChunk(key, "text of b")])
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET ROLE timestone_app")
-        query = "SELECT f.id FROM timestone.graph_ids_elsewhere(%s::text[]) AS f(id)"
-        assert conn.execute(query, ([key],)).fetchall() == []  # no group: no answer
-        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (a,))
-        assert conn.execute(query, ([key],)).fetchall() == []  # its own
-        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (b,))
-        assert conn.execute(query, ([key, "other"],)).fetchall() == [(key,)]
+    ada = memory.graph_upsert(a, entities=[EntityInput("Ada")]).entities[0]
+    # the same chunk key in another group is another chunk; an entity id of group a names
+    # nothing in group b, so b's relation makes an entity of that name there
+    memory.graph_upsert(
+        b,
+        chunks=[GraphChunk(key, "text of b")],
+        relations=[GraphRelation(key, "MENTIONS", str(ada.id))],
+    )
+    assert [c.text for c in memory.graph_nodes(a, ids=[key]).chunks] == ["text of a"]
+    assert [c.text for c in memory.graph_nodes(b, ids=[key]).chunks] == ["text of b"]
+    assert _triples(memory.graph_edges(a)) == set()
+    assert _triples(memory.graph_edges(b)) == {(key, "MENTIONS", str(ada.id))}
+    # retracting in b leaves a's chunk and entity
+    memory.graph_retract(b, ids=[key, str(ada.id)])
+    assert memory.graph_nodes(b, ids=[key]).chunks == []
+    assert [c.text for c in memory.graph_nodes(a, ids=[key]).chunks] == ["text of a"]
+    assert memory.get_entity(a, "Ada") is not None
 
 
 def test_relation_properties_may_hold_lists_and_objects(

@@ -8,7 +8,7 @@ The hierarchy::
     │   ├── InvalidGroup             empty, non-string or malformed group id
     │   ├── InvalidPeriod            invalid_at not after valid_at; a time in the future
     │   ├── OntologyViolation        unknown relation or type, attributes failing their model
-    │   ├── ForeignNode              a node id (entity id, chunk key) that another group holds
+    │   ├── ForeignNode              (no longer raised: graph node ids are per group)
     │   └── ToolRefused              a memory tool refused a model's arguments (says which, why)
     ├── NotFound                     no such episode, entity or fact in this group
     │   └── AlreadyRemoved           the episode was removed before
@@ -83,10 +83,11 @@ class OntologyViolation(InvalidInput):
 
 
 class ForeignNode(InvalidInput):
-    """A graph write names a node id (an entity id, a chunk key) that another group holds.
+    """Kept for code that catches it; nothing raises it any more.
 
-    Ids are global, so this is a mix-up of tenants, refused before anything is written;
-    ``ids`` lists the ids concerned (never the group that holds them)."""
+    Graph node ids (entity ids, chunk keys) were once global, and a write naming an id
+    another group held was refused with it. They are per group now: the same id in two
+    groups names two nodes, and no group learns what another holds."""
 
     def __init__(self, message: str, *, ids: tuple[str, ...] = ()) -> None:
         super().__init__(message)

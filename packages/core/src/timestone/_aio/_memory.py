@@ -731,7 +731,7 @@ class AsyncMemory:
         winning) through one episode; ``relations`` between entities become facts true from
         ``valid_at`` (default ``reference_time``, default now), those with a chunk end links;
         ``vectors`` (entity name to vector) are kept in ``vector_space`` for
-        ``graph_nearest``. A node id another group holds raises ``ForeignNode``."""
+        ``graph_nearest``. Node ids are per group: another group's ids are not seen."""
         from .._graph import check_chunk, check_space, check_vector
         from .._items import check_value
         from ._graph import graph_upsert, write_keys
@@ -888,8 +888,7 @@ class AsyncMemory:
     ) -> dict[str, int]:
         """Retract nodes by id (with every edge at them) and edges by ``GraphEdge.id`` (a
         fact id or a link key), in system time: current reads stop seeing them, ``as_of``
-        still does. Returns what went, per kind. A node id another group holds raises
-        ``ForeignNode``."""
+        still does. Returns what went, per kind. Node ids are per group."""
         from .._graph import check_node_ids
         from ._graph import graph_retract
 

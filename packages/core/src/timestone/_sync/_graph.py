@@ -43,7 +43,7 @@ from .._graph import (
 )
 from .._models import Entity, EntityInput, Fact, FactInput, check_uuid
 from .._names import fold, fuzzy_eligible, near_identical, normalize
-from ..errors import ForeignNode, InvalidInput
+from ..errors import InvalidInput
 from ._db import Conn
 from ._entities import entity_from_row, lock_keys, recompute_entities
 from ._facts import held_clause, read_facts, recompute_retracted, valid_clause
@@ -180,22 +180,6 @@ def _resolve(conn: Conn, group_id: str, ids: Sequence[str], as_of: datetime | No
         rest = [i for i in rest if i not in out.entities]
     out.missing = rest
     return out
-
-
-def _refuse_foreign(conn: Conn, group_id: str, ids: Sequence[str]) -> None:
-    if not ids:
-        return
-    cur = conn.execute(
-        "SELECT f.id FROM timestone.graph_ids_elsewhere(%s::text[]) AS f(id)", (list(ids),)
-    )
-    foreign = tuple(sorted(row["id"] for row in cur.fetchall()))
-    if foreign:
-        shown = ", ".join(repr(i) for i in foreign[:5])
-        raise ForeignNode(
-            f"node id {shown} belongs to another group, not to {group_id!r}: a graph store "
-            "works in one group, and nothing was written",
-            ids=foreign,
-        )
 
 
 def write_keys(
@@ -600,12 +584,11 @@ def graph_upsert(
     vectors; ``ingest`` is the memory's ``Ingest`` (its resolution and date fight)."""
     from ._episodes import EpisodeRow
 
-    # every id the write names that this group does not hold must not be another group's
+    # node ids are per group: an id this group does not hold names a new node here, whatever
+    # another group holds under it (nor is that group's holding of it ever told)
     named = [c.key for c in chunks] + [n for r in relations for n in (r.source, r.target)]
     named += [e.name for e in entities]
     here = _resolve(w.conn, w.group_id, list(dict.fromkeys(named)), None)
-    _refuse_foreign(w.conn, w.group_id, [c.key for c in chunks if c.key not in here.chunks])
-    _refuse_foreign(w.conn, w.group_id, here.missing)
 
     for c in chunks:
         value = {"text": c.text, "label": c.label, "attributes": dict(c.attributes)}
@@ -770,7 +753,6 @@ def graph_retract(
     episode made them, and its slot recomputed, so what it had closed reopens."""
     counts = {"entities": 0, "facts": 0, "chunks": 0, "links": 0}
     found = _resolve(w.conn, w.group_id, ids, None)
-    _refuse_foreign(w.conn, w.group_id, found.missing)
     entity_ids = sorted({u for us in found.entities.values() for u in us})
     chunk_keys = sorted(found.chunks)
     fact_ids = [e for e in edges if isinstance(e, uuid.UUID)]
