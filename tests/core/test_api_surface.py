@@ -14,7 +14,7 @@ PUBLIC = {
     "HTTPReranker", "HashEmbedder", "IngestResult", "Item", "LLM", "LLMBudget", "LLMReply",
     "LLMRequest", "LLMUsage", "Memory", "NOW", "Ontology", "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM", "OverlapReranker", "RemovalReport", "Reranker", "RollbackReport",
-    "SearchResults", "TimestoneError", "WordLlamaEmbedder", "errors",
+    "SearchResults", "TimestoneError", "WordLlamaEmbedder", "errors", "toolkit",
 }  # fmt: skip
 
 CONTRACT = {  # API.md: the methods adapters, the CLI and outside checks are written against

@@ -7,6 +7,7 @@ and hands the work to the domain modules (``_ingest``, ``_facts``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from .._models import (
     RollbackReport,
     check_list,
     check_mapping,
+    check_relation,
     check_text,
 )
 from .._names import normalize
@@ -463,7 +465,7 @@ class AsyncMemory:
         src = None if source is None else _entity_ref(source, "source")
         tgt = None if target is None else _entity_ref(target, "target")
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading facts") as conn:
             return await read_facts(
                 conn,
@@ -504,7 +506,7 @@ class AsyncMemory:
             )
         n = None if limit is None else _limit(limit)
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading a timeline") as conn:
             return await read_facts(
                 conn,
@@ -749,7 +751,7 @@ class AsyncMemory:
         for r in check_list(relations, "relations", "GraphRelation records"):
             if not isinstance(r, GraphRelation):
                 raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
-            rels.append(r)
+            rels.append(dataclasses.replace(r, relation=check_relation(r.relation)))
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
             check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
