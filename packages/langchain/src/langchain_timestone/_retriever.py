@@ -76,6 +76,8 @@ class TimestoneRetriever(BaseRetriever):
             "scopes": self.scopes,
             "valid_at": self.valid_at,
             "as_of": self.as_of,
+            # the records of structured facts are not passages: their facts are the answer
+            "fact_records": False,
         }
 
     def _get_relevant_documents(

@@ -972,11 +972,13 @@ class Memory:
         edge_types: Sequence[str] | None = None,
         labels: Sequence[str] | None = None,
         ids: Sequence[uuid.UUID | str] | None = None,
+        fact_records: bool = True,
     ) -> SearchResults:
         """Hybrid search (full text, vectors, graph walk) over ``scopes``: facts, entities,
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
-        ``as_of`` (system time)."""
+        ``as_of`` (system time). ``fact_records=False``: the episodes that only record
+        structured facts (``add_facts``) are not searched, only told ones and chunks."""
         from .._search_request import prepare_search
         from ._search import search
 
@@ -991,6 +993,7 @@ class Memory:
             edge_types=edge_types,
             labels=labels,
             ids=ids,
+            fact_records=fact_records,
         )
         return search(self._db, self.embedder, group_id, req)
 
