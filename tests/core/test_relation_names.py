@@ -49,6 +49,8 @@ def test_inputs_take_the_normal_form() -> None:
     onto = timestone.Ontology(edge_types=[edge])
     assert onto.edge("works_at") is edge
     assert onto.cardinality("WorksAt") == "one"
+    with pytest.raises(InvalidInput, match="two edge types are named WORKS_AT"):
+        timestone.Ontology(edge_types=[edge, timestone.EdgeType("WORKS_AT")])
     for bad in ("works at", "", "_", "2ND", "R\x00"):  # an identifier, or refused
         with pytest.raises(InvalidInput, match="relation"):
             timestone.FactInput("Mira", bad, "Sud")

@@ -87,7 +87,11 @@ class Ontology:
         closed: bool = False,
     ) -> None:
         self._entities = {t.name: t for t in entity_types}
-        self._edges = {t.name: t for t in edge_types}
+        self._edges: dict[str, EdgeType] = {}
+        for t in edge_types:
+            if t.name in self._edges:  # names compare in their normal form: worksAt, WORKS_AT
+                raise InvalidInput(f"two edge types are named {t.name}: declare each relation once")
+            self._edges[t.name] = t
         self.closed = closed
 
     @property
