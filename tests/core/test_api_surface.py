@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import uuid
+
+import pytest
 
 import timestone
-from timestone import errors
+from timestone import errors, toolkit
 
 PUBLIC = {
     "AsyncMemory", "Community", "CommunityReport", "Context", "ContextItem", "DocumentResult",
@@ -14,7 +17,7 @@ PUBLIC = {
     "HTTPReranker", "HashEmbedder", "IngestResult", "Item", "LLM", "LLMBudget", "LLMReply",
     "LLMRequest", "LLMUsage", "Memory", "NOW", "Ontology", "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM", "OverlapReranker", "RemovalReport", "Reranker", "RollbackReport",
-    "SearchResults", "TimestoneError", "WordLlamaEmbedder", "errors",
+    "SearchResults", "TimestoneError", "WordLlamaEmbedder", "errors", "toolkit",
 }  # fmt: skip
 
 CONTRACT = {  # API.md: the methods adapters, the CLI and outside checks are written against
@@ -61,3 +64,44 @@ def test_every_error_derives_from_the_root() -> None:
         cls = getattr(errors, name)
         if isinstance(cls, type) and issubclass(cls, Exception):
             assert issubclass(cls, errors.TimestoneError) or name == "ExtractionWarning", name
+
+
+TOOLKIT = {  # timestone.toolkit: what the adapters build on; names may be added, never removed
+    "ASYNC_TOOLS", "CITATION_PATTERN", "DEFAULT_RETRIEVER_SCOPES", "DEFAULT_TOKEN_BUDGET",
+    "DESCRIPTIONS", "MAX_EPISODE_CHARS", "MAX_QUERY_CHARS", "NOW", "RETRIEVER_SCOPES", "TOOLS",
+    "TOOL_NAMES", "Found", "Now", "Retrieved", "aentity_timeline", "aremember", "asearch_memory",
+    "check_aware", "check_group", "check_list", "check_scopes", "check_tool_settings",
+    "citation_of", "entity_record", "entity_timeline", "episode_record", "fact_line",
+    "fact_record", "parse_when", "ranked_records", "relation_name", "remember", "search_memory",
+}  # fmt: skip
+
+
+def test_toolkit_is_pinned() -> None:
+    assert set(toolkit.__all__) == TOOLKIT
+    for name in toolkit.__all__:
+        assert hasattr(toolkit, name), name
+
+
+def test_toolkit_tools_come_in_twins_with_a_description_each() -> None:
+    assert set(toolkit.TOOLS) == set(toolkit.ASYNC_TOOLS) == set(toolkit.TOOL_NAMES)
+    assert set(toolkit.DESCRIPTIONS) == set(toolkit.TOOL_NAMES)
+    for name in toolkit.TOOL_NAMES:
+        sync, aio = toolkit.TOOLS[name], toolkit.ASYNC_TOOLS[name]
+        assert getattr(toolkit, name) is sync
+        assert getattr(toolkit, "a" + name) is aio
+        assert inspect.iscoroutinefunction(aio)
+        assert not inspect.iscoroutinefunction(sync)
+        assert list(inspect.signature(sync).parameters) == list(inspect.signature(aio).parameters)
+        assert "Args:" in toolkit.DESCRIPTIONS[name]
+
+
+def test_toolkit_scopes_and_citations() -> None:
+    assert toolkit.DEFAULT_RETRIEVER_SCOPES == ("facts", "episodes")
+    assert toolkit.check_scopes("episodes") == ("episodes",)
+    assert toolkit.check_scopes(["facts", "entities", "facts"]) == ("facts", "entities")
+    for bad, says in (((), "at least one"), (("facts", "edges"), "unknown scope"), (3, "scopes")):
+        with pytest.raises(errors.InvalidInput, match=says):
+            toolkit.check_scopes(bad)
+    ident = uuid.UUID("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b")
+    assert toolkit.citation_of("fact", ident) == "F-" + ident.hex[-10:]
+    assert toolkit.CITATION_PATTERN.fullmatch(toolkit.citation_of("episode", ident))

@@ -207,11 +207,11 @@ def test_entities_and_relations_are_timestone_entities_and_facts(
     assert mira.labels == ("PERSON",)
     assert mira.attributes == {"role": "winemaker"}
     [fact] = memory.facts(group, source="Mira")
-    # an identifier label stays as it is; another becomes one ("located in": LOCATED_IN)
-    assert (fact.source, fact.relation, fact.target) == ("Mira", "directs", "Château Sud")
+    # a label takes the normal form of relation names: "directs", "located in": DIRECTS, LOCATED_IN
+    assert (fact.source, fact.relation, fact.target) == ("Mira", "DIRECTS", "Château Sud")
     assert fact.attributes == {"n": 1}
     timeline = memory.timeline(group, "Château Sud")
-    assert sorted(f.relation for f in timeline) == ["LOCATED_IN", "directs"]
+    assert sorted(f.relation for f in timeline) == ["DIRECTS", "LOCATED_IN"]
     hits = memory.search(group, "Mira directs Château Sud", limit=3)
     assert fact.id in [f.id for f in hits.facts]
     # names resolve as Timestone resolves them: case and accents
@@ -224,11 +224,11 @@ def test_entities_and_relations_are_timestone_entities_and_facts(
         reference_time=datetime.now(UTC),
     )
     assert _names(store.get_triplets(entity_names=["Mira"])) == {
-        ("Mira", "directs", "Château Sud"),
+        ("Mira", "DIRECTS", "Château Sud"),
         ("Mira", "GROWS", "Cabernet Franc"),
     }
     assert _names(store.get_rel_map(store.get(ids=["Mira"]), depth=2)) == {
-        ("Mira", "directs", "Château Sud"),
+        ("Mira", "DIRECTS", "Château Sud"),
         ("Mira", "GROWS", "Cabernet Franc"),
         ("Château Sud", "LOCATED_IN", "Loire Valley"),
     }
@@ -240,7 +240,7 @@ def test_entities_and_relations_are_timestone_entities_and_facts(
     assert [f.id for f in memory.facts(group, source="Mira", as_of=before)][-1:] == [fact.id]
     assert store.get(ids=["Mira"]) != []  # the relation went, not the node
     past = TimestonePropertyGraphStore(memory, group, as_of=before)
-    assert ("Mira", "directs", "Château Sud") in _names(past.get_triplets(entity_names=["Mira"]))
+    assert ("Mira", "DIRECTS", "Château Sud") in _names(past.get_triplets(entity_names=["Mira"]))
 
 
 def test_rel_map_is_cycle_safe_and_depth_limited(memory: timestone.Memory, group: str) -> None:
@@ -411,12 +411,12 @@ def test_the_index_builds_the_graph_memory_reads(memory: timestone.Memory, group
     index.insert(document)
     # (SimpleLLMPathExtractor capitalizes what the model said)
     facts = {(f.source, f.relation, f.target) for f in memory.facts(group)}
-    assert facts == {("Mira", "Directs", "Château sud"), ("Château sud", "IS_IN", "Loire valley")}
+    assert facts == {("Mira", "DIRECTS", "Château sud"), ("Château sud", "IS_IN", "Loire valley")}
 
     # both default retrievers: synonyms through get(ids) and vectors through vector_query
     retriever = index.as_retriever(include_text=False)
     texts = [n.node.get_content() for n in retriever.retrieve("Who directs Château Sud?")]
-    assert "Mira -> Directs -> Château sud" in texts
+    assert "Mira -> DIRECTS -> Château sud" in texts
     response = index.as_query_engine(llm=llm).query("Who directs Château Sud?")
     assert "Mira" in str(response)
     assert any("Château sud" in n.node.get_content() for n in response.source_nodes)

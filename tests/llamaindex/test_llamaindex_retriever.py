@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 import pytest
@@ -11,7 +12,8 @@ from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.graph_stores.timestone import TimestoneRetriever
 
 import timestone
-from timestone.errors import InvalidGroup, NaiveDatetime
+from timestone.errors import InvalidGroup, InvalidInput, NaiveDatetime
+from timestone.toolkit import citation_of
 
 
 def test_retrieves_facts_with_both_clocks(memory: timestone.Memory, mira: str) -> None:
@@ -28,6 +30,9 @@ def test_retrieves_facts_with_both_clocks(memory: timestone.Memory, mira: str) -
     shown = top.node.get_content(MetadataMode.LLM)
     assert "valid_at: 2023-06-15" in shown
     assert meta["version_id"] not in shown  # ids stay out of the prompt
+    assert meta["source_id"] not in shown
+    assert f"citation: {meta['citation']}" in shown  # the id the model cites
+    assert meta["citation"] == citation_of("fact", uuid.UUID(meta["id"]))
 
 
 def test_time_parameters(memory: timestone.Memory, mira: str) -> None:
@@ -63,7 +68,9 @@ async def test_async_and_scopes(amemory: timestone.AsyncMemory, mira: str) -> No
 def test_bad_input(memory: timestone.Memory) -> None:
     with pytest.raises(InvalidGroup, match="group_id is empty"):
         TimestoneRetriever(memory, "")
-    with pytest.raises(ValueError, match="scopes"):
+    with pytest.raises(InvalidInput, match="unknown scope"):
         TimestoneRetriever(memory, "g", scopes=("facts", "edges"))
+    with pytest.raises(InvalidInput, match="at least one"):
+        TimestoneRetriever(memory, "g", scopes=())
     with pytest.raises(NaiveDatetime, match="as_of is a naive datetime"):
         TimestoneRetriever(memory, "g", as_of=datetime(2020, 1, 1))

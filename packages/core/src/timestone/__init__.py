@@ -5,7 +5,7 @@ the graph's own (``created_at``/``expired_at``). Open a store with
 ``Memory.open()`` (blocking) or ``await AsyncMemory.open()``.
 """
 
-from . import errors
+from . import errors, toolkit
 from ._aio._memory import AsyncMemory
 from ._graph import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
 from ._items import Item
@@ -71,4 +71,5 @@ __all__ = [
     "TimestoneError",
     "WordLlamaEmbedder",
     "errors",
+    "toolkit",
 ]

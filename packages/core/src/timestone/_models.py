@@ -19,6 +19,7 @@ from typing import Any, ClassVar, cast
 
 import pydantic
 
+from ._names import relation_name
 from ._time import optional_aware
 from .errors import InvalidInput, InvalidPeriod
 
@@ -179,12 +180,16 @@ def check_mapping(value: object, what: str) -> Mapping[str, Any]:
 
 
 def check_relation(value: object) -> str:
-    if not isinstance(value, str) or not _RELATION.fullmatch(value):
+    """The relation ``value`` names, in its normal form (``_names.relation_name``:
+    ``Directs``, ``directs`` and ``DIRECTS`` are ``DIRECTS``; ``worksAt`` is ``WORKS_AT``);
+    anything but an identifier is refused."""
+    name = relation_name(value) if isinstance(value, str) and _RELATION.fullmatch(value) else None
+    if name is None:
         raise InvalidInput(
             f"relation {value!r:.80} must be an identifier of at most 128 characters "
             "(letters, digits and underscores, not starting with a digit), like WORKS_AT"
         )
-    return value
+    return name
 
 
 def _check_attributes(value: object, what: str) -> dict[str, Any]:
@@ -253,7 +258,7 @@ class FactInput:
                 raise InvalidInput(
                     f"source and target must be names or EntityInput, got {type(end).__name__}"
                 )
-        check_relation(self.relation)
+        object.__setattr__(self, "relation", check_relation(self.relation))
         if self.fact is not None:
             check_text(self.fact, "fact sentence", max_chars=MAX_FACT_CHARS)
         valid_at = optional_aware(self.valid_at, f"valid_at of {self.relation} fact")

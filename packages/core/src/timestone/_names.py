@@ -1,4 +1,5 @@
-"""Entity names: normalization (the unique key) and the near-identical test.
+"""Names: entity names (normalization, the unique key, and the near-identical test) and
+relation names (one normal form, ``relation_name``).
 
 ``normalize`` is what the database's unique index compares: Unicode NFKC,
 case-folded, white space collapsed. ``near_identical`` is the fuzzy tier of
@@ -11,14 +12,28 @@ difference is not a different person. "Anna Berg" and "Anne Berg" stay two.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections import Counter
 
-__all__ = ["fold", "fuzzy_eligible", "near_identical", "normalize", "shingles"]
+__all__ = [
+    "MAX_RELATION_CHARS",
+    "fold",
+    "fuzzy_eligible",
+    "near_identical",
+    "normal_relation",
+    "normalize",
+    "relation_name",
+    "shingles",
+]
 
 _MIN_ENTROPY_BITS = 3.0  # Shannon entropy of the folded name, per character
 _MIN_FOLDED_CHARS = 8
 _JACCARD_THRESHOLD = 0.9
+
+MAX_RELATION_CHARS = 128
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")  # worksAt: a word starts at the capital
+_NOT_NAME = re.compile(r"[^A-Za-z0-9]+")
 
 
 def normalize(name: str) -> str:
@@ -69,3 +84,26 @@ def near_identical(a: str, b: str) -> bool:
     sa, sb = shingles(fa), shingles(fb)
     jaccard = len(sa & sb) / len(sa | sb)
     return jaccard >= _JACCARD_THRESHOLD
+
+
+def normal_relation(name: str) -> str:
+    """The normal form of a relation name: UPPER_SNAKE_CASE. A capital after a lower-case
+    letter or a digit starts a word (``worksAt``, ``WorksAt`` → ``WORKS_AT``); then every
+    letter is upper-cased, so ``Directs``, ``directs`` and ``DIRECTS`` are one relation.
+    ``name`` is an identifier already (``check_relation``); ``relation_name`` maps any label.
+    """
+    return _CAMEL.sub("_", name).upper()
+
+
+def relation_name(label: str) -> str | None:
+    """The relation a free label names, in the normal form (``normal_relation``): accents
+    dropped, each run of other characters than ASCII letters and digits one ``_``
+    (``located in``, ``located-in`` → ``LOCATED_IN``). ``None`` when no letter or digit is
+    left, the name would start with a digit, or it is longer than 128 characters."""
+    decomposed = unicodedata.normalize("NFKD", label)
+    plain = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    name = _NOT_NAME.sub("_", normal_relation(plain.strip())).strip("_")
+    name = re.sub("_+", "_", name)
+    if not name or name[0].isdigit() or len(name) > MAX_RELATION_CHARS:
+        return None
+    return name

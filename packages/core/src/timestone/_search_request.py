@@ -125,6 +125,8 @@ def prepare_search(
     """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
     text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
     check_alternatives(text)
+    if not isinstance(cast(object, fact_records), bool):
+        raise InvalidInput(f"fact_records must be True or False, got {fact_records!r:.80}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise InvalidInput(
             f"limit must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {limit!r:.80}"

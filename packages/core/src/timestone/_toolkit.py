@@ -1,19 +1,24 @@
-"""What the memory tools of every adapter share: the text they show a model, how they
-read the dates a model writes, and the settings they are built with.
+"""What the memory tools and retrievers of every adapter share: the text they show a
+model, how they read the dates a model writes, the settings they are built with, and
+the record of a search result as a retriever hands it over.
 
 One line per fact with its citation id and its period; ISO 8601 dates read as
 UTC when they name no zone; a memory, a group, the two clocks and a token budget
 checked once, where the tools are made (``timestone._aio._tools`` holds the
-bodies).
+bodies); one metadata mapping per kind of record, the citation id included, so
+that a LangChain ``Document`` and a LlamaIndex node of one search carry the same
+keys. The public face of all this is ``timestone.toolkit``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._groups import check_group
-from ._models import Fact
+from ._models import Entity, Episode, Fact
 from ._results import citation_of
 from ._time import Now, aware
 from .errors import InvalidInput
@@ -21,7 +26,22 @@ from .errors import InvalidInput
 if TYPE_CHECKING:
     from . import AsyncMemory, Memory
 
-__all__ = ["DESCRIPTIONS", "check_tool_settings", "day", "fact_line", "parse_when"]
+__all__ = [
+    "DEFAULT_RETRIEVER_SCOPES",
+    "DESCRIPTIONS",
+    "RETRIEVER_SCOPES",
+    "Found",
+    "Retrieved",
+    "check_scopes",
+    "check_tool_settings",
+    "day",
+    "entity_record",
+    "episode_record",
+    "fact_line",
+    "fact_record",
+    "parse_when",
+    "ranked_records",
+]
 
 
 def day(value: datetime | None) -> str:
@@ -104,3 +124,151 @@ Args:
         names a zone); default: now.
 """,
 }
+
+
+# -- retrieved records --------------------------------------------------------------------
+
+RETRIEVER_SCOPES = ("facts", "entities", "episodes")
+"""What a retriever can search: facts, entities, and episodes (told episodes and the
+chunks of documents)."""
+DEFAULT_RETRIEVER_SCOPES = ("facts", "episodes")
+"""A retriever's default: facts and episodes, ranked together, so that a memory of
+documents answers as well as a memory of facts."""
+
+
+def check_scopes(value: object) -> tuple[str, ...]:
+    """The retriever scopes ``value`` names (a name or a list of names, in the order
+    given, each once), or ``InvalidInput`` naming what is wrong."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Sequence) or not value:
+        raise InvalidInput(
+            f"scopes must name at least one of {', '.join(RETRIEVER_SCOPES)}, got {value!r:.80}"
+        )
+    given: Sequence[object] = value  # pyright: ignore[reportUnknownVariableType]
+    unknown = [s for s in given if s not in RETRIEVER_SCOPES]
+    if unknown:
+        shown = ", ".join(f"{u!r:.80}" for u in unknown)
+        raise InvalidInput(
+            f"unknown scope(s) {shown}; the scopes are {', '.join(RETRIEVER_SCOPES)}"
+        )
+    return tuple(dict.fromkeys(str(s) for s in given))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Retrieved:
+    """One search result as a retriever hands it over: ``id`` (the record's stable id),
+    ``text`` (what a model reads), ``metadata`` (JSON values only, the same keys in every
+    adapter) and ``score``. ``metadata["citation"]`` is the id ``context()``, the tools and
+    ``GroundedAnswer`` cite (``F-`` a fact, ``E-`` an episode or a document chunk; an
+    entity has none: ``None``)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float | None
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def fact_record(fact: Fact) -> Retrieved:
+    """A fact: its sentence; its citation, ids, endpoints, both clocks, episodes, attributes
+    and score."""
+    return Retrieved(
+        id=str(fact.id),
+        text=fact.fact,
+        metadata={
+            "kind": "fact",
+            "citation": citation_of("fact", fact.id),
+            "id": str(fact.id),
+            "version_id": str(fact.version_id),
+            "group_id": fact.group_id,
+            "source": fact.source,
+            "source_id": str(fact.source_id),
+            "relation": fact.relation,
+            "target": fact.target,
+            "target_id": str(fact.target_id),
+            "valid_at": _iso(fact.valid_at),
+            "invalid_at": _iso(fact.invalid_at),
+            "created_at": _iso(fact.created_at),
+            "expired_at": _iso(fact.expired_at),
+            "episodes": [str(e) for e in fact.episodes],
+            "attributes": dict(fact.attributes),
+            "score": fact.score,
+        },
+        score=fact.score,
+    )
+
+
+def entity_record(entity: Entity) -> Retrieved:
+    """An entity: ``name: summary``; its ids, labels, attributes, system clock and score."""
+    text = f"{entity.name}: {entity.summary}" if entity.summary else entity.name
+    return Retrieved(
+        id=str(entity.id),
+        text=text,
+        metadata={
+            "kind": "entity",
+            "citation": None,
+            "id": str(entity.id),
+            "group_id": entity.group_id,
+            "name": entity.name,
+            "labels": list(entity.labels),
+            "attributes": dict(entity.attributes),
+            "created_at": _iso(entity.created_at),
+            "expired_at": _iso(entity.expired_at),
+            "score": entity.score,
+        },
+        score=entity.score,
+    )
+
+
+def episode_record(episode: Episode) -> Retrieved:
+    """An episode or a document chunk: its verbatim content; its citation, where it came
+    from (the document's uri and character offsets), both clocks and score."""
+    return Retrieved(
+        id=str(episode.id),
+        text=episode.content,
+        metadata={
+            "kind": "episode",
+            "citation": citation_of("episode", episode.id),
+            "id": str(episode.id),
+            "group_id": episode.group_id,
+            "name": episode.name,
+            "source": episode.source,
+            "source_description": episode.source_description,
+            "reference_time": _iso(episode.reference_time),
+            "created_at": _iso(episode.created_at),
+            "expired_at": _iso(episode.expired_at),
+            "document_uri": episode.document_uri,
+            "char_start": episode.char_start,
+            "char_end": episode.char_end,
+            "score": episode.score,
+        },
+        score=episode.score,
+    )
+
+
+class Found(Protocol):
+    """What ``search`` returns, as far as a retriever needs it (``SearchResults``)."""
+
+    @property
+    def facts(self) -> Sequence[Fact]: ...
+    @property
+    def entities(self) -> Sequence[Entity]: ...
+    @property
+    def episodes(self) -> Sequence[Episode]: ...
+
+
+def ranked_records(results: Found, k: int) -> list[Retrieved]:
+    """The ``k`` best records of a search across its scopes, ranked together by score (a
+    tie keeps the order facts, entities, episodes, each best first)."""
+    records = [
+        *(fact_record(f) for f in results.facts),
+        *(entity_record(e) for e in results.entities),
+        *(episode_record(e) for e in results.episodes),
+    ]
+    order = {id(r): i for i, r in enumerate(records)}
+    records.sort(key=lambda r: (-(r.score or 0.0), order[id(r)]))
+    return records[:k]

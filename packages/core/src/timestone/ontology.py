@@ -15,6 +15,7 @@ from typing import Any, Literal
 import pydantic
 
 from ._models import check_json, check_json_size, check_relation, check_text
+from ._names import relation_name
 from .errors import InvalidInput, OntologyViolation
 
 __all__ = ["Cardinality", "EdgeType", "EntityType", "Ontology"]
@@ -46,7 +47,7 @@ class EdgeType:
     target_types: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        check_relation(self.name)
+        object.__setattr__(self, "name", check_relation(self.name))
         if self.cardinality not in ("one", "many"):
             raise InvalidInput(
                 f"edge type {self.name}: cardinality must be 'one' or 'many', "
@@ -86,7 +87,11 @@ class Ontology:
         closed: bool = False,
     ) -> None:
         self._entities = {t.name: t for t in entity_types}
-        self._edges = {t.name: t for t in edge_types}
+        self._edges: dict[str, EdgeType] = {}
+        for t in edge_types:
+            if t.name in self._edges:  # names compare in their normal form: worksAt, WORKS_AT
+                raise InvalidInput(f"two edge types are named {t.name}: declare each relation once")
+            self._edges[t.name] = t
         self.closed = closed
 
     @property
@@ -98,10 +103,10 @@ class Ontology:
         return tuple(self._edges.values())
 
     def edge(self, relation: str) -> EdgeType | None:
-        return self._edges.get(relation)
+        return self._edges.get(relation_name(relation) or relation)
 
     def cardinality(self, relation: str) -> Cardinality:
-        edge = self._edges.get(relation)
+        edge = self.edge(relation)
         return edge.cardinality if edge is not None else "many"
 
     def check_relation(
@@ -115,7 +120,7 @@ class Ontology:
 
         An endpoint type of ``None`` (a bare name, typed later by resolution) is not checked.
         """
-        edge = self._edges.get(relation)
+        edge = self.edge(relation)
         if edge is None:
             if self.closed:
                 known = ", ".join(sorted(self._edges)) or "none"

@@ -23,9 +23,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.runtime import Runtime
 
 import timestone
-from timestone._aio._extract import MAX_EPISODE_CHARS
-from timestone._groups import check_group
-from timestone._search_request import MAX_QUERY_CHARS
+from timestone.toolkit import MAX_EPISODE_CHARS, MAX_QUERY_CHARS, check_group
 
 __all__ = ["TimestoneMemoryMiddleware"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,23 +15,25 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 import timestone
-from timestone._groups import check_group
-from timestone._time import NOW, Now, aware
+from timestone.toolkit import DEFAULT_RETRIEVER_SCOPES, NOW, Now, check_aware, check_group
+from timestone.toolkit import check_scopes as _check_scopes
 
 from ._documents import ranked_documents
 
 __all__ = ["TimestoneRetriever"]
 
-_SCOPES = frozenset({"facts", "entities", "episodes"})
-
 
 class TimestoneRetriever(BaseRetriever):
-    """Facts (and optionally entities and episodes) relevant to a query, as ``Document``s.
+    """Facts and passages (episodes and document chunks) relevant to a query, ranked
+    together, as ``Document``s; ``scopes=`` narrows or widens what is searched (``facts``,
+    ``entities``, ``episodes``).
 
-    A fact's sentence is the content; its ids, endpoints, both clocks, episodes and score are
-    in ``metadata``. ``valid_at``: the world time the facts must hold at (default: now;
-    ``None``: every period). ``as_of``: what the graph held at that system time (default:
-    now). ``k`` can also be passed per call: ``retriever.invoke(query, k=2)``.
+    A record's text is the content; its citation id (``F-…``/``E-…``, as ``context()``
+    and the tools cite it), ids, both clocks, source and score are in ``metadata``, the
+    same keys as LlamaIndex's nodes (``timestone.toolkit.fact_record``). ``valid_at``:
+    the world time the facts must hold at (default: now; ``None``: every period).
+    ``as_of``: what the graph held at that system time (default: now). ``k`` can also be
+    passed per call: ``retriever.invoke(query, k=2)``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -40,7 +41,7 @@ class TimestoneRetriever(BaseRetriever):
     memory: timestone.Memory | timestone.AsyncMemory
     group_id: str
     k: int = 4
-    scopes: tuple[str, ...] = ("facts",)
+    scopes: tuple[str, ...] = DEFAULT_RETRIEVER_SCOPES
     valid_at: datetime | Now | None = NOW
     as_of: datetime | None = None
 
@@ -52,7 +53,7 @@ class TimestoneRetriever(BaseRetriever):
     @field_validator("valid_at", "as_of")
     @classmethod
     def _aware(cls, value: datetime | Now | None) -> datetime | Now | None:
-        return value if value is None or value is NOW else aware(value, "valid_at/as_of")
+        return value if value is None or value is NOW else check_aware(value, "valid_at/as_of")
 
     @field_validator("k")
     @classmethod
@@ -64,18 +65,7 @@ class TimestoneRetriever(BaseRetriever):
     @field_validator("scopes", mode="before")
     @classmethod
     def _scopes(cls, value: object) -> tuple[str, ...]:
-        if isinstance(value, str):
-            value = (value,)
-        if not isinstance(value, Sequence) or not value:
-            raise ValueError("scopes must name at least one of: facts, entities, episodes")
-        scopes = tuple(str(v) for v in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        unknown = sorted(set(scopes) - _SCOPES)
-        if unknown:
-            raise ValueError(
-                f"unknown scope(s) {', '.join(f'{u!r:.80}' for u in unknown)}; use facts, "
-                "entities or episodes"
-            )
-        return scopes
+        return _check_scopes(value)
 
     def _search_args(self, query: str, k: int | None) -> dict[str, Any]:
         n = self.k if k is None else k
@@ -86,6 +76,8 @@ class TimestoneRetriever(BaseRetriever):
             "scopes": self.scopes,
             "valid_at": self.valid_at,
             "as_of": self.as_of,
+            # the records of structured facts are not passages: their facts are the answer
+            "fact_records": False,
         }
 
     def _get_relevant_documents(

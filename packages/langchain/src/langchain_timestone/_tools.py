@@ -3,7 +3,7 @@
 ``search_memory`` (evidence for a question, with dates and citation ids),
 ``entity_timeline`` (every period about an entity, narrowed by relation and
 dates) and ``remember`` (store one fact). The bodies are Timestone's own
-(``timestone._aio._tools``, shared with the PydanticAI toolset and the
+(``timestone.toolkit``, shared with the PydanticAI toolset and the
 LlamaIndex tool spec). Arguments the library refuses come back to the model as
 the tool's answer (a ``ToolException``, handled), so it can try again; other
 errors (the database, the embedder) fail the run as usual.
@@ -12,7 +12,6 @@ errors (the database, the embedder) fail the run as usual.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -20,11 +19,17 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 import timestone
-from timestone._aio import _tools as atools
-from timestone._sync import _tools as stools
-from timestone._time import NOW, Now
-from timestone._toolkit import DESCRIPTIONS, check_tool_settings
 from timestone.errors import ToolRefused
+from timestone.toolkit import (
+    ASYNC_TOOLS,
+    DEFAULT_TOKEN_BUDGET,
+    DESCRIPTIONS,
+    NOW,
+    TOOL_NAMES,
+    TOOLS,
+    Now,
+    check_tool_settings,
+)
 
 __all__ = ["timestone_tools"]
 
@@ -63,7 +68,7 @@ class RememberArgs(BaseModel):
 
 
 # the summary of each tool's shared description; its arguments are the schemas' fields
-_DESCRIPTIONS = {name: text.split("\nArgs:")[0].strip() for name, text in DESCRIPTIONS.items()}
+_DESCRIPTIONS = {name: DESCRIPTIONS[name].split("\nArgs:")[0].strip() for name in TOOL_NAMES}
 _SCHEMAS: dict[str, type[BaseModel]] = {
     "search_memory": SearchMemoryArgs,
     "entity_timeline": EntityTimelineArgs,
@@ -77,7 +82,7 @@ def timestone_tools(
     *,
     valid_at: datetime | Now | None = NOW,
     as_of: datetime | None = None,
-    token_budget: int = atools.DEFAULT_TOKEN_BUDGET,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
 ) -> list[BaseTool]:
     """``search_memory``, ``entity_timeline`` and ``remember`` over ``group_id``.
 
@@ -114,7 +119,7 @@ def _tool(
                 f"the {name} tool wraps an AsyncMemory: call ainvoke (an async agent), or "
                 "build the tools on a timestone.Memory for invoke"
             )
-        body: Callable[..., str] = getattr(stools, name)
+        body = TOOLS[name]
         try:  # the schema's fields are the body's parameters, by name
             return body(memory, group, **kwargs, **settings)
         except ToolRefused as exc:
@@ -123,9 +128,9 @@ def _tool(
     async def arun(**kwargs: Any) -> str:
         if isinstance(memory, timestone.Memory):
             return await asyncio.to_thread(lambda: run(**kwargs))
-        body: Callable[..., Awaitable[str]] = getattr(atools, name)
+        abody = ASYNC_TOOLS[name]
         try:
-            return await body(memory, group, **kwargs, **settings)
+            return await abody(memory, group, **kwargs, **settings)
         except ToolRefused as exc:
             raise ToolException(str(exc)) from exc
 

@@ -8,17 +8,16 @@ in requests of this run (``run_id``), so the check needs no state of its own.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
 
-from timestone._results import citation_of
+from timestone.toolkit import CITATION_PATTERN, citation_of
 
 __all__ = ["CITATION", "MEMORY_TOOLS", "citation_of", "retrieved_citations"]
 
-CITATION = re.compile(r"[FE]-[0-9a-f]{10}")
+CITATION = CITATION_PATTERN
 MEMORY_TOOLS = frozenset({"search_memory", "entity_timeline", "remember"})
 
 

@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Protocol
 
 import timestone
-from timestone._time import NOW, Now
-from timestone._toolkit import check_tool_settings
+from timestone.toolkit import DEFAULT_TOKEN_BUDGET, NOW, Now, check_tool_settings
 
 __all__ = ["MemoryDeps", "TimestoneDeps"]
 
@@ -34,7 +33,7 @@ class TimestoneDeps:
     group_id: str
     valid_at: datetime | Now | None = NOW
     as_of: datetime | None = None
-    token_budget: int = 1200
+    token_budget: int = DEFAULT_TOKEN_BUDGET
 
     def __post_init__(self) -> None:
         check_tool_settings(

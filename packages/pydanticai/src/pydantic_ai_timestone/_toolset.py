@@ -2,7 +2,7 @@
 
 Each tool reads ``ctx.deps.memory`` and ``ctx.deps.group_id`` (``TimestoneDeps``
 or any deps object with those attributes). The bodies are Timestone's own
-(``timestone._aio._tools``, shared with the LangChain and LlamaIndex tools):
+(``timestone.toolkit``, shared with the LangChain and LlamaIndex tools):
 results are text the model can read, each item with its citation id (``[F-…]``
 for facts, ``[E-…]`` for episodes). Bad arguments go back to the model as
 ``ModelRetry``.
@@ -17,11 +17,8 @@ from pydantic_ai import ModelRetry, RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
 import timestone
-from timestone._aio import _tools as atools
-from timestone._sync import _tools as stools
-from timestone._time import NOW
-from timestone._toolkit import DESCRIPTIONS
 from timestone.errors import ToolRefused
+from timestone.toolkit import ASYNC_TOOLS, DEFAULT_TOKEN_BUDGET, DESCRIPTIONS, NOW, TOOLS
 
 from ._deps import MemoryDeps
 
@@ -35,8 +32,8 @@ async def _call(ctx: RunContext[MemoryDeps], name: str, *args: Any, **kwargs: An
     group = ctx.deps.group_id
     try:
         if isinstance(mem, timestone.AsyncMemory):
-            return await getattr(atools, name)(mem, group, *args, **kwargs)
-        return await asyncio.to_thread(lambda: getattr(stools, name)(mem, group, *args, **kwargs))
+            return await ASYNC_TOOLS[name](mem, group, *args, **kwargs)
+        return await asyncio.to_thread(lambda: TOOLS[name](mem, group, *args, **kwargs))
     except ToolRefused as exc:
         raise ModelRetry(str(exc)) from exc
 
@@ -48,7 +45,7 @@ async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
         query,
         valid_at=getattr(ctx.deps, "valid_at", NOW),
         as_of=getattr(ctx.deps, "as_of", None),
-        token_budget=getattr(ctx.deps, "token_budget", atools.DEFAULT_TOKEN_BUDGET),
+        token_budget=getattr(ctx.deps, "token_budget", DEFAULT_TOKEN_BUDGET),
     )
 
 

@@ -35,7 +35,7 @@ from psycopg import sql
 
 from .. import _prompts as P
 from .._models import EntityInput, Episode, FactInput, check_chars, check_relation, storable
-from .._names import fold, near_identical, normalize
+from .._names import fold, near_identical, normalize, relation_name
 from .._time import utcnow
 from .._vectors import keyed
 from ..errors import BudgetExceeded, ExtractionWarning, InvalidInput, LLMError, OntologyViolation
@@ -158,8 +158,7 @@ def build_types(
         t.name: (t.description, t.attributes) for t in ontology.edge_types
     }
     for name, model in _models_by_name(edge_types, "edge_types").items():
-        check_relation(name)
-        edges[name] = (_describe_model(model), model)
+        edges[check_relation(name)] = (_describe_model(model), model)
     edge_map: dict[tuple[str, str], tuple[str, ...]] = {}
     if edge_type_map is not None:
         if not isinstance(edge_type_map, Mapping):
@@ -331,10 +330,6 @@ def _warn(message: str) -> None:
     warnings.warn(message, ExtractionWarning, stacklevel=3)
 
 
-def _relation(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "_", value.strip()).strip("_").upper()
-
-
 def _date(value: str | None, what: str) -> datetime | None:
     if value is None or not value.strip():
         return None
@@ -408,8 +403,8 @@ def _keep(
             missing = f.source if src is None else f.target
             _warn(f"fact {f.fact!r} names {missing!r}, which is not an extracted entity; dropped")
             continue
-        relation = _relation(f.relation)
-        if not relation or relation[0].isdigit() or len(relation) > 128:
+        relation = relation_name(f.relation)
+        if relation is None:
             _warn(f"fact {f.fact!r} has no usable relation ({f.relation!r}); dropped")
             continue
         if types.closed_relations and relation not in types.edges:

@@ -7,6 +7,7 @@ and hands the work to the domain modules (``_ingest``, ``_facts``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from .._models import (
     RollbackReport,
     check_list,
     check_mapping,
+    check_relation,
     check_text,
 )
 from .._names import normalize
@@ -463,7 +465,7 @@ class AsyncMemory:
         src = None if source is None else _entity_ref(source, "source")
         tgt = None if target is None else _entity_ref(target, "target")
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading facts") as conn:
             return await read_facts(
                 conn,
@@ -504,7 +506,7 @@ class AsyncMemory:
             )
         n = None if limit is None else _limit(limit)
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading a timeline") as conn:
             return await read_facts(
                 conn,
@@ -749,7 +751,7 @@ class AsyncMemory:
         for r in check_list(relations, "relations", "GraphRelation records"):
             if not isinstance(r, GraphRelation):
                 raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
-            rels.append(r)
+            rels.append(dataclasses.replace(r, relation=check_relation(r.relation)))
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
             check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
@@ -972,11 +974,13 @@ class AsyncMemory:
         edge_types: Sequence[str] | None = None,
         labels: Sequence[str] | None = None,
         ids: Sequence[uuid.UUID | str] | None = None,
+        fact_records: bool = True,
     ) -> SearchResults:
         """Hybrid search (full text, vectors, graph walk) over ``scopes``: facts, entities,
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
-        ``as_of`` (system time)."""
+        ``as_of`` (system time). ``fact_records=False``: the episodes that only record
+        structured facts (``add_facts``) are not searched, only told ones and chunks."""
         from .._search_request import prepare_search
         from ._search import search
 
@@ -991,6 +995,7 @@ class AsyncMemory:
             edge_types=edge_types,
             labels=labels,
             ids=ids,
+            fact_records=fact_records,
         )
         return await search(self._db, self.embedder, group_id, req)
 

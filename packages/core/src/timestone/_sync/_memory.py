@@ -8,6 +8,7 @@ and hands the work to the domain modules (``_ingest``, ``_facts``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import uuid
 from collections.abc import Generator, Callable, Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ from .._models import (
     RollbackReport,
     check_list,
     check_mapping,
+    check_relation,
     check_text,
 )
 from .._names import normalize
@@ -462,7 +464,7 @@ class Memory:
         src = None if source is None else _entity_ref(source, "source")
         tgt = None if target is None else _entity_ref(target, "target")
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         with self._db.transaction(group_id, "reading facts") as conn:
             return read_facts(
                 conn,
@@ -503,7 +505,7 @@ class Memory:
             )
         n = None if limit is None else _limit(limit)
         if relation is not None:
-            check_text(relation, "relation", max_chars=128)
+            relation = check_relation(relation)
         with self._db.transaction(group_id, "reading a timeline") as conn:
             return read_facts(
                 conn,
@@ -748,7 +750,7 @@ class Memory:
         for r in check_list(relations, "relations", "GraphRelation records"):
             if not isinstance(r, GraphRelation):
                 raise InvalidInput(f"relations must be GraphRelation records, got {r!r:.80}")
-            rels.append(r)
+            rels.append(dataclasses.replace(r, relation=check_relation(r.relation)))
             check_text(r.source, "relation source", max_chars=512)
             check_text(r.target, "relation target", max_chars=512)
             check_value(r.attributes, f"attributes of relation {r.relation!r:.80}")
@@ -969,11 +971,13 @@ class Memory:
         edge_types: Sequence[str] | None = None,
         labels: Sequence[str] | None = None,
         ids: Sequence[uuid.UUID | str] | None = None,
+        fact_records: bool = True,
     ) -> SearchResults:
         """Hybrid search (full text, vectors, graph walk) over ``scopes``: facts, entities,
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
-        ``as_of`` (system time)."""
+        ``as_of`` (system time). ``fact_records=False``: the episodes that only record
+        structured facts (``add_facts``) are not searched, only told ones and chunks."""
         from .._search_request import prepare_search
         from ._search import search
 
@@ -988,6 +992,7 @@ class Memory:
             edge_types=edge_types,
             labels=labels,
             ids=ids,
+            fact_records=fact_records,
         )
         return search(self._db, self.embedder, group_id, req)
 

@@ -1,9 +1,11 @@
 """``TimestoneRetriever``: a LlamaIndex ``BaseRetriever`` over Timestone's hybrid search.
 
-Facts come back as ``TextNode``s (the sentence as text, both clocks in
-metadata; the world period is shown to the LLM, ids are not), entities and
-episodes too when their scopes are asked for, each ``NodeWithScore`` with the
-search score.
+Facts and passages (episodes and document chunks) come back ranked together as
+``TextNode``s, entities too when their scope is asked for, each ``NodeWithScore``
+with the search score. A node's metadata is ``timestone.toolkit``'s, the same keys as
+a LangChain ``Document`` of the same search: the citation id the tools and
+``context()`` cite and the world period are shown to the LLM, ids and the system
+clock are not.
 """
 
 from __future__ import annotations
@@ -18,86 +20,79 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 import timestone
-from timestone._groups import check_group
-from timestone._time import NOW, Now, aware
+from timestone.toolkit import (
+    DEFAULT_RETRIEVER_SCOPES,
+    NOW,
+    Found,
+    Now,
+    Retrieved,
+    check_aware,
+    check_group,
+    check_scopes,
+    entity_record,
+    episode_record,
+    fact_record,
+    ranked_records,
+)
 
 __all__ = ["TimestoneRetriever", "entity_node", "episode_node", "fact_node"]
 
-_SCOPES = frozenset({"facts", "entities", "episodes"})
-_HIDDEN = ["id", "version_id", "episodes", "created_at", "expired_at", "group_id", "kind"]
+# metadata a model does not read: ids, the system clock, the score (the node has it)
+_HIDDEN = frozenset(
+    {
+        "id",
+        "version_id",
+        "episodes",
+        "created_at",
+        "expired_at",
+        "group_id",
+        "kind",
+        "source_id",
+        "target_id",
+        "score",
+        "char_start",
+        "char_end",
+    }
+)
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _node(ident: str, text: str, metadata: dict[str, Any]) -> TextNode:
+def _node(record: Retrieved) -> TextNode:
+    metadata = record.metadata
+    hidden = [  # and what is empty, but for an open period's end (still true)
+        k
+        for k, v in metadata.items()
+        if k in _HIDDEN or (v in (None, {}, "") and k != "invalid_at")
+    ]
     return TextNode(
-        id_=ident,
-        text=text,
+        id_=record.id,
+        text=record.text,
         metadata=metadata,
-        excluded_llm_metadata_keys=[k for k in metadata if k in _HIDDEN],
+        excluded_llm_metadata_keys=hidden,
         excluded_embed_metadata_keys=list(metadata),
     )
 
 
 def fact_node(fact: timestone.Fact) -> TextNode:
-    return _node(
-        str(fact.id),
-        fact.fact,
-        {
-            "kind": "fact",
-            "id": str(fact.id),
-            "version_id": str(fact.version_id),
-            "group_id": fact.group_id,
-            "source": fact.source,
-            "relation": fact.relation,
-            "target": fact.target,
-            "valid_at": _iso(fact.valid_at),
-            "invalid_at": _iso(fact.invalid_at),
-            "created_at": _iso(fact.created_at),
-            "expired_at": _iso(fact.expired_at),
-            "episodes": [str(e) for e in fact.episodes],
-        },
-    )
+    """A fact: its sentence as text; its citation id, endpoints and world period for the
+    LLM, ids and the system clock in metadata too."""
+    return _node(fact_record(fact))
 
 
 def entity_node(entity: timestone.Entity) -> TextNode:
-    text = f"{entity.name}: {entity.summary}" if entity.summary else entity.name
-    return _node(
-        str(entity.id),
-        text,
-        {
-            "kind": "entity",
-            "id": str(entity.id),
-            "group_id": entity.group_id,
-            "name": entity.name,
-            "labels": list(entity.labels),
-            "created_at": _iso(entity.created_at),
-            "expired_at": _iso(entity.expired_at),
-        },
-    )
+    """An entity: ``name: summary`` as text."""
+    return _node(entity_record(entity))
 
 
 def episode_node(episode: timestone.Episode) -> TextNode:
-    return _node(
-        str(episode.id),
-        episode.content,
-        {
-            "kind": "episode",
-            "id": str(episode.id),
-            "group_id": episode.group_id,
-            "name": episode.name,
-            "reference_time": _iso(episode.reference_time),
-            "document_uri": episode.document_uri,
-            "created_at": _iso(episode.created_at),
-            "expired_at": _iso(episode.expired_at),
-        },
-    )
+    """An episode or document chunk: its verbatim content, its citation id, where it came
+    from."""
+    return _node(episode_record(episode))
 
 
 class TimestoneRetriever(BaseRetriever):
-    """Retrieve from a Timestone group for a LlamaIndex query engine.
+    """Retrieve from a Timestone group for a LlamaIndex query engine: facts and passages
+    (episodes and document chunks) ranked together; ``scopes=`` narrows or widens what
+    is searched (``facts``, ``entities``, ``episodes``).
 
     ``valid_at``: the world time facts must hold at (default: now; ``None``: every period);
     ``as_of``: what the graph held at that system time (default: now).
@@ -109,7 +104,7 @@ class TimestoneRetriever(BaseRetriever):
         group_id: str,
         *,
         similarity_top_k: int = 4,
-        scopes: Sequence[str] = ("facts",),
+        scopes: Sequence[str] = DEFAULT_RETRIEVER_SCOPES,
         valid_at: datetime | Now | None = NOW,
         as_of: datetime | None = None,
         callback_manager: CallbackManager | None = None,
@@ -121,17 +116,14 @@ class TimestoneRetriever(BaseRetriever):
             )
         if similarity_top_k < 1:
             raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
-        unknown = sorted(set(scopes) - _SCOPES)
-        if isinstance(scopes, str) or not scopes or unknown:
-            raise ValueError(f"scopes must name some of facts, entities, episodes; got {scopes!r}")
         self.memory = memory
         self.group_id = check_group(group_id)
         self.similarity_top_k = similarity_top_k
-        self.scopes = tuple(scopes)
+        self.scopes = check_scopes(scopes)
         self.valid_at = (
-            valid_at if valid_at is None or valid_at is NOW else aware(valid_at, "valid_at")
+            valid_at if valid_at is None or valid_at is NOW else check_aware(valid_at, "valid_at")
         )
-        self.as_of = None if as_of is None else aware(as_of, "as_of")
+        self.as_of = None if as_of is None else check_aware(as_of, "as_of")
         super().__init__(callback_manager=callback_manager)  # pyright: ignore[reportUnknownMemberType]
 
     def _args(self, query: str) -> dict[str, Any]:
@@ -142,17 +134,15 @@ class TimestoneRetriever(BaseRetriever):
             "scopes": self.scopes,
             "valid_at": self.valid_at,
             "as_of": self.as_of,
+            # the records of structured facts are not passages: their facts are the answer
+            "fact_records": False,
         }
 
-    def _nodes(self, results: Any) -> list[NodeWithScore]:
-        scored = [
-            *((fact_node(f), f.score) for f in results.facts),
-            *((entity_node(e), e.score) for e in results.entities),
-            *((episode_node(e), e.score) for e in results.episodes),
+    def _nodes(self, results: Found) -> list[NodeWithScore]:
+        return [
+            NodeWithScore(node=_node(r), score=r.score)
+            for r in ranked_records(results, self.similarity_top_k)
         ]
-        order = {id(n): i for i, (n, _) in enumerate(scored)}
-        scored.sort(key=lambda p: (-(p[1] or 0.0), order[id(p[0])]))
-        return [NodeWithScore(node=n, score=s) for n, s in scored[: self.similarity_top_k]]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         mem = self.memory

@@ -1,6 +1,6 @@
 """``TimestoneToolSpec``: search memory, an entity's timeline and remember, for an agent.
 
-The bodies are Timestone's own (``timestone._aio._tools``, shared with the
+The bodies are Timestone's own (``timestone.toolkit``, shared with the
 PydanticAI toolset and the LangChain tools): each returns text the model can read,
 every item with its citation id. Arguments the library refuses raise
 ``timestone.errors.ToolRefused``, whose message names the tool and the reason;
@@ -17,10 +17,8 @@ from typing import Any
 from llama_index.core.tools.tool_spec.base import BaseToolSpec
 
 import timestone
-from timestone._aio import _tools as atools
-from timestone._sync import _tools as stools
-from timestone._time import NOW, Now
-from timestone._toolkit import DESCRIPTIONS, check_tool_settings
+from timestone import toolkit
+from timestone.toolkit import DEFAULT_TOKEN_BUDGET, DESCRIPTIONS, NOW, Now, check_tool_settings
 
 __all__ = ["TimestoneToolSpec"]
 
@@ -49,7 +47,7 @@ class TimestoneToolSpec(BaseToolSpec):
         *,
         valid_at: datetime | Now | None = NOW,
         as_of: datetime | None = None,
-        token_budget: int = atools.DEFAULT_TOKEN_BUDGET,
+        token_budget: int = DEFAULT_TOKEN_BUDGET,
     ) -> None:
         self.memory, self.group_id = check_tool_settings(
             "TimestoneToolSpec",
@@ -72,7 +70,7 @@ class TimestoneToolSpec(BaseToolSpec):
         return self.memory
 
     def search_memory(self, query: str) -> str:
-        return stools.search_memory(
+        return toolkit.search_memory(
             self._blocking("search_memory"), self.group_id, query, **self._search()
         )
 
@@ -83,7 +81,7 @@ class TimestoneToolSpec(BaseToolSpec):
         mem = self.memory
         if isinstance(mem, timestone.Memory):
             return await asyncio.to_thread(self.search_memory, query)
-        return await atools.search_memory(mem, self.group_id, query, **self._search())
+        return await toolkit.asearch_memory(mem, self.group_id, query, **self._search())
 
     def entity_timeline(
         self,
@@ -92,7 +90,7 @@ class TimestoneToolSpec(BaseToolSpec):
         since: str | None = None,
         until: str | None = None,
     ) -> str:
-        return stools.entity_timeline(
+        return toolkit.entity_timeline(
             self._blocking("entity_timeline"),
             self.group_id,
             entity,
@@ -115,7 +113,7 @@ class TimestoneToolSpec(BaseToolSpec):
         mem = self.memory
         if isinstance(mem, timestone.Memory):
             return await asyncio.to_thread(self.entity_timeline, entity, relation, since, until)
-        return await atools.entity_timeline(
+        return await toolkit.aentity_timeline(
             mem,
             self.group_id,
             entity,
@@ -133,7 +131,7 @@ class TimestoneToolSpec(BaseToolSpec):
         sentence: str | None = None,
         valid_from: str | None = None,
     ) -> str:
-        return stools.remember(
+        return toolkit.remember(
             self._blocking("remember"),
             self.group_id,
             subject,
@@ -159,7 +157,7 @@ class TimestoneToolSpec(BaseToolSpec):
             return await asyncio.to_thread(
                 self.remember, subject, relation, object, sentence, valid_from
             )
-        return await atools.remember(
+        return await toolkit.aremember(
             mem,
             self.group_id,
             subject,

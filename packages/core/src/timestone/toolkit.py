@@ -1,0 +1,116 @@
+"""The integration API: what a toolkit adapter builds on, and the only part of the core
+it imports besides ``timestone`` and ``timestone.errors``.
+
+- **The memory tools**, written once: ``search_memory``, ``entity_timeline`` and
+  ``remember`` on a ``Memory`` (blocking), ``asearch_memory``, ``aentity_timeline`` and
+  ``aremember`` on an ``AsyncMemory``; ``TOOLS`` and ``ASYNC_TOOLS`` map each name to its
+  body. Each returns text a model reads, every item with its citation id, and raises
+  ``errors.ToolRefused`` for arguments the library refuses. ``DESCRIPTIONS``: what a
+  model reads about each tool (an ``Args:`` section per argument);
+  ``DEFAULT_TOKEN_BUDGET``: the evidence one ``search_memory`` returns.
+- **Limits**: ``MAX_QUERY_CHARS`` (a search or context query), ``MAX_EPISODE_CHARS`` (a
+  text episode extracted in one call; a longer text goes in as a document).
+- **Retrieved records**: ``fact_record``, ``entity_record``, ``episode_record`` and
+  ``ranked_records`` map search results to ``Retrieved`` (id, text, metadata, score),
+  one mapping for every adapter; ``metadata["citation"]`` is the ``F-…``/``E-…`` id
+  ``context()``, the tools and ``GroundedAnswer`` cite (``citation_of``,
+  ``CITATION_PATTERN``). ``RETRIEVER_SCOPES``, ``DEFAULT_RETRIEVER_SCOPES`` (facts and
+  episodes, ranked together) and ``check_scopes``.
+- **Checks**, each raising an error of ``timestone.errors`` that names what is wrong:
+  ``check_group``, ``check_aware``, ``check_list``, ``check_tool_settings``;
+  ``relation_name``, the normal form of a relation label (``UPPER_SNAKE_CASE``).
+- **Time**: ``NOW`` and its type ``Now`` (the default of ``valid_at=``), ``parse_when``
+  (an ISO 8601 date as a model writes it), ``fact_line`` (a fact as the tools show it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+
+from ._aio._extract import MAX_EPISODE_CHARS
+from ._aio._tools import DEFAULT_TOKEN_BUDGET
+from ._aio._tools import entity_timeline as aentity_timeline
+from ._aio._tools import remember as aremember
+from ._aio._tools import search_memory as asearch_memory
+from ._groups import check_group
+from ._models import check_list
+from ._names import relation_name
+from ._results import citation_of
+from ._search_request import MAX_QUERY_CHARS
+from ._sync._tools import entity_timeline, remember, search_memory
+from ._time import NOW, Now
+from ._time import aware as check_aware
+from ._toolkit import (
+    DEFAULT_RETRIEVER_SCOPES,
+    DESCRIPTIONS,
+    RETRIEVER_SCOPES,
+    Found,
+    Retrieved,
+    check_scopes,
+    check_tool_settings,
+    entity_record,
+    episode_record,
+    fact_line,
+    fact_record,
+    parse_when,
+    ranked_records,
+)
+
+__all__ = [
+    "ASYNC_TOOLS",
+    "CITATION_PATTERN",
+    "DEFAULT_RETRIEVER_SCOPES",
+    "DEFAULT_TOKEN_BUDGET",
+    "DESCRIPTIONS",
+    "MAX_EPISODE_CHARS",
+    "MAX_QUERY_CHARS",
+    "NOW",
+    "RETRIEVER_SCOPES",
+    "TOOLS",
+    "TOOL_NAMES",
+    "Found",
+    "Now",
+    "Retrieved",
+    "aentity_timeline",
+    "aremember",
+    "asearch_memory",
+    "check_aware",
+    "check_group",
+    "check_list",
+    "check_scopes",
+    "check_tool_settings",
+    "citation_of",
+    "entity_record",
+    "entity_timeline",
+    "episode_record",
+    "fact_line",
+    "fact_record",
+    "parse_when",
+    "ranked_records",
+    "relation_name",
+    "remember",
+    "search_memory",
+]
+
+TOOL_NAMES = ("search_memory", "entity_timeline", "remember")
+"""The memory tools, in the order a toolkit lists them."""
+
+TOOLS: Mapping[str, Callable[..., str]] = MappingProxyType(
+    {"search_memory": search_memory, "entity_timeline": entity_timeline, "remember": remember}
+)
+"""Each tool's blocking body, by name: ``TOOLS[name](memory, group_id, *args, **settings)``."""
+
+ASYNC_TOOLS: Mapping[str, Callable[..., Awaitable[str]]] = MappingProxyType(
+    {
+        "search_memory": asearch_memory,
+        "entity_timeline": aentity_timeline,
+        "remember": aremember,
+    }
+)
+"""Each tool's async body, by name, for an ``AsyncMemory``."""
+
+CITATION_PATTERN = re.compile(r"[FE]-[0-9a-f]{10}")
+"""A citation id as ``citation_of`` writes it: ``F-`` (a fact) or ``E-`` (an episode or a
+document chunk) and 10 hex digits."""
