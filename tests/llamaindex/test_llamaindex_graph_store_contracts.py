@@ -95,7 +95,7 @@ def test_one_document_loads_into_two_tenants_as_into_two_reference_stores(
             chunks = [n.get_content() for n in store.get_llama_nodes(["handbook_part_0"])]
             seen[kind][tenant] = (chunks, _entity_triples(store))
     assert seen["timestone"] == seen["simple"]
-    assert seen["timestone"][b] == (["Cy | knows | Dee"], {("Cy", "Knows", "Dee")})
+    assert seen["timestone"][b] == (["Cy | knows | Dee"], {("Cy", "KNOWS", "Dee")})
     # deleting the chunk in one tenant leaves the other's
     TimestonePropertyGraphStore(memory, b).delete(ids=["handbook_part_0"])
     assert TimestonePropertyGraphStore(memory, b).get(ids=["handbook_part_0"]) == []
@@ -199,10 +199,10 @@ def test_deleting_a_document_leaves_the_graph_that_never_saw_it(
     for index in indexes:
         index.delete_ref_doc(HANDBOOK.doc_id)
     assert _entity_triples(ours) == _entity_triples(never_saw_it)
-    assert ("Mira", "Likes", "Gamay") in _entity_triples(reference)  # the reference's gap
+    assert ("Mira", "LIKES", "Gamay") in _entity_triples(reference)  # the reference's gap
     # the memory agrees: the fact only the handbook stated is gone, the shared one stays
     assert {(f.source, f.relation, f.target) for f in memory.facts(group)} == {
-        ("Mira", "Directs", "Nord"),
+        ("Mira", "DIRECTS", "Nord"),
         ("Nord", "IS_IN", "Loire"),
     }
     assert memory.get_entity(group, "Gamay") is None
@@ -344,7 +344,7 @@ def test_the_documented_load_into_two_tenants(memory: timestone.Memory, tmp_path
         assert index is not None
         index.delete_ref_doc(handbook[0].doc_id)  # from the last tenant
         graphs[kind] += [_entity_triples(s) for s in stores]
-    loaded = {("Mira", "Directs", "Nord"), ("Nord", "IS_IN", "Loire")}
+    loaded = {("Mira", "DIRECTS", "Nord"), ("Nord", "IS_IN", "Loire")}
     assert graphs["timestone"][:2] == graphs["simple"][:2] == [loaded, loaded]
     # after the delete: tenant a keeps its graph; tenant b's is empty here, while the
     # reference keeps the deleted document's relations

@@ -41,8 +41,7 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 import timestone
 from timestone import NOW
-from timestone._groups import check_group
-from timestone._time import Now
+from timestone.toolkit import Now, check_group
 
 from . import _operations as ops
 from ._operations import Call, Operation, Settings, relation_name

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 import uuid
 from collections.abc import Generator, Sequence
 from datetime import datetime
@@ -38,7 +37,15 @@ from llama_index.core.graph_stores.types import (
 from llama_index.core.vector_stores.types import VectorStoreQuery
 
 import timestone
-from timestone import EntityInput, GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
+from timestone import (
+    EntityInput,
+    GraphChunk,
+    GraphEdge,
+    GraphNodes,
+    GraphRelation,
+    GraphWrite,
+    toolkit,
+)
 from timestone.errors import AlreadyRemoved, InvalidInput, NotFound
 
 __all__ = [
@@ -67,7 +74,6 @@ _MAX_ID_CHARS = 512  # of a relation end, as Memory.graph_upsert takes it
 _MAX_PROPERTIES_CHARS = 100_000  # the JSON of one node's or relation's properties
 _MAX_DIMENSIONS = 16_000  # pgvector's
 _MAX_JSON_DEPTH = 64
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,15 +183,17 @@ def _embedding(value: Sequence[object], what: str) -> list[float]:
 
 
 def relation_name(label: str) -> str:
-    """The Timestone relation name of a LlamaIndex relation label: an identifier stays as it
-    is; any other label is upper-cased with each run of other characters as ``_``
-    (``"works for"`` becomes ``WORKS_FOR``)."""
-    if _IDENTIFIER.fullmatch(label):
-        return label
-    name = re.sub(r"[^A-Za-z0-9]+", "_", label).strip("_").upper()[:128]
-    if not name:
-        raise InvalidInput(f"relation label {label!r:.80} has no letter or digit to name it by")
-    return name if not name[0].isdigit() else ("R_" + name)[:128]
+    """The Timestone relation name of a LlamaIndex relation label, in the core's one normal
+    form (``timestone.toolkit.relation_name``: ``Directs`` and ``works for`` become
+    ``DIRECTS`` and ``WORKS_FOR``); a label that starts with a digit gets ``R_`` before it."""
+    name = toolkit.relation_name(label)
+    if name is None and label.strip()[:1].isdigit():
+        name = toolkit.relation_name("R_" + label.strip())
+    if name is None:
+        raise InvalidInput(
+            f"relation label {label!r:.80} names no relation (letters and digits, at most 128)"
+        )
+    return name
 
 
 def _nodes_list(value: object, what: str, of: str) -> list[object]:
