@@ -34,14 +34,18 @@ from ._output import (
     err_console,
     exit_code_for,
     fact_table,
+    labelled,
+    print_error,
     print_json,
 )
 from ._store import (
+    decode_utf8,
     embedder_for,
     load_ontology_file,
     ontology_document,
     ontology_from_document,
     parse_when,
+    read_text_file,
     resolve_dsn,
     resolve_group,
     save_ontology,
@@ -105,7 +109,7 @@ ValidAt = Annotated[
 
 def _fail(exc: BaseException) -> typer.Exit:
     code = exit_code_for(exc)
-    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    print_error(exc)
     if isinstance(exc, EmbedderMismatch):
         err_console.print(
             "from the command line: leave out --embedder to use the stored one, or move the "
@@ -121,7 +125,8 @@ def _guard(fn: Callable[[], T]) -> T:
     except TimestoneError as exc:
         raise _fail(exc) from exc
     except OSError as exc:
-        raise _fail(InvalidInput(str(exc))) from exc
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise _fail(InvalidInput(f"{where}{exc.strerror or exc}")) from exc
 
 
 def _resolve(
@@ -305,7 +310,7 @@ def ingest(
         f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
     )
     for message in summary.bad_lines:
-        err_console.print(f"[yellow]skipped[/] {message}", highlight=False)
+        err_console.print(labelled("skipped", "yellow", message))
 
 
 @app.command()
@@ -599,15 +604,20 @@ def export_cmd(
 ) -> None:
     """Write the group, every row version with both clocks, as JSONL."""
     g = resolve_group(group)
+    if output is not None and output.is_dir():
+        raise _fail(InvalidInput(f"--output {output} is a folder; name the file to write"))
     with _store(dsn, data_dir, embedder) as mem:
         if output is None:
             mem.export_group(g, sys.stdout)
             sys.stdout.flush()
             return
         tmp = output.with_name(output.name + ".partial")
-        with _guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
-            counts = mem.export_group(g, handle)
-        tmp.replace(output)
+        try:
+            with _guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
+                counts = mem.export_group(g, handle)
+            _guard(lambda: tmp.replace(output))
+        finally:
+            tmp.unlink(missing_ok=True)
     err_console.print(f"exported {sum(counts.values())} row(s) of group {g} to {output}")
 
 
@@ -632,9 +642,13 @@ def import_cmd(
 ) -> None:
     """Read an export into an empty group, history and all, in one transaction."""
     if str(source) == "-":
-        lines = sys.stdin.readlines()
+        text = _guard(lambda: decode_utf8(sys.stdin.buffer.read(), "the export on stdin"))
     else:
-        lines = _guard(lambda: source.read_text(encoding="utf-8").splitlines(keepends=True))
+        text = _guard(lambda: read_text_file(source, "the export"))
+    lines = text.splitlines(keepends=True)
+    if not any(line.strip() for line in lines):
+        where = "on stdin" if str(source) == "-" else str(source)
+        raise _fail(InvalidInput(f"the export {where} is empty: nothing to import"))
     with _store(dsn, data_dir, embedder) as mem:
         counts = mem.import_group(lines, group_id=group)
         header = _header(lines)
@@ -809,6 +823,6 @@ def main(argv: list[str] | None = None) -> int:
             return int(ExitCode.OK)
         return code if isinstance(code, int) else int(ExitCode.FAILURE)
     except TimestoneError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(exc)
         return int(exit_code_for(exc))
     return int(ExitCode.OK)
