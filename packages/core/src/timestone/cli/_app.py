@@ -443,7 +443,7 @@ def _picture(
     png: Path | None,
 ) -> None:
     from ..viz.browser import screenshot
-    from ..viz.timeline import timeline_html
+    from ..viz.timeline import page_height, timeline_html
 
     if as_of is not None:
         # as the graph held it then: its periods solid, what it had already dropped faint
@@ -459,13 +459,9 @@ def _picture(
     _guard(lambda: target.write_text(page, encoding="utf-8"))
     err_console.print(f"timeline written to {target}")
     if png is not None:
-        _guard(lambda: screenshot(target, png, height=_page_height(history)))
+        height = max(400, page_height(entity, history))
+        _guard(lambda: screenshot(target, png, height=height))
         err_console.print(f"screenshot written to {png}")
-
-
-def _page_height(history: list[Any]) -> int:
-    lanes = {(f.relation) for f in history}
-    return max(400, 220 + 70 * len(lanes) + 14 * sum(1 for f in history if f.expired_at))
 
 
 @app.command("as-of")
