@@ -77,9 +77,34 @@ async def _stdio_serving(proc: asyncio.subprocess.Process) -> None:
     await _send(proc, {"id": 1, "method": "initialize", "params": hello})
     assert "result" in await _line(proc.stdout)
     await _send(proc, {"method": "notifications/initialized"})
-    await _send(proc, {"id": 2, "method": "tools/call", "params": {"name": "status"}})
+    await _status(proc, 2)
+
+
+async def _status(proc: asyncio.subprocess.Process, call: int) -> None:
+    await _send(proc, {"id": call, "method": "tools/call", "params": {"name": "status"}})
     answer = await _line(proc.stdout)
     assert answer["result"]["isError"] is False, answer
+
+
+async def _start(data_dir: Path, *args: str) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *(COMMAND, "serve", "mcp", *args),
+        env=_env(data_dir),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+
+
+async def _stop(proc: asyncio.subprocess.Process, stop: signal.Signals) -> None:
+    """Send ``stop`` with stdin still open: the server must stop on the signal, not because
+    its client hung up; it exits 0 without a traceback."""
+    proc.send_signal(stop)
+    code = await asyncio.wait_for(proc.wait(), timeout=60)
+    assert proc.stderr is not None
+    err = (await proc.stderr.read()).decode()
+    assert code == 0, err
+    assert "Traceback" not in err
 
 
 def _free_port() -> int:
@@ -127,16 +152,7 @@ async def test_a_stop_signal_ends_the_server_and_its_embedded_postgres(
 ) -> None:
     port = _free_port()
     args = ["--transport", "http", "--port", str(port)] if transport == "http" else []
-    proc = await asyncio.create_subprocess_exec(
-        COMMAND,
-        "serve",
-        "mcp",
-        *args,
-        env=_env(own_data_dir),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+    proc = await _start(own_data_dir, *args)
     stopped_cleanly.append(proc.pid)
     if transport == "http":
         await _http_serving(proc, port)
@@ -145,12 +161,23 @@ async def test_a_stop_signal_ends_the_server_and_its_embedded_postgres(
     postmaster = _postmaster(own_data_dir)
     assert _running(postmaster)
 
-    proc.send_signal(stop)
-    # stdin stays open: the server stops on the signal, not because its client hung up
-    code = await asyncio.wait_for(proc.wait(), timeout=60)
-    assert proc.stderr is not None
-    err = (await proc.stderr.read()).decode()
-    assert code == 0, err
-    assert "Traceback" not in err
+    await _stop(proc, stop)
     assert await _gone(postmaster), f"the embedded server {postmaster} outlived the command"
     assert not (own_data_dir / "pg" / "postmaster.pid").exists()
+
+
+async def test_the_embedded_server_stops_when_its_last_user_leaves(
+    own_data_dir: Path, stopped_cleanly: list[int]
+) -> None:
+    first, second = await _start(own_data_dir), await _start(own_data_dir)
+    stopped_cleanly.extend([first.pid, second.pid])
+    await _stdio_serving(first)
+    await _stdio_serving(second)
+    postmaster = _postmaster(own_data_dir)
+
+    await _stop(first, signal.SIGTERM)
+    assert _running(postmaster), "the server stopped under a process still using it"
+    await _status(second, 3)  # and it still serves
+
+    await _stop(second, signal.SIGTERM)
+    assert await _gone(postmaster), f"the embedded server {postmaster} outlived its last user"
