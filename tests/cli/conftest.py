@@ -114,7 +114,9 @@ def run_here(
     from timestone.cli._app import main
 
     del dsn
-    monkeypatch.delenv("TIMESTONE_DSN", raising=False)
+    for name in os.environ:
+        if name.startswith(("TIMESTONE_", "OPENAI_")):
+            monkeypatch.delenv(name)
     monkeypatch.setenv("TIMESTONE_DATA_DIR", str(data_dir))
     monkeypatch.setenv("TIMESTONE_GROUP", group)
 
