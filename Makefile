@@ -4,7 +4,7 @@ VENV := .venv
 UV := $(VENV)/bin/uv
 RUN := $(UV) run --frozen --all-packages --inexact
 
-.PHONY: venv demo test lint format bench bench-report gen-sync clean
+.PHONY: venv demo test lint format bench bench-report gen-sync browser clean
 
 $(VENV)/.synced: uv.lock pyproject.toml packages/*/pyproject.toml
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
@@ -45,6 +45,20 @@ bench: venv
 # docs/benchmarks.md and the README's benchmark table, from bench/results/*.json
 bench-report: venv
 	$(RUN) python -m bench.report
+
+# Headless Chromium for the timeline picture (`timestone timeline --png`) and its tests.
+# The tests never install it: they fail, naming this target, when it is missing.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+SUDO := $(shell test "$$(id -u)" = 0 || echo sudo)
+
+browser:
+	@found=$$(for n in $(CHROMIUM_NAMES); do command -v $$n && break; done); \
+	if [ -n "$$found" ]; then echo "Chromium: $$found"; \
+	elif command -v apt-get >/dev/null; then \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	elif command -v brew >/dev/null; then brew install --cask chromium; \
+	else echo "install Chromium (or Google Chrome) with your package manager" >&2; exit 1; fi
 
 clean:
 	rm -rf $(VENV)

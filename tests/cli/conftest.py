@@ -41,7 +41,7 @@ def timestone_command() -> str:
 
 def make_runner(data_dir: Path, group: str) -> Run:
     def run(*args: str, input: str | None = None, check: int | None = 0) -> Any:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TIMESTONE_")}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TIMESTONE_", "OPENAI_"))}
         env.update(TIMESTONE_DATA_DIR=str(data_dir), TIMESTONE_GROUP=group, COLUMNS="200")
         proc = subprocess.run(
             [timestone_command(), *args],
@@ -114,7 +114,9 @@ def run_here(
     from timestone.cli._app import main
 
     del dsn
-    monkeypatch.delenv("TIMESTONE_DSN", raising=False)
+    for name in os.environ:
+        if name.startswith(("TIMESTONE_", "OPENAI_")):
+            monkeypatch.delenv(name)
     monkeypatch.setenv("TIMESTONE_DATA_DIR", str(data_dir))
     monkeypatch.setenv("TIMESTONE_GROUP", group)
 

@@ -35,16 +35,10 @@ def _x_of(when: datetime, ticks: list[tuple[datetime, float]]) -> float:
     return x0 + (x1 - x0) * (when - t0).total_seconds() / (t1 - t0).total_seconds()
 
 
-def test_the_timeline_renders_with_bars_at_their_dates(
-    chromium: str, data_dir: Path, dsn: str, group: str, tmp_path: Path
-) -> None:
-    del chromium
-    onto = timestone.Ontology(edge_types=[timestone.EdgeType(n, cardinality="one") for n in ONE])
-    with timestone.Memory.open(dsn, ontology=onto) as memory:
-        _mira(memory, group)
-
+def _render(data_dir: Path, group: str, tmp_path: Path) -> tuple[bytes, dict[str, Any]]:
+    """``timestone timeline Mira --html --png``: the PNG, and where Chromium drew each bar."""
     page, png = tmp_path / "mira.html", tmp_path / "mira.png"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TIMESTONE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIMESTONE_", "OPENAI_"))}
     env.update(TIMESTONE_DATA_DIR=str(data_dir), TIMESTONE_GROUP=group)
     command = str(Path(sys.executable).parent / "timestone")
     proc = subprocess.run(
@@ -56,18 +50,31 @@ def test_the_timeline_renders_with_bars_at_their_dates(
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-
-    # a screenshot was taken: a real PNG of a real size
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-    assert (width, height) >= (1000, 400)
-    assert len(data) > 10_000
-
     dom = dump_dom(page)
     found = re.search(r'<pre id="layout"[^>]*>(.*?)</pre>', dom, re.S)
     assert found is not None, "the page's script did not run"
-    layout: dict[str, Any] = json.loads(found.group(1))
+    return png.read_bytes(), json.loads(found.group(1))
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_the_timeline_renders_with_bars_at_their_dates(
+    chromium: str, data_dir: Path, dsn: str, group: str, tmp_path: Path
+) -> None:
+    del chromium
+    onto = timestone.Ontology(edge_types=[timestone.EdgeType(n, cardinality="one") for n in ONE])
+    with timestone.Memory.open(dsn, ontology=onto) as memory:
+        _mira(memory, group)
+    data, layout = _render(data_dir, group, tmp_path)
+
+    # a screenshot was taken: a real PNG of a real size
+    width, height = _png_size(data)
+    assert (width, height) >= (1000, 400)
+    assert len(data) > 10_000
+
     ticks = sorted((datetime.fromisoformat(t["date"]), float(t["x"])) for t in layout["ticks"])
     assert len(ticks) >= 5
     bars = layout["bars"]
@@ -92,3 +99,34 @@ def test_the_timeline_renders_with_bars_at_their_dates(
         lane = [b["top"] for b in current if b["relation"] == ghost["relation"]]
         assert lane
         assert ghost["top"] >= max(lane) + 22
+
+
+def test_overlapping_open_periods_of_one_relation_get_rows_of_their_own(
+    chromium: str, data_dir: Path, dsn: str, group: str, tmp_path: Path
+) -> None:
+    """No ontology: Mira directs Nord from 2015 and Sud from 2023, both still open. Both bars
+    run to now, one above the other, and the screenshot is tall enough to show them."""
+    del chromium
+    with timestone.Memory.open(dsn) as memory:
+        _mira(memory, group)
+        held = memory.timeline(group, "Mira", relation="DIRECTS")
+    assert sorted((f.target, f.invalid_at) for f in held) == [
+        ("Château Nord", None),
+        ("Château Sud", None),
+    ]
+    data, layout = _render(data_dir, group, tmp_path)
+    directs = sorted(
+        (b for b in layout["bars"] if b["kind"] == "current" and b["relation"] == "DIRECTS"),
+        key=lambda b: b["valid_at"],
+    )
+    assert [b["valid_at"][:4] for b in directs] == ["2015", "2023"]
+    nord, sud = directs
+    # rows of their own: the later bar does not cover any part of the earlier one
+    assert sud["top"] >= nord["top"] + nord["height"] or nord["top"] >= sud["top"] + sud["height"]
+    now_x = next(float(t["x"]) for t in layout["ticks"] if t["now"])
+    for bar in directs:
+        assert bar["invalid_at"] is None
+        assert abs(bar["right"] - now_x) < 1.5, bar  # open: drawn to now, not cut at 2023
+    # every bar lies inside the screenshot
+    _, height = _png_size(data)
+    assert max(b["top"] + b["height"] for b in layout["bars"]) < height

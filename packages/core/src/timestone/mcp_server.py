@@ -9,6 +9,14 @@ takes a required ``group_id``. In Python::
     from timestone.mcp_server import build_server
     server = build_server(lambda: timestone.AsyncMemory.open(...), group_id="alice")
     server.run("stdio")
+
+Over HTTP, ``token=`` makes every request carry ``Authorization: Bearer
+<token>`` (the ``mcp`` SDK's bearer authentication, with a verifier that
+compares the one fixed token in constant time); a request without it, or with
+another, is answered 401. ``check_exposure`` refuses to serve off the loopback
+interface without one: whoever reaches the port would read and write the
+memory. The token travels in clear over plain HTTP: off one machine, put a TLS
+proxy in front (``docs/cli.md``).
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ import asyncio
 import contextlib
 import errno
 import functools
+import hmac
 import inspect
+import ipaddress
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
@@ -31,7 +41,15 @@ from ._models import Fact
 from ._time import NOW
 from .errors import InvalidInput, NotFound, TimestoneError
 
-__all__ = ["INSTRUCTIONS", "build_server", "check_port"]
+__all__ = [
+    "INSTRUCTIONS",
+    "MIN_TOKEN_LENGTH",
+    "build_server",
+    "check_exposure",
+    "check_port",
+    "check_token",
+    "is_loopback",
+]
 
 INSTRUCTIONS = """\
 Timestone is a long-term memory that tells time. It stores facts as
@@ -63,6 +81,75 @@ def check_port(host: str, port: int) -> None:
                     f"port {port} on {host} is already in use; pass another --port"
                 ) from exc
             raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+
+
+MIN_TOKEN_LENGTH = 16
+_MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only: ``localhost`` or a loopback
+    address (127.0.0.0/8, ::1). Any other name or address may be reached from outside."""
+    if host.strip().casefold() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(token: str) -> str:
+    """A bearer token as the server will demand it: printable ASCII without spaces, at least
+    ``MIN_TOKEN_LENGTH`` characters."""
+    if len(token) < MIN_TOKEN_LENGTH or not all("!" <= c <= "~" for c in token):
+        raise InvalidInput(
+            f"the MCP token must be at least {MIN_TOKEN_LENGTH} printable ASCII characters "
+            f"without spaces; make one with {_MAKE_TOKEN}"
+        )
+    return token
+
+
+def check_exposure(host: str, token: str | None) -> str | None:
+    """Refuse to serve HTTP beyond this machine without a token; return the checked token."""
+    if token is not None and token != "":
+        return check_token(token)
+    if not is_loopback(host):
+        raise InvalidInput(
+            f"refusing to serve MCP over HTTP on {host} without a token: anyone who reaches "
+            "the port could read and write the memory. Set TIMESTONE_MCP_TOKEN (or --token) "
+            f"to a secret, e.g. from {_MAKE_TOKEN}, give it to the clients as "
+            "'Authorization: Bearer <token>', and put a TLS proxy in front (docs/cli.md)"
+        )
+    return None
+
+
+class _FixedToken:
+    """The ``mcp`` SDK's ``TokenVerifier`` for one shared secret, compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        given = token.encode("utf-8", "surrogateescape")
+        if not hmac.compare_digest(given, self._token):
+            return None
+        return AccessToken(token=token, client_id="timestone-mcp", scopes=[])
+
+
+def _auth(token: str | None) -> dict[str, Any]:
+    """``MCPServer`` arguments for bearer authentication with ``token``; none without it."""
+    if token is None:
+        return {}
+    from mcp.server.auth.settings import AuthSettings
+    from pydantic import AnyHttpUrl
+
+    # The SDK's resource-server mode with no OAuth routes: no authorization server exists
+    # (no resource_server_url, so no metadata is published); issuer_url is required by the
+    # settings model and only ever appears in those routes.
+    settings = AuthSettings(issuer_url=AnyHttpUrl("http://localhost/"), resource_server_url=None)
+    return {"auth": settings, "token_verifier": _FixedToken(check_token(token))}
 
 
 def _when(value: str | None, what: str) -> datetime | None:
@@ -373,8 +460,11 @@ def _bind(method: Callable[..., Awaitable[dict[str, Any]]], group_id: str | None
     return tool
 
 
-def build_server(memory: Opener | AsyncMemory, *, group_id: str | None) -> Any:
-    """An ``MCPServer`` with Timestone's tools. ``group_id=None``: each call names its group."""
+def build_server(
+    memory: Opener | AsyncMemory, *, group_id: str | None, token: str | None = None
+) -> Any:
+    """An ``MCPServer`` with Timestone's tools. ``group_id=None``: each call names its group.
+    ``token``: HTTP requests must carry it as a bearer token (401 otherwise)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -403,6 +493,7 @@ def build_server(memory: Opener | AsyncMemory, *, group_id: str | None) -> Any:
         instructions=INSTRUCTIONS + scope,
         lifespan=lifespan,
         log_level="WARNING",
+        **_auth(token),
     )
     for name in _TOOLS:
         method = getattr(tools, name)

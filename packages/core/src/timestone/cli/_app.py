@@ -11,21 +11,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
-from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .._aio._memory import AsyncMemory
 from .._index_build import check_memory_setting, check_workers
 from .._sync._memory import Memory
 from .._time import NOW
-from ..embedders import Embedder
-from ..errors import EmbedderMismatch, InvalidInput, NotFound, TimestoneError
-from ..ontology import Ontology
+from ..errors import InvalidInput, NotFound, TimestoneError
+from ._options import (
+    AsOf,
+    DataDir,
+    Dsn,
+    EmbedderOpt,
+    Group,
+    Json,
+    ValidAt,
+    fail,
+    guard,
+    open_store,
+)
 from ._output import (
     ExitCode,
     console,
@@ -34,15 +42,17 @@ from ._output import (
     err_console,
     exit_code_for,
     fact_table,
+    labelled,
+    print_error,
     print_json,
 )
+from ._serve import serve_app, ui
+from ._signals import exit_code, stop_on_signals
 from ._store import (
+    decode_utf8,
     embedder_for,
-    load_ontology_file,
-    ontology_document,
-    ontology_from_document,
     parse_when,
-    resolve_dsn,
+    read_text_file,
     resolve_group,
     save_ontology,
     stored_meta,
@@ -58,117 +68,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-serve_app = typer.Typer(help="Run a server over the store.", no_args_is_help=True)
-app.add_typer(serve_app, name="serve")
-
-T = TypeVar("T")
-
-Dsn = Annotated[
-    str | None,
-    typer.Option("--dsn", envvar="TIMESTONE_DSN", help="Postgres DSN (default: embedded server)."),
-]
-DataDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir", envvar="TIMESTONE_DATA_DIR", help="Data dir of the embedded server."
-    ),
-]
-Group = Annotated[
-    str | None,
-    typer.Option(
-        "--group", "-g", envvar="TIMESTONE_GROUP", help="Group (tenant) id [default: default]."
-    ),
-]
-EmbedderOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--embedder",
-        envvar="TIMESTONE_EMBEDDER",
-        help=(
-            "wordllama[:DIM], hash[:DIM] or openai:MODEL:DIM (server from OPENAI_API_KEY /"
-            " OPENAI_BASE_URL); default: the one the database was built with."
-        ),
-    ),
-]
-Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-AsOf = Annotated[
-    str | None,
-    typer.Option("--as-of", help="System time: what the graph held then (default: now)."),
-]
-ValidAt = Annotated[
-    str | None,
-    typer.Option(
-        "--valid-at", help="World time the facts are true at (default: now; 'all': every period)."
-    ),
-]
-
-
-def _fail(exc: BaseException) -> typer.Exit:
-    code = exit_code_for(exc)
-    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-    if isinstance(exc, EmbedderMismatch):
-        err_console.print(
-            "from the command line: leave out --embedder to use the stored one, or move the "
-            "store with `timestone reembed --embedder SPEC`",
-            highlight=False,
-        )
-    return typer.Exit(int(code))
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except TimestoneError as exc:
-        raise _fail(exc) from exc
-    except OSError as exc:
-        raise _fail(InvalidInput(str(exc))) from exc
-
-
-def _resolve(
-    dsn: str | None,
-    data_dir: Path | None,
-    embedder: str | None,
-    ontology_file: Path | None = None,
-) -> tuple[str, Embedder, Ontology | None]:
-    """The DSN, embedder and ontology to open with; a new ontology file is stored first."""
-    document = load_ontology_file(ontology_file) if ontology_file is not None else None
-    target = resolve_dsn(dsn, data_dir)
-    stored = stored_meta(target, "ontology")
-    chosen = embedder_for(embedder, stored_meta(target, "embedder"))
-    doc = document if document is not None else stored
-    ontology = ontology_from_document(doc, "stored ontology") if doc is not None else None
-    return target, chosen, ontology
-
-
-@contextlib.contextmanager
-def _store(
-    dsn: str | None,
-    data_dir: Path | None,
-    embedder: str | None,
-    *,
-    ontology_file: Path | None = None,
-    embeds: bool = False,
-) -> Generator[Memory]:
-    """Open the store with the ontology and embedder it keeps; map errors to exit codes.
-    ``embeds``: the command embeds text (a search, a write), so the embedder's model is
-    loaded beside the opening; a read that embeds nothing does not load it."""
-    try:
-        target, chosen, ontology = _resolve(dsn, data_dir, embedder, ontology_file)
-        mem = Memory.open(target, embedder=chosen, ontology=ontology, warm=embeds)
-        if ontology_file is not None and ontology is not None:
-            save_ontology(target, ontology_document(ontology))
-    except TimestoneError as exc:
-        raise _fail(exc) from exc
-    try:
-        yield mem
-    except TimestoneError as exc:
-        raise _fail(exc) from exc
-    finally:
-        mem.close()
 
 
 def _when(text: str | None, what: str) -> datetime | None:
-    return None if text is None else _guard(lambda: parse_when(text, what))
+    return None if text is None else guard(lambda: parse_when(text, what))
 
 
 def _valid(text: str | None) -> Any:
@@ -199,7 +102,7 @@ def init(
     json_: Json = False,
 ) -> None:
     """Create (or migrate) the store, and store an ontology in it."""
-    with _store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
+    with open_store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
         info: dict[str, Any] = {
             "dsn": mem.dsn,
             "schema_version": stored_meta(mem.dsn, "schema_version"),
@@ -284,9 +187,9 @@ def ingest(
 
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
-    build = _guard(lambda: _build_options(bulk, maintenance_work_mem, workers))
+    build = guard(lambda: _build_options(bulk, maintenance_work_mem, workers))
     with (
-        _store(dsn, data_dir, embedder, ontology_file=ontology, embeds=True) as mem,
+        open_store(dsn, data_dir, embedder, ontology_file=ontology, embeds=True) as mem,
         mem.bulk_load(**build) if bulk else contextlib.nullcontext(),
     ):
         summary = ingest_paths(
@@ -305,7 +208,7 @@ def ingest(
         f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
     )
     for message in summary.bad_lines:
-        err_console.print(f"[yellow]skipped[/] {message}", highlight=False)
+        err_console.print(labelled("skipped", "yellow", message))
 
 
 @app.command()
@@ -327,7 +230,7 @@ def search(
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     world = _valid(valid_at)
-    with _store(dsn, data_dir, embedder, embeds=True) as mem:
+    with open_store(dsn, data_dir, embedder, embeds=True) as mem:
         wanted = tuple(s.strip() for s in scopes.split(",") if s.strip())
         results = mem.search(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
         if json_:
@@ -364,7 +267,7 @@ def facts(
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     world = _valid(valid_at)
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         for name in (source, target):
             if name is not None:
                 _require_entity(mem, g, name, system)
@@ -415,7 +318,7 @@ def timeline(
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     start, end = _when(since, "--since"), _when(until, "--until")
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         _require_entity(mem, g, entity, system)
         periods = mem.timeline(
             g, entity, as_of=system, relation=relation, since=start, until=end, limit=limit
@@ -438,7 +341,7 @@ def _picture(
     png: Path | None,
 ) -> None:
     from ..viz.browser import screenshot
-    from ..viz.timeline import timeline_html
+    from ..viz.timeline import page_height, timeline_html
 
     if as_of is not None:
         # as the graph held it then: its periods solid, what it had already dropped faint
@@ -451,16 +354,12 @@ def _picture(
     page = timeline_html(entity, history, as_of=as_of)
     target = html or (png.with_suffix(".html") if png is not None else None)
     assert target is not None
-    _guard(lambda: target.write_text(page, encoding="utf-8"))
+    guard(lambda: target.write_text(page, encoding="utf-8"))
     err_console.print(f"timeline written to {target}")
     if png is not None:
-        _guard(lambda: screenshot(target, png, height=_page_height(history)))
+        height = max(400, page_height(entity, history))
+        guard(lambda: screenshot(target, png, height=height))
         err_console.print(f"screenshot written to {png}")
-
-
-def _page_height(history: list[Any]) -> int:
-    lanes = {(f.relation) for f in history}
-    return max(400, 220 + 70 * len(lanes) + 14 * sum(1 for f in history if f.expired_at))
 
 
 @app.command("as-of")
@@ -481,7 +380,7 @@ def as_of_cmd(
     g = resolve_group(group)
     system = _when(when, "as-of time")
     world = _valid(valid_at)
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         if entity is not None:
             _require_entity(mem, g, entity, system)
             at = datetime.now(UTC) if world is NOW else world
@@ -509,7 +408,7 @@ def episodes(
     """The group's episodes, newest reference time first."""
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         found = mem.episodes(g, as_of=system, limit=limit)
     if json_:
         print_json(found)
@@ -528,7 +427,7 @@ def remove_episode(
 ) -> None:
     """Remove an episode exactly: the graph becomes what it would be without it."""
     g = resolve_group(group)
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         report = mem.remove_episode(g, episode_id)
     if json_:
         print_json(report)
@@ -552,7 +451,7 @@ def rollback(
     g = resolve_group(group)
     point = _when(to, "--to")
     assert point is not None
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         report = mem.rollback(g, to=point)
     if json_:
         print_json(report)
@@ -573,7 +472,7 @@ def stats(
 ) -> None:
     """Rows of the group per table: held now, and every version."""
     g = resolve_group(group)
-    with _store(dsn, data_dir, embedder) as mem:
+    with open_store(dsn, data_dir, embedder) as mem:
         counts = mem.stats(g)
     if json_:
         print_json({"group_id": g, "tables": counts})
@@ -599,15 +498,20 @@ def export_cmd(
 ) -> None:
     """Write the group, every row version with both clocks, as JSONL."""
     g = resolve_group(group)
-    with _store(dsn, data_dir, embedder) as mem:
+    if output is not None and output.is_dir():
+        raise fail(InvalidInput(f"--output {output} is a folder; name the file to write"))
+    with open_store(dsn, data_dir, embedder) as mem:
         if output is None:
             mem.export_group(g, sys.stdout)
             sys.stdout.flush()
             return
         tmp = output.with_name(output.name + ".partial")
-        with _guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
-            counts = mem.export_group(g, handle)
-        tmp.replace(output)
+        try:
+            with guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
+                counts = mem.export_group(g, handle)
+            guard(lambda: tmp.replace(output))
+        finally:
+            tmp.unlink(missing_ok=True)
     err_console.print(f"exported {sum(counts.values())} row(s) of group {g} to {output}")
 
 
@@ -632,10 +536,14 @@ def import_cmd(
 ) -> None:
     """Read an export into an empty group, history and all, in one transaction."""
     if str(source) == "-":
-        lines = sys.stdin.readlines()
+        text = guard(lambda: decode_utf8(sys.stdin.buffer.read(), "the export on stdin"))
     else:
-        lines = _guard(lambda: source.read_text(encoding="utf-8").splitlines(keepends=True))
-    with _store(dsn, data_dir, embedder) as mem:
+        text = guard(lambda: read_text_file(source, "the export"))
+    lines = text.splitlines(keepends=True)
+    if not any(line.strip() for line in lines):
+        where = "on stdin" if str(source) == "-" else str(source)
+        raise fail(InvalidInput(f"the export {where} is empty: nothing to import"))
+    with open_store(dsn, data_dir, embedder) as mem:
         counts = mem.import_group(lines, group_id=group)
         header = _header(lines)
         onto = header.get("ontology")
@@ -671,8 +579,8 @@ def reembed(
     json_: Json = False,
 ) -> None:
     """Move every stored vector (all groups, all versions) to another embedder."""
-    new = _guard(lambda: embedder_for(embedder, None))
-    with _store(dsn, data_dir, None) as mem:
+    new = guard(lambda: embedder_for(embedder, None))
+    with open_store(dsn, data_dir, None) as mem:
         done = mem.reembed(new)
     if json_:
         print_json({"embedder": {"name": new.name, "dimension": new.dimension}, "rows": done})
@@ -705,7 +613,7 @@ def rebuild_indexes(
     json_: Json = False,
 ) -> None:
     """Rebuild the HNSW indexes (REINDEX CONCURRENTLY) after heavy churn; reads go on."""
-    with _store(dsn, data_dir, None) as mem:
+    with open_store(dsn, data_dir, None) as mem:
         took = mem.rebuild_vector_indexes(
             indexes=index, maintenance_work_mem=maintenance_work_mem, workers=workers
         )
@@ -730,7 +638,7 @@ def index_health(
     json_: Json = False,
 ) -> None:
     """The share of its own rows each HNSW index finds: near 1.0 whole, lower when worn."""
-    with _store(dsn, data_dir, None) as mem:
+    with open_store(dsn, data_dir, None) as mem:
         health = mem.vector_index_health(indexes=index, sample=sample)
     if json_:
         print_json({"found": health})
@@ -739,68 +647,18 @@ def index_health(
             console.print(f"{name}: " + ("no rows" if share is None else f"{share:.3f}"))
 
 
-@serve_app.command("mcp")
-def serve_mcp(
-    transport: Annotated[
-        str, typer.Option("--transport", help="stdio, or http (streamable HTTP).")
-    ] = "stdio",
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8765,
-    any_group: Annotated[
-        bool,
-        typer.Option(
-            "--any-group",
-            help="Let each tool call name its group (default: every call is in --group).",
-        ),
-    ] = False,
-    dsn: Dsn = None,
-    data_dir: DataDir = None,
-    group: Group = None,
-    embedder: EmbedderOpt = None,
-) -> None:
-    """Serve the store to agents over the Model Context Protocol."""
-    from ..mcp_server import build_server, check_port
-
-    if transport not in ("stdio", "http"):
-        raise _fail(InvalidInput(f"--transport must be stdio or http, got {transport!r:.80}"))
-    if transport == "http":
-        _guard(lambda: check_port(host, port))
-    g = resolve_group(group)
-    try:
-        target, chosen, ontology = _resolve(dsn, data_dir, embedder)
-    except TimestoneError as exc:
-        raise _fail(exc) from exc
-
-    async def opener() -> AsyncMemory:
-        return await AsyncMemory.open(target, embedder=chosen, ontology=ontology)
-
-    server = build_server(opener, group_id=None if any_group else g)
-    if transport == "stdio":
-        server.run("stdio")
-    else:
-        err_console.print(f"MCP over streamable HTTP on http://{host}:{port}/mcp")
-        server.run("streamable-http", host=host, port=port)
-
-
-@app.command()
-def ui(
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port")] = 8766,
-    dsn: Dsn = None,
-    data_dir: DataDir = None,
-    group: Group = None,
-    embedder: EmbedderOpt = None,
-) -> None:
-    """A small local web view: the graph of current facts, with an as-of slider."""
-    from ..viz.web import serve
-
-    g = resolve_group(group)
-    with _store(dsn, data_dir, embedder, embeds=True) as mem:
-        _guard(lambda: serve(mem, g, host=host, port=port, announce=err_console.print))
+app.add_typer(serve_app, name="serve")
+app.command()(ui)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; return its exit code (see ``timestone.cli._output``)."""
+    """Run the command; return its exit code (see ``timestone.cli._output``; a stop signal:
+    ``timestone.cli._signals``)."""
+    with stop_on_signals():
+        return exit_code(_run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
     try:
         app(args=argv, prog_name="timestone")
     except SystemExit as exc:
@@ -809,6 +667,6 @@ def main(argv: list[str] | None = None) -> int:
             return int(ExitCode.OK)
         return code if isinstance(code, int) else int(ExitCode.FAILURE)
     except TimestoneError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print_error(exc)
         return int(exit_code_for(exc))
     return int(ExitCode.OK)

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .._models import Entity, Episode, Fact
 from ..errors import (
@@ -50,12 +51,26 @@ __all__ = [
     "err_console",
     "exit_code_for",
     "fact_table",
+    "labelled",
+    "print_error",
     "print_json",
     "to_jsonable",
 ]
 
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Markup off: names, facts, paths and messages are user and data text, printed as they are
+# ("[bold]Nobody" is a name, not a style); the few styled words are ``Text`` with a style.
+console = Console(highlight=False, soft_wrap=True, markup=False)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+
+
+def labelled(label: str, style: str, message: object) -> Text:
+    """``label`` in ``style``, then ``message`` as plain text (never read as markup)."""
+    return Text.assemble((label, style), " ", str(message))
+
+
+def print_error(exc: BaseException) -> None:
+    """The one line an error prints on stderr: ``error: <what went wrong>``."""
+    err_console.print(labelled("error:", "bold red", exc))
 
 
 class ExitCode(IntEnum):

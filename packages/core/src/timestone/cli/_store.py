@@ -28,10 +28,12 @@ from ..ontology import EdgeType, EntityType, Ontology
 
 __all__ = [
     "DEFAULT_GROUP",
+    "decode_utf8",
     "load_ontology_file",
     "ontology_document",
     "ontology_from_document",
     "parse_when",
+    "read_text_file",
     "resolve_dsn",
     "resolve_group",
     "save_ontology",
@@ -213,12 +215,35 @@ def ontology_document(ontology: Ontology) -> dict[str, Any]:
     }
 
 
+def decode_utf8(data: bytes, what: str) -> str:
+    """``data`` as UTF-8 text; ``InvalidInput`` naming ``what`` and the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            "save it as UTF-8 and try again"
+        ) from exc
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """The UTF-8 text of a file the user named, or ``InvalidInput`` saying why not: no such
+    file, a folder, unreadable, not UTF-8 (never a bare ``OSError`` or decoding error)."""
+    named = f"{what} {path}"
+    if path.is_dir():
+        raise InvalidInput(f"{named} is a folder, not a file")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise InvalidInput(f"{named} does not exist") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {named}: {exc.strerror or exc}") from exc
+    return decode_utf8(data, named)
+
+
 def load_ontology_file(path: Path) -> dict[str, Any]:
     """Read and check an ontology file (``.toml`` or JSON); return its normalized document."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInput(f"cannot read the ontology file {path}: {exc.strerror}") from exc
+    text = read_text_file(path, "the ontology file")
     try:
         if path.suffix.lower() == ".toml":
             raw: Any = tomllib.loads(text)

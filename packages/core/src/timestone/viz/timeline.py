@@ -2,7 +2,9 @@
 
 One lane per relation (and direction). Each fact the graph holds now is a
 solid bar from ``valid_at`` to ``invalid_at`` (an open end runs to the right
-edge, "now"). Beliefs the graph held once and superseded (versions with an
+edge, "now"). Periods of one lane that overlap in world time (two wineries
+directed at once, both still open) get rows of their own within the lane, so
+no bar hides another. Beliefs the graph held once and superseded (versions with an
 ``expired_at``) are drawn faintly beneath, so a correction or a backfill is
 visible as what the graph used to think. The page is one self-contained HTML
 file (inline SVG, no scripts or fonts from anywhere), and carries a small
@@ -18,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 from .._models import Fact
 
-__all__ = ["WIDTH", "timeline_html", "timeline_svg"]
+__all__ = ["WIDTH", "page_height", "timeline_html", "timeline_svg"]
 
 WIDTH = 1100
 LABEL_W = 230
@@ -26,6 +28,7 @@ RIGHT_PAD = 30
 TOP = 56
 BAR_H = 22
 GHOST_H = 9
+ROW_GAP = 4
 LANE_GAP = 16
 
 _PALETTE = ("#2f6fb1", "#c2572b", "#3d8f5a", "#8a5cb8", "#b5892b", "#2b9a9a", "#b83d6b")
@@ -35,8 +38,13 @@ _PALETTE = ("#2f6fb1", "#c2572b", "#3d8f5a", "#8a5cb8", "#b5892b", "#2b9a9a", "#
 class _Lane:
     key: tuple[str, bool]
     label: str
-    current: list[Fact]
+    current: list[list[Fact]]
     ghosts: list[list[Fact]]
+
+    @property
+    def height(self) -> int:
+        rows = max(len(self.current), 1)
+        return rows * BAR_H + (rows - 1) * ROW_GAP + len(self.ghosts) * (GHOST_H + 3)
 
 
 def _esc(text: object) -> str:
@@ -72,7 +80,7 @@ def _lanes(entity: str, facts: Sequence[Fact], end: datetime) -> list[_Lane]:
             _Lane(
                 key=key,
                 label=label,
-                current=[f for f in items if f.expired_at is None],
+                current=_pack([f for f in items if f.expired_at is None], end),
                 ghosts=_pack([f for f in items if f.expired_at is not None], end),
             )
         )
@@ -108,6 +116,19 @@ def _span(facts: Sequence[Fact], now: datetime) -> tuple[datetime, datetime]:
     return first - pad, last + pad
 
 
+def _svg_height(lanes: Sequence[_Lane]) -> int:
+    return max(TOP + sum(lane.height + LANE_GAP for lane in lanes) + 40, TOP + 80)
+
+
+# the page's heading, subtitle and legend above the drawing, and its margins
+_PAGE_CHROME = 180
+
+
+def page_height(entity: str, facts: Sequence[Fact], *, now: datetime | None = None) -> int:
+    """The height of the whole ``timeline_html`` page in pixels, for a screenshot of it."""
+    return _svg_height(_lanes(entity, facts, now or datetime.now(UTC))) + _PAGE_CHROME
+
+
 def timeline_svg(entity: str, facts: Sequence[Fact], *, now: datetime | None = None) -> str:
     """The SVG drawing: ``facts`` are every version (``Memory.fact_history``)."""
     now = now or datetime.now(UTC)
@@ -123,26 +144,30 @@ def timeline_svg(entity: str, facts: Sequence[Fact], *, now: datetime | None = N
     y = TOP
     colors: dict[str, str] = {}
     for lane in lanes:
-        lane_h = BAR_H + len(lane.ghosts) * (GHOST_H + 3)
+        lane_h = lane.height
+        ghost_top = y + lane_h - len(lane.ghosts) * (GHOST_H + 3)
         parts.append(
             f'<g class="lane" data-relation="{_esc(lane.key[0])}">'
             f'<rect class="lane-bg" x="0" y="{y - 6}" width="{WIDTH}" height="{lane_h + 12}"/>'
             f'<text class="lane-label" x="{LABEL_W - 12}" y="{y + BAR_H / 2 + 5}" '
             f'text-anchor="end">{_esc(lane.label)}</text>'
         )
-        for f in lane.current:
-            other = f.target if lane.key[1] else f.source
-            color = colors.setdefault(other.casefold(), _PALETTE[len(colors) % len(_PALETTE)])
-            parts.append(_bar(f, other, x, y, BAR_H, color, "current", now))
+        for i, row in enumerate(lane.current):
+            for f in row:
+                other = f.target if lane.key[1] else f.source
+                color = colors.setdefault(other.casefold(), _PALETTE[len(colors) % len(_PALETTE)])
+                parts.append(
+                    _bar(f, other, x, y + i * (BAR_H + ROW_GAP), BAR_H, color, "current", now)
+                )
         for i, row in enumerate(lane.ghosts):
-            gy = y + BAR_H + 3 + i * (GHOST_H + 3)
+            gy = ghost_top + 3 + i * (GHOST_H + 3)
             for f in row:
                 other = f.target if lane.key[1] else f.source
                 color = colors.setdefault(other.casefold(), _PALETTE[len(colors) % len(_PALETTE)])
                 parts.append(_bar(f, other, x, gy, GHOST_H, color, "superseded", now))
         parts.append("</g>")
         y += lane_h + LANE_GAP
-    height = max(y + 40, TOP + 80)
+    height = _svg_height(lanes)
     axis: list[str] = [
         f'<line class="axis" x1="{LABEL_W}" y1="{TOP - 14}" x2="{WIDTH - RIGHT_PAD}" '
         f'y2="{TOP - 14}"/>'
@@ -246,7 +271,8 @@ _MEASURE = """
   });
   svg.querySelectorAll('line.tick, line.now').forEach(function (l) {
     var b = l.getBoundingClientRect();
-    out.ticks.push({date: l.dataset.date, x: b.left - box.left});
+    out.ticks.push({date: l.dataset.date, x: b.left - box.left,
+      now: l.classList.contains('now')});
   });
   document.getElementById('layout').textContent = JSON.stringify(out);
 })();
