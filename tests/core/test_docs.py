@@ -143,7 +143,7 @@ def _unknown_options(args: list[str]) -> list[str]:
 
 def test_readme_commands_are_commands_the_cli_takes() -> None:
     commands = _readme_commands()
-    assert [c[0] for c in commands] == ["init", "ingest", "facts", "timeline", "serve"]
+    assert [c[0] for c in commands] == ["init", "ingest", "facts", "timeline", "serve", "serve"]
     for args in commands:
         assert _unknown_options(args) == [], f"timestone {' '.join(args)}"
 
