@@ -50,11 +50,19 @@ ONTOLOGY = timestone.Ontology(
 
 
 @pytest.fixture(scope="module")
-def mem(dsn: str) -> Iterator[timestone.Memory]:
-    """A blocking memory with the test ontology; each test sets ``mem.llm`` to its replay."""
+def module_mem(dsn: str) -> Iterator[timestone.Memory]:
     m = timestone.Memory.open(dsn, ontology=ONTOLOGY)
     yield m
     m.close()
+
+
+@pytest.fixture
+def mem(module_mem: timestone.Memory) -> Iterator[timestone.Memory]:
+    """A blocking memory with the test ontology and no model: each test starts from the
+    same state whatever ran before it, and sets ``mem.llm`` to its replay."""
+    module_mem.llm = None
+    yield module_mem
+    module_mem.llm = None
 
 
 class Replay:
