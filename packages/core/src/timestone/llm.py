@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkabl
 
 import httpx
 
-from .errors import LLMError
+from .errors import LLMError, UnusableAnswer
 
 if TYPE_CHECKING:
     import openai
@@ -246,30 +246,52 @@ class OpenAICompatibleLLM:
         return "json" if self.json_mode == "json" else "schema"
 
     def _reply(self, request: LLMRequest, response: Any) -> LLMReply:
-        try:
-            choice = response.choices[0]
-            text = choice.message.content
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise LLMError(f"{request.step}: the model sent no choices", step=request.step) from exc
-        if text is None:
-            refusal = getattr(choice.message, "refusal", None)
-            why = f"it refused: {refusal}" if refusal else "its message had no content"
-            raise LLMError(f"{request.step}: the model gave no answer ({why})", step=request.step)
+        step = request.step
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        model = str(getattr(response, "model", "") or self.model)
+        choices: object = getattr(response, "choices", None)
+        choice: Any = None
+        if isinstance(choices, list) and choices:
+            choice = cast(list[Any], choices)[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None)
         if usage is None:  # some local servers omit usage: estimate, never count zero
             prompt = sum(len(m.get("content", "")) for m in request.messages) // 4 + 1
-            completion = len(text) // 4 + 1
+            completion = len(text or "") // 4 + 1
         self.calls += 1
         self.prompt_tokens += prompt
         self.completion_tokens += completion
-        return LLMReply(
-            text=text,
-            model=str(getattr(response, "model", "") or self.model),
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-        )
+        finish = getattr(choice, "finish_reason", None)
+        why: str | None = None
+        if choice is None:
+            why = "the model sent no choices"
+        elif text is None or finish == "content_filter":
+            refusal = getattr(message, "refusal", None)
+            if refusal:
+                why = f"the model gave no answer (it refused: {refusal})"
+            elif finish == "content_filter":
+                why = "the model's answer was withheld by its content filter"
+            else:
+                why = "the model gave no answer (its message had no content)"
+        elif finish == "length":
+            why = (
+                "the model's answer was cut off at its output limit (finish_reason "
+                f"'length', {completion} completion tokens), so its JSON is incomplete; "
+                "shorten the input or use a model with a larger output limit"
+            )
+        if why is not None:
+            raise UnusableAnswer(
+                f"{step}: {why}",
+                step=step,
+                model=model,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                finish_reason=None if finish is None else str(finish),
+            )
+        assert text is not None
+        return LLMReply(text=text, model=model, prompt_tokens=prompt, completion_tokens=completion)
 
     def _decide(self, request: LLMRequest, exc: Exception, attempt: int) -> float | None:
         """Seconds to wait before retrying ``exc``, or None to give up (raising a clear error)."""
