@@ -1,8 +1,9 @@
-"""LLM ingestion end to end: the real OpenAICompatibleLLM on recorded responses, real Postgres.
+"""LLM ingestion end to end: the real OpenAICompatibleLLM on scripted responses, real Postgres.
 
-Every test replays recorded chat completions (tests/fixtures/llm/*.json) through an
-``httpx`` transport; a test fails when a recording goes unplayed or an unrecorded
-call is made.
+Every test serves scripted chat completions (tests/fixtures/llm/*.json, or built with
+``chat_completion``: written by hand in the API's shape, not recorded from a model)
+through an ``httpx`` transport; a test fails when a scripted response goes unplayed or
+an unscripted call is made.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpenAICompatibleLLM on the real openai SDK, against recorded HTTP responses (no network)."""
+"""OpenAICompatibleLLM on the real openai SDK, against scripted HTTP responses (no network)."""
 
 from __future__ import annotations
 
@@ -186,16 +186,16 @@ def test_needs_a_client_and_reads_the_environment(monkeypatch: pytest.MonkeyPatc
     assert (llm.model, llm.small_model) == ("llama3.2", "gpt-4.1-nano")
 
 
-def test_replay_transport_fails_on_unplayed_and_unrecorded_calls() -> None:
+def test_replay_transport_fails_on_unplayed_and_unscripted_calls() -> None:
     t = ReplayTransport([chat_completion({"answer": "a"}), chat_completion({"answer": "b"})])
     llm = replay_llm(t)
     llm.complete(request())
-    with pytest.raises(AssertionError, match="1 recorded response"):
+    with pytest.raises(AssertionError, match="1 scripted response"):
         t.check()
     llm.complete(request())
     with pytest.raises(LLMError, match="599"):
         llm.complete(request())
-    with pytest.raises(AssertionError, match="1 unrecorded call"):
+    with pytest.raises(AssertionError, match="1 unscripted call"):
         t.check()
 
 
