@@ -11,6 +11,7 @@ import openai
 import pytest
 
 import timestone
+from timestone._answers import loads
 from timestone.errors import LLMError, UnusableAnswer
 from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
 
@@ -271,3 +272,26 @@ def test_scripted_completions_vary_like_a_servers() -> None:
     llm = replay_llm(t)
     assert [json.loads(llm.complete(request()).text) for _ in bodies] == [{"answer": "same"}] * 4
     t.check()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"answer": "a"}',
+        '\n  {"answer": "a"}\n\n',
+        '```json\n{"answer": "a"}\n```',
+        '```\n{"answer": "a"}\n```\n',
+        '  ```JSON\r\n{"answer": "a"}\r\n```  ',
+    ],
+)
+def test_an_answer_is_read_through_whitespace_and_a_code_fence(text: str) -> None:
+    assert loads(text) == {"answer": "a"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['Sure! ```json\n{"answer": "a"}\n```', '```json\n{"answer": "a"}', '{"answer": "a"} ```'],
+)
+def test_text_around_the_json_is_not_json(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError, match=r"Expecting value|Extra data"):
+        loads(text)
