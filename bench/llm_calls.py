@@ -1,12 +1,13 @@
-"""LLM calls per episode: 22 recorded episodes of one group, replayed through the real client.
+"""LLM calls per episode: 22 scripted episodes of one group, replayed through the real client.
 
 Run: ``.venv/bin/python -m bench.llm_calls`` (``--quick``: the first 8 episodes).
 
 The episodes (tests/fixtures/llm/bench_episodes.json) grow one graph: new
 entities, known ones, an ambiguous short name, preferences that change,
 moves, a promotion, JSON and message episodes, one with 10 facts. Each carries
-the recorded answers of exactly the calls the mechanism asks for; the run fails
-if an episode asks for a call that was not recorded or leaves one unplayed, so
+scripted answers (written by hand, not recorded from a model) of exactly the
+calls the mechanism asks for; the run fails if an episode asks for a call that
+was not scripted or leaves one unplayed, so
 the counts below are what ingestion really costs. The Graphiti column is the
 rough cost the issue quotes for it: 3 calls plus 1 to 2 per fact.
 """

@@ -1,21 +1,34 @@
 """One embedded Postgres for the whole run; each test gets its own group (tenant).
 
-Tests never reach the network: any socket connection that is not a Unix
-socket or loopback fails the test that made it.
+The run is sealed from the caller's environment:
+
+- before anything reads it, every ``OPENAI_*``, ``TIMESTONE_*`` and libpq ``PG*``
+  variable is removed from ``os.environ`` (the processes the tests start inherit the
+  cleaned environment), so no test picks up a model, a server or a data dir of the
+  machine it runs on; a test that needs one sets it with ``monkeypatch``;
+- tests never reach the network: any socket connection that is not a Unix socket or
+  loopback fails the test that made it;
+- tests never reach a model (``ALLOW_MODEL_REQUESTS``): a chat-completion, completion,
+  response or embedding request sent through a real ``httpx`` transport, even to
+  loopback, raises ``ModelRequestBlocked`` (not an ``Exception``, so no retry loop
+  swallows it) and fails the test. Model traffic goes through ``httpx.MockTransport``
+  (``timestone.llm.ReplayTransport``) with scripted responses.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import socket
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import psycopg
 import pytest
 from psycopg import sql
@@ -24,7 +37,22 @@ from psycopg.conninfo import make_conninfo
 import timestone
 from timestone._embedded import embedded_dsn
 
+pytest_plugins = ("pytester",)
+
 ALLOW_NETWORK = False
+ALLOW_MODEL_REQUESTS = False
+
+# what the library, the openai SDK and libpq read from the environment
+SEALED_PREFIXES = ("OPENAI_", "TIMESTONE_", "PG")
+_MODEL_PATHS = ("/chat/completions", "/completions", "/responses", "/embeddings")
+
+
+def seal_environment() -> list[str]:
+    """Remove the variables a test must not inherit from its caller; returns their names."""
+    removed = [k for k in os.environ if k.startswith(SEALED_PREFIXES)]
+    for k in removed:
+        del os.environ[k]
+    return removed
 
 
 _ROOT: list[Path] = []  # the private temporary root of this run, when it made one
@@ -32,6 +60,7 @@ _FAILED: list[bool] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    seal_environment()  # first: nothing below, nor any test, sees the caller's variables
     # A private temporary root per run: pytest's shared root keeps only its three newest
     # runs, and a parallel run must not delete the data dir of a server that is running.
     # It holds the embedded servers' data (about 400 MB), so a run that passes removes it
@@ -82,6 +111,94 @@ def _no_network() -> Iterator[None]:
         yield
     finally:
         socket.socket.connect = _real_connect  # type: ignore[method-assign]
+
+
+class ModelRequestBlocked(BaseException):
+    """A test sent a request to a real model. A ``BaseException``, like ``KeyboardInterrupt``:
+    the openai SDK and ``OpenAICompatibleLLM`` retry on ``Exception``, and must not turn
+    this into a retried connection error."""
+
+
+_BLOCKED: list[str] = []  # the model requests refused during the current test
+
+
+def _refuse_model_request(request: Any) -> None:
+    url = request.url
+    if str(url.path).rstrip("/").endswith(_MODEL_PATHS):
+        _BLOCKED.append(str(url))
+        raise ModelRequestBlocked(
+            f"a test tried to reach a real model ({request.method} {url}); tests never "
+            "call a model (ALLOW_MODEL_REQUESTS is False): serve scripted responses with "
+            "timestone.llm.ReplayTransport or httpx.MockTransport"
+        )
+
+
+def _real_transports() -> list[tuple[type[Any], type[Any]]]:
+    """The network transports of ``httpx`` and of ``httpx2`` (which newer openai SDKs use)."""
+    pairs: list[tuple[type[Any], type[Any]]] = [(httpx.HTTPTransport, httpx.AsyncHTTPTransport)]
+    try:
+        import httpx2  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        return pairs
+    module = cast(Any, httpx2)
+    pairs.append((module.HTTPTransport, module.AsyncHTTPTransport))
+    return pairs
+
+
+def _guard(sync: type[Any], aio: type[Any]) -> Callable[[], None]:
+    """Make ``sync``/``aio`` refuse model requests; returns what undoes it."""
+    real = sync.handle_request
+    areal = aio.handle_async_request
+
+    def handle(self: Any, request: Any) -> Any:
+        _refuse_model_request(request)
+        return real(self, request)
+
+    async def ahandle(self: Any, request: Any) -> Any:
+        _refuse_model_request(request)
+        return await areal(self, request)
+
+    sync.handle_request = handle
+    aio.handle_async_request = ahandle
+
+    def undo() -> None:
+        sync.handle_request = real
+        aio.handle_async_request = areal
+
+    return undo
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_model_requests() -> Iterator[None]:
+    if ALLOW_MODEL_REQUESTS:
+        yield
+        return
+    undo = [_guard(sync, aio) for sync, aio in _real_transports()]
+    try:
+        yield
+    finally:
+        for u in undo:
+            u()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        return (yield)
+    except ModelRequestBlocked:
+        _BLOCKED.clear()  # the test fails with it already: once is enough
+        raise
+
+
+@pytest.fixture(autouse=True)
+def _no_model_request_went_unnoticed() -> Iterator[None]:
+    """Fails a test whose model request was refused even when the code under test caught
+    the ``ModelRequestBlocked`` (a bare ``except BaseException``)."""
+    _BLOCKED.clear()
+    yield
+    if _BLOCKED:
+        blocked, _BLOCKED[:] = list(_BLOCKED), []
+        pytest.fail(f"a test tried to reach a real model: {', '.join(blocked)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

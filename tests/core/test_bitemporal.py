@@ -2,13 +2,17 @@
 
 Properties: as-of after each episode equals the state computed from the
 episodes up to it; removal equals never ingesting; rollback equals as-of;
-timelines do not depend on ingestion order; re-ingestion writes nothing.
+timelines do not depend on ingestion order; re-ingestion writes nothing; over two
+cardinality-one slots and a cardinality-many relation, through several removals and
+the ingestion again of removed episodes, the facts held and the facts true at a world
+time equal the model's.
 """
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Literal, cast
 
 import psycopg
 import pytest
@@ -189,3 +193,151 @@ def test_reingestion_writes_nothing(
         if a.created:
             assert a.episode.id == b.episode.id
             assert b.recorded_at == a.recorded_at
+
+
+# -- two cardinality-one slots and a cardinality-many relation, with removals and re-ingestion
+
+SOURCES = ("Mira", "Ada")
+RELATIONS: dict[str, Literal["one", "many"]] = {
+    "DIRECTS": "one",
+    "WORKS_AT": "one",
+    "LIKES": "many",
+}
+# a fact: (source index, relation index, target index, valid year, optional duration)
+Fact5 = tuple[int, int, int, int, int | None]
+
+
+def slot_periods(episodes: list[list[Fact5]]) -> set[Row]:
+    """Every slot's periods, derived pointwise like ``reference``, independent of the library.
+
+    A slot is (source, relation) for a cardinality-one relation and (source, relation,
+    target) for a cardinality-many one; ``episodes`` are in recording order.
+    """
+    slots: dict[tuple[str, ...], list[tuple[datetime, datetime | None, str, int]]] = {}
+    for order, facts in enumerate(episodes):
+        for pos, (s, r, t, v, d) in enumerate(facts):
+            relation = list(RELATIONS)[r]
+            key = (SOURCES[s], relation)
+            if RELATIONS[relation] == "many":
+                key = (*key, TARGETS[t])
+            end = None if d is None else year(v + d)
+            slots.setdefault(key, []).append((year(v), end, TARGETS[t], order * 100 + pos))
+    rows: set[Row] = set()
+    for (source, relation, *_), assertions in slots.items():
+        rows |= {(source, relation, v, s, e) for v, s, e in _periods(assertions)}
+    return rows
+
+
+def _periods(
+    assertions: list[tuple[datetime, datetime | None, str, int]],
+) -> list[tuple[str, datetime, datetime | None]]:
+    """One slot's periods from its assertions (start, end, target, recording order)."""
+
+    def value(t: datetime) -> str | None:
+        started = [a for a in assertions if a[0] <= t]
+        if not started:
+            return None
+        latest = max(a[0] for a in started)
+        speaker = max((a for a in started if a[0] == latest), key=lambda a: a[3])
+        return None if speaker[1] is not None and t >= speaker[1] else speaker[2]
+
+    bounds = sorted({a[0] for a in assertions} | {a[1] for a in assertions if a[1] is not None})
+    periods: list[tuple[str, datetime, datetime | None]] = []
+    for i, start in enumerate(bounds):
+        end = bounds[i + 1] if i + 1 < len(bounds) else None
+        v = value(start)
+        if v is None:
+            continue
+        if periods and periods[-1][0] == v and periods[-1][2] == start:
+            periods[-1] = (v, periods[-1][1], end)
+        else:
+            periods.append((v, start, end))
+    return periods
+
+
+def true_at(rows: set[Row], t: datetime) -> set[Row]:
+    return {r for r in rows if r[3] <= t and (r[4] is None or t < r[4])}
+
+
+@pytest.fixture(scope="module")
+def slots_memory(dsn: str) -> timestone.Memory:
+    onto = Ontology(edge_types=[EdgeType(name, cardinality=c) for name, c in RELATIONS.items()])
+    return timestone.Memory.open(dsn, ontology=onto)
+
+
+fact5 = st.tuples(
+    st.integers(0, 1),
+    st.integers(0, 2),
+    st.integers(0, 2),
+    st.integers(0, 15),
+    st.one_of(st.none(), st.integers(1, 5)),
+)
+# an operation: add an episode, remove the live episode at an index, or ingest again the
+# removed episode at an index (under its idempotency key, which its removal freed)
+operation = st.one_of(
+    st.tuples(st.just("add"), st.lists(fact5, min_size=1, max_size=4)),
+    st.tuples(st.just("remove"), st.integers(0, 10)),
+    st.tuples(st.just("again"), st.integers(0, 10)),
+)
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(fact5, min_size=1, max_size=4),
+    st.lists(operation, min_size=3, max_size=8),
+    st.lists(st.integers(0, 22), min_size=3, max_size=3),
+)
+def test_two_slots_and_a_many_relation_through_removals_and_reingestion(
+    slots_memory: timestone.Memory,
+    first: list[Fact5],
+    operations: list[tuple[str, object]],
+    years: list[int],
+) -> None:
+    mem = slots_memory
+    group = "m-" + uuid.uuid4().hex[:12]
+    live: list[tuple[str, list[Fact5], uuid.UUID]] = []  # (key, facts, episode id), recorded order
+    removed: list[tuple[str, list[Fact5]]] = []
+
+    def add(key: str, facts: list[Fact5]) -> None:
+        inputs = [
+            FactInput(
+                SOURCES[s],
+                list(RELATIONS)[r],
+                TARGETS[t],
+                valid_at=year(v),
+                invalid_at=None if d is None else year(v + d),
+            )
+            for s, r, t, v, d in facts
+        ]
+        res = mem.add_facts(group, inputs, reference_time=year(20), idempotency_key=key)
+        assert res.created
+        live.append((key, facts, res.episode.id))
+
+    def check() -> None:
+        model = slot_periods([facts for _, facts, _ in live])
+        assert state(mem, group) == model
+        # on a year's first day (a bound: starts are in, ends are out) and inside it
+        for t in [w for y in years for w in (year(y), year(y) + timedelta(days=100))]:
+            at_t = {
+                (f.source, f.relation, f.target, f.valid_at, f.invalid_at)
+                for f in mem.facts(group, valid_at=t, limit=1000)
+            }
+            assert at_t == true_at(model, t)
+
+    add("e0", first)
+    check()
+    for n, (kind, arg) in enumerate(operations, start=1):
+        if kind == "add":
+            add(f"e{n}", cast(list[Fact5], arg))
+        elif kind == "remove" and live:
+            key, facts, episode = live.pop(cast(int, arg) % len(live))
+            mem.remove_episode(group, episode)
+            removed.append((key, facts))
+        elif kind == "again" and removed:
+            key, facts = removed.pop(cast(int, arg) % len(removed))
+            add(key, facts)  # a new episode: its assertions are the latest recorded
+        else:
+            continue
+        check()

@@ -202,7 +202,7 @@ def test_llm_names_communities_in_one_batched_call(dsn: str, group: str) -> None
         mem.add_facts(group, WINE + ENGINE, reference_time=T2015)
         report = mem.build_communities(group)
         assert report.created == 2
-        transport.check()  # exactly one call, as recorded
+        transport.check()  # exactly one call, as scripted
         assert len(transport.requests) == 1
         prompt = json.dumps(transport.requests[0]["messages"], ensure_ascii=False)
         assert "Babbage built Engine." in prompt

@@ -53,8 +53,8 @@ def test_structured_path(demo: ModuleType, capsys: pytest.CaptureFixture[str]) -
 
 def test_text_path_through_a_model(demo: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     transport = ReplayTransport()
-    recorded = json.loads((ROOT / "tests" / "fixtures" / "llm" / "mira.json").read_text())
-    transport.extend(recorded["responses"])
+    scripted = json.loads((ROOT / "tests" / "fixtures" / "llm" / "mira.json").read_text())
+    transport.extend(scripted["responses"])
     assert demo.main(llm=replay_llm(transport, backoff=0.0)) == 0
     transport.check()
     out = capsys.readouterr().out

@@ -1,8 +1,9 @@
-"""LLM ingestion end to end: the real OpenAICompatibleLLM on recorded responses, real Postgres.
+"""LLM ingestion end to end: the real OpenAICompatibleLLM on scripted responses, real Postgres.
 
-Every test replays recorded chat completions (tests/fixtures/llm/*.json) through an
-``httpx`` transport; a test fails when a recording goes unplayed or an unrecorded
-call is made.
+Every test serves scripted chat completions (tests/fixtures/llm/*.json, or built with
+``chat_completion``: written by hand in the API's shape, not recorded from a model)
+through an ``httpx`` transport; a test fails when a scripted response goes unplayed or
+an unscripted call is made.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pydantic
 import pytest
 
@@ -22,6 +24,7 @@ from timestone.errors import (
     ExtractionWarning,
     InvalidInput,
     LLMError,
+    UnusableAnswer,
 )
 from timestone.llm import ReplayTransport, chat_completion, replay_llm
 
@@ -50,11 +53,19 @@ ONTOLOGY = timestone.Ontology(
 
 
 @pytest.fixture(scope="module")
-def mem(dsn: str) -> Iterator[timestone.Memory]:
-    """A blocking memory with the test ontology; each test sets ``mem.llm`` to its replay."""
+def module_mem(dsn: str) -> Iterator[timestone.Memory]:
     m = timestone.Memory.open(dsn, ontology=ONTOLOGY)
     yield m
     m.close()
+
+
+@pytest.fixture
+def mem(module_mem: timestone.Memory) -> Iterator[timestone.Memory]:
+    """A blocking memory with the test ontology and no model: each test starts from the
+    same state whatever ran before it, and sets ``mem.llm`` to its replay."""
+    module_mem.llm = None
+    yield module_mem
+    module_mem.llm = None
 
 
 class Replay:
@@ -696,3 +707,266 @@ def test_document_chunks_share_entities_and_context(
     assert "title: Acme shipping policy" in last
     assert "chunk: 3 of 3" in last
     assert "warehouse in Rotterdam" in last  # the neighbouring chunk
+
+
+# -- answers a real model gives that cannot be used ----------------------------------------
+
+
+def _stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
+    """Everything the group holds: row counts of every version, and what reads return."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.entities WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.mentions WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.assertions WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
+            {"g": group},
+        ).fetchone()
+    return (row, mem.facts(group, valid_at=None), mem.episodes(group))
+
+
+LedgerRow = tuple[str, str, int, int, bool, bool]
+
+
+def _ledger(dsn: str, group: str) -> list[LedgerRow]:
+    """The group's ledger: step, model, tokens, ok, and whether an episode was written."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT step, model, prompt_tokens, completion_tokens, ok, episode_id IS NOT NULL"
+            " FROM timestone.llm_ledger WHERE group_id = %s",
+            (group,),
+        ).fetchall()
+    return sorted((str(a), str(b), int(c), int(d), bool(e), bool(f)) for a, b, c, d, e, f in rows)
+
+
+def _spent(step: str, body: dict[str, Any], ok: bool) -> LedgerRow:
+    usage = body["usage"]
+    return (step, body["model"], usage["prompt_tokens"], usage["completion_tokens"], ok, False)
+
+
+def _judged(content: str | dict[str, Any] | None, **options: Any) -> dict[str, Any]:
+    options.setdefault("prompt_tokens", 671)
+    options.setdefault("completion_tokens", 19)
+    return {"step": "fact_resolution", "body": chat_completion(content, **options)}
+
+
+def _truncated(step: str, text: str) -> dict[str, Any]:
+    body = chat_completion(text, finish_reason="length", prompt_tokens=690, completion_tokens=16)
+    return {"step": step, "body": body}
+
+
+def _refused(step: str) -> dict[str, Any]:
+    body = chat_completion(None, refusal="I'm sorry, I can't help with that request.")
+    return {"step": step, "body": body}
+
+
+def _no_choices(step: str) -> dict[str, Any]:
+    body = chat_completion({"judgements": []}, prompt_tokens=670, completion_tokens=0)
+    body["choices"] = []
+    return {"step": step, "body": body}
+
+
+BAD_JUDGEMENTS: dict[str, tuple[list[dict[str, Any]], str]] = {
+    "a new fact that was not asked about": (
+        [_judged({"judgements": [{"new": 3, "duplicate_of": None, "contradicts": []}]})] * 3,
+        r"malformed output 3 times \(last: judgements\.0\.new: 3 is not a new fact asked "
+        r"about \(0\)\)",
+    ),
+    "a contradiction of a fact that was not offered": (
+        [_judged({"judgements": [{"new": 0, "duplicate_of": None, "contradicts": [0, 5]}]})] * 3,
+        r"last: judgements\.0\.contradicts: 5 is not an existing fact offered for new fact 0 "
+        r"\(0\)",
+    ),
+    "a duplicate of a fact that was not offered": (
+        [_judged({"judgements": [{"new": 0, "duplicate_of": -1, "contradicts": []}]})] * 3,
+        r"last: judgements\.0\.duplicate_of: -1 is not an existing fact offered",
+    ),
+    "one fact judged twice": (
+        [
+            _judged(
+                {
+                    "judgements": [
+                        {"new": 0, "duplicate_of": None, "contradicts": [0]},
+                        {"new": 0, "duplicate_of": 0, "contradicts": []},
+                    ]
+                }
+            )
+        ]
+        * 3,
+        r"last: judgements\.1\.new: new fact 0 is judged twice",
+    ),
+    "malformed output": (
+        [
+            _judged("The new fact contradicts fact 0."),
+            _judged({"judgements": [{"new": "first", "contradicts": []}]}),
+            _judged('```json\n{"judgements": [{"new": 0, "duplicate_of": null}]}\n```'),
+        ],
+        r"malformed output 3 times \(last: judgements\.0\.contradicts: Field required\)",
+    ),
+    "an answer cut off at the output limit": (
+        [_truncated("fact_resolution", '{"judgements": [{"new": 0, "duplicate_of": null, "co')],
+        r"^fact resolution: the model's answer was cut off at its output limit "
+        r"\(finish_reason 'length', 16 completion tokens\)",
+    ),
+    "a refusal": (
+        [_refused("fact_resolution")],
+        r"^fact resolution: the model gave no answer \(it refused: I'm sorry",
+    ),
+    "no choices": (
+        [_no_choices("fact_resolution")],
+        r"^fact resolution: the model sent no choices",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_JUDGEMENTS))
+def test_an_unusable_fact_resolution_fails_the_step_and_writes_nothing(
+    mem: timestone.Memory, replay: Replay, dsn: str, group: str, case: str
+) -> None:
+    """Answers that fit the schema but name facts that were not asked about or offered,
+    malformed output, a cut-off, a refusal, no choices: each ends in a clear ``LLMError``
+    after at most two re-asks; the group's graph is what it was, and its ledger holds
+    every answer the model gave, used or not."""
+    bad, message = BAD_JUDGEMENTS[case]
+    data = json.loads((FIXTURES / "contradiction.json").read_text())["responses"]
+    replay.transport.extend([data[0]])
+    mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    before, spent = _stored(mem, dsn, group), _ledger(dsn, group)
+    replay.transport.extend([data[1], *bad])
+    with pytest.raises(LLMError, match=message) as err:
+        mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    assert err.value.step == "fact resolution"
+    assert "Traceback" not in str(err.value)
+    assert _stored(mem, dsn, group) == before
+    [tea] = mem.facts(group, source="Ada")
+    assert (tea.target, tea.invalid_at) == ("Tea", None)
+    answered = [_spent("fact resolution", b["body"], False) for b in bad]
+    assert _ledger(dsn, group) == sorted(
+        [*spent, _spent("extraction", data[1]["body"], True), *answered]
+    )
+    assert mem.llm_usage(group).calls == 2 + len(bad)
+
+
+def test_a_judgement_naming_a_fact_not_offered_is_asked_again_then_used(
+    mem: timestone.Memory, replay: Replay, dsn: str, group: str
+) -> None:
+    data = json.loads((FIXTURES / "contradiction.json").read_text())["responses"]
+    stray = _judged({"judgements": [{"new": 0, "duplicate_of": None, "contradicts": [2]}]})
+    replay.transport.extend([data[0], data[1], stray, data[2]])
+    first = mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    second = mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    assert second.llm_calls == 3
+    [closed] = second.invalidated
+    assert (closed.id, closed.target, closed.invalid_at) == (first.facts[0].id, "Tea", at(2024, 3))
+    asked = [
+        r
+        for r in replay.requests
+        if r["response_format"]["json_schema"]["name"] == ("fact_resolution")
+    ]
+    assert len(asked) == 2
+    assert asked[0]["messages"] == asked[1]["messages"]
+    oks = [row[4] for row in _ledger(dsn, group) if row[0] == "fact resolution"]
+    assert sorted(oks) == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("decision", "message"),
+    [
+        ({"item": 0, "match": 7}, r"decisions\.0\.match: 7 is not a candidate of item 0 \(0\)"),
+        ({"item": 2, "match": 0}, r"decisions\.0\.item: 2 is not an item asked about \(0 to 0\)"),
+    ],
+)
+def test_an_entity_decision_naming_what_was_not_asked_fails_and_writes_nothing(
+    mem: timestone.Memory,
+    replay: Replay,
+    dsn: str,
+    group: str,
+    decision: dict[str, Any],
+    message: str,
+) -> None:
+    data = json.loads((FIXTURES / "ambiguous.json").read_text())["responses"]
+    replay.transport.extend([data[0]])
+    mem.add_episode(
+        group,
+        "Katherine Johansson works for Volvo Cars and lives in Gothenburg.",
+        reference_time=at(2018, 3),
+    )
+    before, spent = _stored(mem, dsn, group), _ledger(dsn, group)
+    body = chat_completion({"decisions": [decision]}, prompt_tokens=641, completion_tokens=11)
+    bad = {"step": "entity_resolution", "body": body}
+    replay.transport.extend([data[1], bad, bad, bad])
+    with pytest.raises(LLMError, match=f"^entity resolution: .*{message}") as err:
+        mem.add_episode(
+            group, "Kathy Johansson moved to Stockholm in September.", reference_time=at(2022, 10)
+        )
+    assert err.value.step == "entity resolution"
+    assert _stored(mem, dsn, group) == before
+    assert mem.get_entity(group, "Kathy Johansson") is None
+    assert _ledger(dsn, group) == sorted(
+        [
+            *spent,
+            _spent("extraction", data[1]["body"], True),
+            *[_spent("entity resolution", body, False)] * 3,
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            _truncated("extraction", '{"entities": [{"name": "Ada", "type": "Per'),
+            r"^extraction: the model's answer was cut off at its output limit",
+        ),
+        (_refused("extraction"), r"^extraction: the model gave no answer \(it refused"),
+        (_no_choices("extraction"), r"^extraction: the model sent no choices"),
+    ],
+)
+def test_an_unusable_extraction_is_not_asked_again_and_writes_nothing(
+    mem: timestone.Memory,
+    replay: Replay,
+    dsn: str,
+    group: str,
+    answer: dict[str, Any],
+    message: str,
+) -> None:
+    replay.transport.extend([answer])
+    with pytest.raises(UnusableAnswer, match=message) as err:
+        mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    assert err.value.step == "extraction"
+    assert len(replay.requests) == 1  # asked the same, it would answer the same
+    _nothing_written(mem, group)
+    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+    assert _ledger(dsn, group) == [_spent("extraction", answer["body"], False)]
+
+
+def test_an_unusable_summary_condensation_writes_nothing(
+    mem: timestone.Memory, replay: Replay, dsn: str, group: str
+) -> None:
+    data = json.loads((FIXTURES / "condense.json").read_text())["responses"]
+    projects = [
+        timestone.FactInput(
+            "Orla",
+            "WORKED_ON",
+            f"Project {i}",
+            fact=f"Orla worked on project {i}, a long field campaign with many partners "
+            f"across the northern coast, documented in report number {i}.",
+            valid_at=at(2000 + i),
+        )
+        for i in range(20)
+    ]
+    mem.add_facts(group, projects, reference_time=at(2023))
+    before = _stored(mem, dsn, group)
+    stray = {
+        "step": "summary_condensation",
+        "body": chat_completion(
+            {"summaries": [{"item": 1, "summary": "Orla: roboticist."}]},
+            model="gpt-4.1-nano-2025-04-14",
+        ),
+    }
+    replay.transport.extend([data[0], data[1], stray, stray, stray])
+    with pytest.raises(LLMError, match=r"summaries\.0\.item: 1 is not an item asked about"):
+        mem.add_episode(group, "Orla founded Harbour Lab in February.", reference_time=at(2024, 3))
+    assert _stored(mem, dsn, group) == before
+    assert mem.llm_usage(group).calls == 5

@@ -1,4 +1,4 @@
-"""OpenAICompatibleLLM on the real openai SDK, against recorded HTTP responses (no network)."""
+"""OpenAICompatibleLLM on the real openai SDK, against scripted HTTP responses (no network)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import openai
 import pytest
 
 import timestone
-from timestone.errors import LLMError
+from timestone._answers import loads
+from timestone.errors import LLMError, UnusableAnswer
 from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
 
 SCHEMA: dict[str, Any] = {
@@ -186,16 +187,16 @@ def test_needs_a_client_and_reads_the_environment(monkeypatch: pytest.MonkeyPatc
     assert (llm.model, llm.small_model) == ("llama3.2", "gpt-4.1-nano")
 
 
-def test_replay_transport_fails_on_unplayed_and_unrecorded_calls() -> None:
+def test_replay_transport_fails_on_unplayed_and_unscripted_calls() -> None:
     t = ReplayTransport([chat_completion({"answer": "a"}), chat_completion({"answer": "b"})])
     llm = replay_llm(t)
     llm.complete(request())
-    with pytest.raises(AssertionError, match="1 recorded response"):
+    with pytest.raises(AssertionError, match="1 scripted response"):
         t.check()
     llm.complete(request())
     with pytest.raises(LLMError, match="599"):
         llm.complete(request())
-    with pytest.raises(AssertionError, match="1 unrecorded call"):
+    with pytest.raises(AssertionError, match="1 unscripted call"):
         t.check()
 
 
@@ -210,3 +211,87 @@ def test_a_timeout_is_retried_then_named() -> None:
     llm = timestone.OpenAICompatibleLLM(client=client, model="m", max_retries=1, backoff=0.0)
     with pytest.raises(LLMError, match="extraction: the model did not answer in time after 2"):
         llm.complete(request())
+
+
+@pytest.mark.parametrize(
+    ("body", "message", "finish"),
+    [
+        (
+            chat_completion('{"answer": "a long ans', finish_reason="length", completion_tokens=9),
+            r"^extraction: the model's answer was cut off at its output limit \(finish_reason "
+            r"'length', 9 completion tokens\)",
+            "length",
+        ),
+        (
+            chat_completion(None, refusal="I can't help with that."),
+            r"^extraction: the model gave no answer \(it refused: I can't help with that\.\)",
+            "stop",
+        ),
+        (
+            chat_completion(None, finish_reason="content_filter"),
+            r"^extraction: the model's answer was withheld by its content filter",
+            "content_filter",
+        ),
+        (
+            chat_completion("", completion_tokens=0) | {"choices": list[Any]()},
+            r"^extraction: the model sent no choices",
+            None,
+        ),
+    ],
+)
+def test_an_unusable_answer_is_one_clear_error_and_its_cost_is_counted(
+    body: dict[str, Any], message: str, finish: str | None
+) -> None:
+    t = ReplayTransport([body])
+    llm = replay_llm(t, backoff=0.0)
+    with pytest.raises(UnusableAnswer, match=message) as err:
+        llm.complete(request())
+    assert isinstance(err.value, LLMError)
+    assert err.value.step == "extraction"
+    assert err.value.finish_reason == finish
+    usage = body["usage"]
+    assert (err.value.prompt_tokens, err.value.completion_tokens) == (
+        usage["prompt_tokens"],
+        usage["completion_tokens"],
+    )
+    assert err.value.model == body["model"]
+    assert (llm.calls, llm.prompt_tokens) == (1, usage["prompt_tokens"])  # spent, and counted
+    assert len(t.requests) == 1  # not asked again
+    t.check()
+
+
+def test_scripted_completions_vary_like_a_servers() -> None:
+    bodies = [chat_completion({"answer": "same"}) for _ in range(4)]
+    assert len({b["id"] for b in bodies}) == 4
+    assert all(b["id"].startswith("chatcmpl-") and len(b["id"]) == 38 for b in bodies)
+    assert len({b["created"] for b in bodies}) == 4
+    assert all(b["system_fingerprint"].startswith("fp_") for b in bodies)
+    assert "cached_tokens" in bodies[0]["usage"]["prompt_tokens_details"]
+    # the real SDK reads every one of them
+    t = ReplayTransport(bodies)
+    llm = replay_llm(t)
+    assert [json.loads(llm.complete(request()).text) for _ in bodies] == [{"answer": "same"}] * 4
+    t.check()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"answer": "a"}',
+        '\n  {"answer": "a"}\n\n',
+        '```json\n{"answer": "a"}\n```',
+        '```\n{"answer": "a"}\n```\n',
+        '  ```JSON\r\n{"answer": "a"}\r\n```  ',
+    ],
+)
+def test_an_answer_is_read_through_whitespace_and_a_code_fence(text: str) -> None:
+    assert loads(text) == {"answer": "a"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['Sure! ```json\n{"answer": "a"}\n```', '```json\n{"answer": "a"}', '{"answer": "a"} ```'],
+)
+def test_text_around_the_json_is_not_json(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError, match=r"Expecting value|Extra data"):
+        loads(text)

@@ -21,7 +21,9 @@ The hierarchy::
     ├── EmbedderError                the embedder failed or returned bad vectors
     │   └── EmbedderMismatch         the stored embedder differs from the one passed
     ├── LLMError                     no model configured, or the model failed (``step`` says where)
-    │   └── BudgetExceeded           a group's LLM budget refuses the work
+    │   ├── BudgetExceeded           a group's LLM budget refuses the work
+    │   └── UnusableAnswer           the model answered with nothing usable: a refusal, a cut-off
+    │                                answer (``finish_reason`` "length"), no choices
     └── RerankerError                the cross-encoder reranker failed or answered badly
 
     ExtractionWarning                (a warning) model output dropped: outside the ontology, etc.
@@ -55,6 +57,7 @@ __all__ = [
     "SchemaTooNew",
     "TimestoneError",
     "ToolRefused",
+    "UnusableAnswer",
 ]
 
 
@@ -156,6 +159,32 @@ class LLMError(TimestoneError):
 
 class BudgetExceeded(LLMError):
     """The group's LLM budget refuses the work before it is spent."""
+
+
+class UnusableAnswer(LLMError):
+    """The model answered, but with nothing to use: it refused, its answer was cut off at
+    its output limit (``finish_reason`` "length") or filtered, or it sent no choices.
+
+    It is not retried: asked the same, a model refuses or runs out of room again. The call was still
+    spent: ``model``, ``prompt_tokens`` and ``completion_tokens`` say what it cost (the
+    group's LLM ledger counts it), and ``finish_reason`` is the model's own word, when it
+    gave one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        step: str | None = None,
+        model: str = "",
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        finish_reason: str | None = None,
+    ) -> None:
+        super().__init__(message, step=step)
+        self.model = model
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.finish_reason = finish_reason
 
 
 class ExtractionWarning(UserWarning):

@@ -14,15 +14,19 @@ reads text. ``OpenAICompatibleLLM`` speaks to any OpenAI-compatible server
 - per-call token accounting (``LLMReply.prompt_tokens``/``completion_tokens``).
 
 ``ReplayTransport`` is the offline test double: an ``httpx`` transport that
-serves recorded chat-completion responses in order and records what it was
-asked, so tests (yours too) run the real client with no network.
+serves scripted chat-completion responses (written by hand in the API's shape,
+not recorded from a model) in order and keeps what it was asked, so tests
+(yours too) run the real client with no network.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import email.utils
+import hashlib
+import itertools
 import json
 import os
 import threading
@@ -34,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkabl
 
 import httpx
 
-from .errors import LLMError
+from .errors import LLMError, UnusableAnswer
 
 if TYPE_CHECKING:
     import openai
@@ -246,30 +250,52 @@ class OpenAICompatibleLLM:
         return "json" if self.json_mode == "json" else "schema"
 
     def _reply(self, request: LLMRequest, response: Any) -> LLMReply:
-        try:
-            choice = response.choices[0]
-            text = choice.message.content
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise LLMError(f"{request.step}: the model sent no choices", step=request.step) from exc
-        if text is None:
-            refusal = getattr(choice.message, "refusal", None)
-            why = f"it refused: {refusal}" if refusal else "its message had no content"
-            raise LLMError(f"{request.step}: the model gave no answer ({why})", step=request.step)
+        step = request.step
         usage = getattr(response, "usage", None)
         prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion = int(getattr(usage, "completion_tokens", 0) or 0)
+        model = str(getattr(response, "model", "") or self.model)
+        choices: object = getattr(response, "choices", None)
+        choice: Any = None
+        if isinstance(choices, list) and choices:
+            choice = cast(list[Any], choices)[0]
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None)
         if usage is None:  # some local servers omit usage: estimate, never count zero
             prompt = sum(len(m.get("content", "")) for m in request.messages) // 4 + 1
-            completion = len(text) // 4 + 1
+            completion = len(text or "") // 4 + 1
         self.calls += 1
         self.prompt_tokens += prompt
         self.completion_tokens += completion
-        return LLMReply(
-            text=text,
-            model=str(getattr(response, "model", "") or self.model),
-            prompt_tokens=prompt,
-            completion_tokens=completion,
-        )
+        finish = getattr(choice, "finish_reason", None)
+        why: str | None = None
+        if choice is None:
+            why = "the model sent no choices"
+        elif text is None or finish == "content_filter":
+            refusal = getattr(message, "refusal", None)
+            if refusal:
+                why = f"the model gave no answer (it refused: {refusal})"
+            elif finish == "content_filter":
+                why = "the model's answer was withheld by its content filter"
+            else:
+                why = "the model gave no answer (its message had no content)"
+        elif finish == "length":
+            why = (
+                "the model's answer was cut off at its output limit (finish_reason "
+                f"'length', {completion} completion tokens), so its JSON is incomplete; "
+                "shorten the input or use a model with a larger output limit"
+            )
+        if why is not None:
+            raise UnusableAnswer(
+                f"{step}: {why}",
+                step=step,
+                model=model,
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                finish_reason=None if finish is None else str(finish),
+            )
+        assert text is not None
+        return LLMReply(text=text, model=model, prompt_tokens=prompt, completion_tokens=completion)
 
     def _decide(self, request: LLMRequest, exc: Exception, attempt: int) -> float | None:
         """Seconds to wait before retrying ``exc``, or None to give up (raising a clear error)."""
@@ -398,39 +424,73 @@ def _describe(exc: Exception, attempts: int) -> str:
 # -- the offline test double -------------------------------------------------------------
 
 
+_FINGERPRINTS = ("fp_6f2eabb9a5", "fp_b8bc95a0ac", "fp_799e4ca3f1", "fp_38343a2f8f")
+_served = itertools.count()
+_PLAIN = str.maketrans("", "", "+/=")
+
+
 def chat_completion(
-    content: str | Mapping[str, Any],
+    content: str | Mapping[str, Any] | None,
     *,
     model: str = "gpt-4.1-mini-2025-04-14",
     prompt_tokens: int = 100,
     completion_tokens: int = 50,
+    finish_reason: str = "stop",
+    refusal: str | None = None,
+    id: str | None = None,
+    created: int | None = None,
+    system_fingerprint: str | None = None,
 ) -> dict[str, Any]:
-    """A chat-completion response body in the exact shape the OpenAI API sends."""
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    """A chat-completion response body in the shape the OpenAI API sends, scripted.
+
+    ``content`` is the answer's text (a mapping is sent as its JSON); ``None`` with
+    ``refusal`` is a refusal. Unless given, the id, the ``created`` time and the system
+    fingerprint vary from one response to the next, as a real server's do.
+    """
+    text = (
+        content
+        if content is None or isinstance(content, str)
+        else json.dumps(content, ensure_ascii=False)
+    )
+    n = next(_served)
+    digest = hashlib.sha256(f"{n}\x1f{text}".encode()).digest()
     return {
-        "id": "chatcmpl-replay",
+        "id": id or "chatcmpl-" + base64.b64encode(digest).decode().translate(_PLAIN)[:29],
         "object": "chat.completion",
-        "created": 1764000000,
+        "created": created if created is not None else 1764000000 + 7 * n + digest[0] % 5,
         "model": model,
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "refusal": refusal,
+                    "annotations": [],
+                },
                 "logprobs": None,
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
             }
         ],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         },
-        "system_fingerprint": "fp_replay",
+        "service_tier": "default",
+        "system_fingerprint": system_fingerprint or _FINGERPRINTS[digest[1] % len(_FINGERPRINTS)],
     }
 
 
 @dataclasses.dataclass
-class _Recorded:
+class _Scripted:
     status: int
     body: Any
     headers: dict[str, str]
@@ -439,42 +499,44 @@ class _Recorded:
 
 
 class ReplayTransport(httpx.MockTransport):
-    """An ``httpx`` transport that serves recorded chat completions, in order.
+    """An ``httpx`` transport that serves scripted chat completions, in order.
 
-    Each recording is a response body (a dict in the OpenAI shape), or a dict
+    Each scripted response is a response body (a dict in the OpenAI shape), or a dict
     ``{"status": 429, "headers": {...}, "body": {...}, "step": "extraction",
-    "match": "text"}``; a request is served the first recording whose ``step`` (if
+    "match": "text"}``; a request is served the first response whose ``step`` (if
     given) is its schema name and whose ``match`` (if given) occurs in its messages,
     so concurrent callers get their own answers. Requests
-    that no recording fits are answered 599 and listed in ``unexpected``;
-    ``check()`` fails when a recording went unplayed or an unrecorded call was made.
+    that no scripted response fits are answered 599 and listed in ``unexpected``;
+    ``check()`` fails when a scripted response went unplayed or an unscripted call was
+    made.
     Use with ``openai.OpenAI(http_client=httpx.Client(transport=t))`` or the async twin.
     """
 
-    def __init__(self, recordings: Sequence[Mapping[str, Any]] = ()) -> None:
-        self._queue: list[_Recorded] = []
+    def __init__(self, responses: Sequence[Mapping[str, Any]] = ()) -> None:
+        self._queue: list[_Scripted] = []
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.unexpected: list[dict[str, Any]] = []
-        self.extend(recordings)
+        self.extend(responses)
         super().__init__(self._handle)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ReplayTransport:
-        """Recordings from a JSON file: a list, or an object with a ``responses`` list."""
+        """Scripted responses from a JSON file: a list, or an object with a ``responses``
+        list."""
         data: Any = json.loads(Path(path).read_text())
-        recordings = cast(
+        responses = cast(
             list[dict[str, Any]], data["responses"] if isinstance(data, dict) else data
         )
-        return cls(recordings)
+        return cls(responses)
 
-    def extend(self, recordings: Sequence[Mapping[str, Any]]) -> None:
-        for rec in recordings:
+    def extend(self, responses: Sequence[Mapping[str, Any]]) -> None:
+        for rec in responses:
             if "choices" in rec or "body" not in rec:
-                self._queue.append(_Recorded(200, dict(rec), {}, None))
+                self._queue.append(_Scripted(200, dict(rec), {}, None))
             else:
                 self._queue.append(
-                    _Recorded(
+                    _Scripted(
                         int(rec.get("status", 200)),
                         rec["body"],
                         {str(k): str(v) for k, v in dict(rec.get("headers", {})).items()},
@@ -507,18 +569,18 @@ class ReplayTransport(httpx.MockTransport):
             if chosen is None:
                 self.unexpected.append(body)
                 return httpx.Response(
-                    599, json={"error": {"message": "no recorded response fits this call"}}
+                    599, json={"error": {"message": "no scripted response fits this call"}}
                 )
             rec = self._queue.pop(chosen)
         return httpx.Response(rec.status, json=rec.body, headers=rec.headers)
 
     def check(self) -> None:
-        """Raise AssertionError when the replay did not go exactly as recorded."""
+        """Raise AssertionError when the replay did not go exactly as scripted."""
         problems: list[str] = []
         if self._queue:
-            problems.append(f"{len(self._queue)} recorded response(s) went unplayed")
+            problems.append(f"{len(self._queue)} scripted response(s) went unplayed")
         if self.unexpected:
-            problems.append(f"{len(self.unexpected)} unrecorded call(s) were made")
+            problems.append(f"{len(self.unexpected)} unscripted call(s) were made")
         if problems:
             raise AssertionError("; ".join(problems))
 

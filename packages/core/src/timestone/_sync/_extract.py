@@ -29,19 +29,25 @@ import uuid
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 from psycopg import sql
 
 from .. import _prompts as P
+from .._answers import check_condensed, check_entity_decisions, check_fact_judgements
 from .._models import EntityInput, Episode, FactInput, check_chars, check_relation, storable
 from .._names import fold, near_identical, normalize, relation_name
 from .._time import utcnow
 from .._vectors import keyed
-from ..errors import BudgetExceeded, ExtractionWarning, InvalidInput, LLMError, OntologyViolation
-from ..llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage
+from ..errors import (
+    ExtractionWarning,
+    InvalidInput,
+    OntologyViolation,
+)
+from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
 from ..ontology import EntityType, Ontology
+from ._calls import OUTPUT_RETRIES, STEPS, Ledger, call, why
 from ._db import Conn, Database
 from ._entities import SUMMARY_CHARS, entity_key
 from ._episodes import EPISODE_COLUMNS, episode_from_row
@@ -58,12 +64,12 @@ __all__ = [
     "Plan",
     "Types",
     "build_types",
+    "call",
     "check_episode_content",
     "extract",
     "plan",
 ]
 
-OUTPUT_RETRIES = 2
 MAX_EPISODE_CHARS = 100_000
 SOURCES = ("text", "message", "json")
 MAX_PREVIOUS = 10
@@ -71,16 +77,6 @@ _PREVIOUS_CHARS = 1000
 _CANDIDATES_PER_FACT = 5
 _CONDENSED_CHARS = 1000
 _EMBED_MATCH = 0.85
-
-Answer = TypeVar("Answer", bound=pydantic.BaseModel)
-
-_STEPS = {
-    P.EXTRACTION: "extraction",
-    P.ENTITY_RESOLUTION: "entity resolution",
-    P.FACT_RESOLUTION: "fact resolution",
-    P.CONDENSE: "summary condensation",
-    P.SAGA_SUMMARY: "saga summary",
-}
 
 
 # -- validation of the input -------------------------------------------------------------
@@ -207,98 +203,6 @@ def _models_by_name(value: object, what: str) -> dict[str, type[pydantic.BaseMod
     return out
 
 
-# -- the ledger and the calls ---------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    step: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    ok: bool
-
-
-@dataclasses.dataclass
-class Ledger:
-    """The calls of one unit of work, checked against the group's budget before each call."""
-
-    budget: LLMBudget | None = None
-    used: LLMUsage | None = None
-    entries: list[LedgerEntry] = dataclasses.field(default_factory=list[LedgerEntry])
-
-    @property
-    def calls(self) -> int:
-        return len(self.entries)
-
-    @property
-    def tokens(self) -> int:
-        return sum(e.prompt_tokens + e.completion_tokens for e in self.entries)
-
-    def add(self, reply: LLMReply, step: str, ok: bool) -> None:
-        self.entries.append(
-            LedgerEntry(step, reply.model, reply.prompt_tokens, reply.completion_tokens, ok)
-        )
-
-    def admit(self, request: LLMRequest) -> None:
-        """Refuse the call before it is made when the budget cannot cover it."""
-        if self.budget is None or self.used is None:
-            return
-        b, used = self.budget, self.used
-        step = _STEPS.get(request.schema_name, request.step)
-        if b.max_calls is not None and used.calls + self.calls + 1 > b.max_calls:
-            raise BudgetExceeded(
-                f"{step}: the group's LLM budget of {b.max_calls} calls per {b.period} is "
-                f"spent ({used.calls + self.calls} used); nothing was written",
-                step=step,
-            )
-        estimate = sum(len(m.get("content", "")) for m in request.messages) // 4 + 1
-        if b.max_tokens is not None and used.tokens + self.tokens + estimate > b.max_tokens:
-            raise BudgetExceeded(
-                f"{step}: the group's LLM budget of {b.max_tokens} tokens per {b.period} cannot "
-                f"cover this call (~{estimate} prompt tokens; {used.tokens + self.tokens} used); "
-                "nothing was written",
-                step=step,
-            )
-
-
-def call(llm: LLM, ledger: Ledger, request: LLMRequest, answer: type[Answer]) -> Answer:
-    """One structured call: budget check, the model, parse and validate, bounded re-asks."""
-    step = request.step
-    last = ""
-    for _ in range(1 + OUTPUT_RETRIES):
-        ledger.admit(request)
-        try:
-            reply = llm.complete(request)
-        except LLMError as exc:
-            if exc.step is None:
-                exc.step = step
-            raise
-        except Exception as exc:
-            raise LLMError(f"{step}: the model call failed: {exc}", step=step) from exc
-        try:
-            result = answer.model_validate(json.loads(reply.text))
-        except (ValueError, pydantic.ValidationError) as exc:
-            ledger.add(reply, step, ok=False)
-            last = _why(exc)
-            continue
-        ledger.add(reply, step, ok=True)
-        return result
-    raise LLMError(
-        f"{step}: the model returned malformed output {1 + OUTPUT_RETRIES} times "
-        f"(last: {last}); nothing was written",
-        step=step,
-    )
-
-
-def _why(exc: Exception) -> str:
-    if isinstance(exc, pydantic.ValidationError):
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "answer"
-        return f"{where}: {err['msg']}"
-    return f"not JSON: {exc}"
-
-
 def _request(
     schema_name: str,
     messages: list[dict[str, str]],
@@ -307,7 +211,7 @@ def _request(
     small: bool = False,
 ) -> LLMRequest:
     return LLMRequest(
-        step=_STEPS[schema_name],
+        step=STEPS[schema_name],
         messages=messages,
         schema_name=schema_name,
         schema=schema,
@@ -364,7 +268,7 @@ def _check_attrs(
     try:
         return model.model_validate(known).model_dump(mode="json", exclude_unset=True)
     except pydantic.ValidationError as exc:
-        _warn(f"attributes of {what} fail {model.__name__} ({_why(exc)}); dropped")
+        _warn(f"attributes of {what} fail {model.__name__} ({why(exc)}); dropped")
         return {}
 
 
@@ -699,14 +603,10 @@ def plan(
                 if c["id"] not in index:
                     index[c["id"]] = len(catalog)
                     catalog.append(c)
+        offered = [[index[c["id"]] for c in cands] for _, cands, _ in ambiguous]
         items = [
-            {
-                "item": i,
-                "name": e.name,
-                "type": e.entity_type,
-                "candidates": [index[c["id"]] for c in cands],
-            }
-            for i, (e, cands, _) in enumerate(ambiguous)
+            {"item": i, "name": e.name, "type": e.entity_type, "candidates": offered[i]}
+            for i, (e, _, _) in enumerate(ambiguous)
         ]
         shown = [
             {
@@ -727,16 +627,16 @@ def plan(
                 P.ENTITY_RESOLUTION_SCHEMA,
             ),
             P.EntityDecisions,
+            lambda a: check_entity_decisions(a, offered),
         )
-        for d in answer.decisions:
-            if not 0 <= d.item < len(ambiguous) or d.match is None:
+        for d in answer.decisions:  # checked: a match is one of its item's candidates
+            if d.match is None:
                 continue
-            e, cands, _ = ambiguous[d.item]
-            if 0 <= d.match < len(catalog) and catalog[d.match]["id"] in {c["id"] for c in cands}:
-                chosen = catalog[d.match]
-                ids[entity_key(e)] = chosen["id"]
-                decided[entity_key(e)] = chosen["id"]
-                types_of[chosen["id"]] = chosen["entity_type"]
+            e = ambiguous[d.item][0]
+            chosen = catalog[d.match]
+            ids[entity_key(e)] = chosen["id"]
+            decided[entity_key(e)] = chosen["id"]
+            types_of[chosen["id"]] = chosen["entity_type"]
 
     # fact resolution: cardinality-many facts with a known endpoint
     flat: list[tuple[int, int, FactInput]] = []
@@ -764,12 +664,13 @@ def plan(
                 if r["id"] not in index:
                     index[r["id"]] = len(existing)
                     existing.append(r)
+        allowed = {i: [index[r["id"]] for r in rows] for i, rows in candidates.items()}
         new = [
             {
                 "new": i,
                 "fact": f.fact,
                 "valid_at": (f.valid_at.isoformat() if f.valid_at else None),
-                "candidates": [index[r["id"]] for r in candidates[i]],
+                "candidates": allowed[i],
             }
             for i, (_, _, f) in enumerate(flat)
             if i in candidates
@@ -785,14 +686,12 @@ def plan(
                 P.FACT_RESOLUTION, P.fact_resolution_messages(new, shown), P.FACT_RESOLUTION_SCHEMA
             ),
             P.FactJudgements,
+            lambda a: check_fact_judgements(a, allowed),
         )
         extra: list[list[FactInput]] = [[] for _ in extracted]
-        for j in answer.judgements:
-            if j.new not in candidates:
-                continue
-            allowed = {index[r["id"]] for r in candidates[j.new]}
+        for j in answer.judgements:  # checked: each names a new fact and its candidates
             xi, fi, f = flat[j.new]
-            if j.duplicate_of is not None and j.duplicate_of in allowed:
+            if j.duplicate_of is not None:
                 old = existing[j.duplicate_of]
                 same_relation = old["relation"] == f.relation
                 facts[xi][fi] = FactInput(
@@ -806,8 +705,6 @@ def plan(
                 )
                 continue
             for k in dict.fromkeys(j.contradicts):
-                if k not in allowed:
-                    continue
                 old = existing[k]
                 if f.valid_at is not None and f.valid_at > old["valid_at"]:
                     extra[xi].append(
@@ -911,11 +808,12 @@ def _condense(
             small=True,
         ),
         P.Condensed,
+        lambda a: check_condensed(a, len(items)),
     )
     condensed = {
         items[s.item][0]: s.summary.strip()[: _CONDENSED_CHARS * 2]
         for s in answer.summaries
-        if 0 <= s.item < len(items) and s.summary.strip()
+        if s.summary.strip()
     }
     for p in plans:
         for i, e in enumerate(p.entities):
