@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -415,3 +417,57 @@ async def test_an_async_transaction_takes_the_library_role_itself(
             assert await cur.fetchone() == {"u": aio_db.APP_ROLE, "j": "off", "groups": [a]}
     finally:
         await db.close()
+
+
+def test_a_pooled_connection_keeps_nothing_of_another_group(fresh_dsn: str) -> None:
+    """After searches of two groups on one pooled connection, no setting the library role
+    can read there names either group or tells its size (migration 0032: the text search
+    kept the planner's statistics of every common group in session settings)."""
+    alice, bob = "alice@example.com", "bob@example.com"
+    with timestone.Memory.open(fresh_dsn) as mem:
+        for g, size in ((alice, 3), (bob, 2)):
+            mem.add_facts(
+                g,
+                [timestone.FactInput(f"Mira {i}", "DIRECTS", f"Winery {i}") for i in range(size)],
+                reference_time=datetime(2020, 1, 1, tzinfo=UTC),
+            )
+        with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+            owner.execute("ANALYZE timestone.facts")
+        db = sync_db.Database.open(fresh_dsn, max_size=1)
+        try:
+            req = prepare_search("Who directs the winery?", scopes=("facts", "entities"))
+            for g, size in ((alice, 3), (bob, 2)):
+                hits = search_hits(db, mem.embedder, g, req)
+                assert len(hits["facts"].rows) == size
+            with db.pool.connection() as conn:
+                row = conn.execute("SELECT current_user AS u").fetchone()
+                assert row == {"u": sync_db.APP_ROLE}
+                listed = conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name LIKE 'timestone.%'"
+                ).fetchall()
+                # pg_settings leaves out settings no module defines: each name the code
+                # and the migrations ever used, read one by one
+                named = conn.execute(
+                    "SELECT n AS name, current_setting(n, true) AS setting"
+                    " FROM unnest(%s::text[]) AS n",
+                    (sorted(_setting_names()),),
+                ).fetchall()
+                conn.rollback()
+        finally:
+            db.close()
+    assert {"timestone.group_id", "timestone.dominant_group", "timestone.text_groups"} <= {
+        r["name"] for r in named
+    }
+    for found in [*listed, *named]:
+        # no group's id, no size, no word of its facts
+        assert found["setting"] in (None, ""), found
+
+
+def _setting_names() -> set[str]:
+    """Every ``timestone.*`` setting named in the package's code and migrations."""
+    root = Path(timestone.__file__).parent
+    found: set[str] = set()
+    for path in [*root.rglob("*.py"), *root.rglob("*.sql")]:
+        # tables and functions too: their names are no settings, and read as NULL
+        found.update(re.findall(r"timestone\.[a-z_]+", path.read_text(encoding="utf-8")))
+    return found
