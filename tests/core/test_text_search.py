@@ -553,8 +553,7 @@ def test_the_group_holding_half_the_table_reads_text_through_one_plan(fresh_dsn:
                 assert found == _exact(conn, big, question, valid_at=moment), (question, moment)
             # nothing about the group is kept in a session setting (migration 0032)
             kept = conn.execute(
-                "SELECT name FROM pg_settings WHERE name LIKE 'timestone.%%'"
-                " AND setting LIKE %s",
+                "SELECT name FROM pg_settings WHERE name LIKE 'timestone.%%' AND setting LIKE %s",
                 (f"%{holder}%",),
             ).fetchall()
             assert kept == []
