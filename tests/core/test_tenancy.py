@@ -22,7 +22,7 @@ from timestone._sync import _db as sync_db
 from timestone._sync import _search as sync_search
 from timestone._sync._db import APP_ROLE
 from timestone._sync._search import search_hits
-from timestone.errors import EmbedderError, InvalidGroup, TimestoneError
+from timestone.errors import ConnectionFailed, EmbedderError, InvalidGroup, TimestoneError
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
 
@@ -575,6 +575,8 @@ def test_a_connection_for_own_sql_goes_back_to_the_pool_as_it_came(
         assert [f.target for f in mem.facts(a)] == [f"Winery of {a}"]
         # an async memory's connection is bound the same way
         asyncio.run(_async_block(dsn, a))
+    with pytest.raises(ConnectionFailed, match="lending a connection"), mem.connection(a):
+        pass  # a closed memory's pool lends none
 
 
 async def _async_block(dsn: str, group: str) -> None:

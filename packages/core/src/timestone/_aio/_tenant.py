@@ -41,16 +41,21 @@ async def tenant_connection(db: Database, group_id: str) -> AsyncGenerator[Conn]
     """A pooled connection in one transaction that sees only ``group_id``; committed when
     the block ends, rolled back if it raises."""
     group = check_group(group_id)
-    async with db.pool.connection() as conn:
-        try:
-            async with conn.transaction():
-                try:
-                    await conn.execute(TENANT_SETTINGS, (group,))
-                except psycopg.Error as exc:
-                    raise wrap_db_error(exc, f"binding a connection to group {group!r}") from exc
-                yield conn
-        finally:
-            await _put_back_clean(conn)
+    doing = f"lending a connection bound to group {group!r}"
+    try:
+        conn = await db.pool.getconn()
+    except psycopg.Error as exc:  # the pool closed, or none free in its timeout
+        raise wrap_db_error(exc, doing) from exc
+    try:
+        async with conn.transaction():
+            try:
+                await conn.execute(TENANT_SETTINGS, (group,))
+            except psycopg.Error as exc:
+                raise wrap_db_error(exc, doing) from exc
+            yield conn  # errors of the caller's own SQL are psycopg's, as raised
+    finally:
+        await _put_back_clean(conn)
+        await db.pool.putconn(conn)
 
 
 async def _put_back_clean(conn: Conn) -> None:

@@ -42,16 +42,21 @@ def tenant_connection(db: Database, group_id: str) -> Generator[Conn]:
     """A pooled connection in one transaction that sees only ``group_id``; committed when
     the block ends, rolled back if it raises."""
     group = check_group(group_id)
-    with db.pool.connection() as conn:
-        try:
-            with conn.transaction():
-                try:
-                    conn.execute(TENANT_SETTINGS, (group,))
-                except psycopg.Error as exc:
-                    raise wrap_db_error(exc, f"binding a connection to group {group!r}") from exc
-                yield conn
-        finally:
-            _put_back_clean(conn)
+    doing = f"lending a connection bound to group {group!r}"
+    try:
+        conn = db.pool.getconn()
+    except psycopg.Error as exc:  # the pool closed, or none free in its timeout
+        raise wrap_db_error(exc, doing) from exc
+    try:
+        with conn.transaction():
+            try:
+                conn.execute(TENANT_SETTINGS, (group,))
+            except psycopg.Error as exc:
+                raise wrap_db_error(exc, doing) from exc
+            yield conn  # errors of the caller's own SQL are psycopg's, as raised
+    finally:
+        _put_back_clean(conn)
+        db.pool.putconn(conn)
 
 
 def _put_back_clean(conn: Conn) -> None:
