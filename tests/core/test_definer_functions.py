@@ -11,6 +11,7 @@ that one added later is held to the same rules.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import LiteralString, cast
 
@@ -102,6 +103,26 @@ def test_every_definer_function_lists_pg_temp_last(two_tenants: str) -> None:
         ).fetchall()
         assert len(rows) >= 5
         assert {str(setting) for _, setting in rows} == {f"search_path={PATH}"}, rows
+
+
+def test_definer_functions_name_the_catalogs_they_read_with_their_schema(two_tenants: str) -> None:
+    with psycopg.connect(two_tenants) as conn:
+        catalogs = {
+            str(r[0])
+            for r in conn.execute(
+                "SELECT relname FROM pg_class WHERE relnamespace = 'pg_catalog'::regnamespace"
+                " AND relkind IN ('r', 'v')"
+            ).fetchall()
+        }
+        sources = conn.execute(
+            "SELECT p.oid::regprocedure::text, p.prosrc FROM pg_proc AS p"
+            " JOIN pg_namespace AS n ON n.oid = p.pronamespace"
+            " WHERE p.prosecdef AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+        ).fetchall()
+    assert len(sources) >= 3
+    for signature, source in sources:
+        for name in re.findall(r"(?<![\w.])(pg_[a-z_]+)\b(?!\s*\()", str(source)):
+            assert name not in catalogs, (signature, name)
 
 
 def test_no_function_of_the_schema_is_executable_by_everyone(two_tenants: str) -> None:

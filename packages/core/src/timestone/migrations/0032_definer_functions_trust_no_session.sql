@@ -72,7 +72,7 @@ BEGIN
         -- rows), whether it holds half the table (0029), and for a group of
         -- text_common_rows or more, each word's share among the most common elements
         -- of facts.fts (0030).
-        -- planned once per connection: planning the pg_stats view cost 0.5 ms a call
+        -- planned once per connection: planning pg_catalog.pg_stats cost 0.5 ms a call
         PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
         SELECT greatest(c.reltuples, 0), v.vals[1] = g AND s.most_common_freqs[1] >= 0.5,
                s.most_common_freqs[array_position(v.vals, g)] * greatest(c.reltuples, 0)
