@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -522,3 +523,125 @@ def test_vector_index_health_is_the_share_of_its_rows_an_index_finds(fresh_dsn: 
         for kwargs, message in refused:
             with pytest.raises(InvalidInput, match=message):
                 mem.vector_index_health(**kwargs)  # pyright: ignore[reportArgumentType]
+
+
+BUILDING_LOADER = """
+import sys, datetime as d
+import timestone
+mem = timestone.Memory.open(sys.argv[1])
+with mem.bulk_load(workers=0):
+    facts = [timestone.FactInput(f"Walker {i}", "KNOWS", "Mira") for i in range(20)]
+    mem.add_facts("killed", facts, reference_time=d.datetime(2020, 1, 1, tzinfo=d.UTC))
+    print("loaded", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def _building_pid(dsn: str) -> int:
+    """The server session of the loader, once it waits to build an index of facts."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for _ in range(300):
+            row = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'"
+            ).fetchone()
+            if row is not None:
+                return int(row[0])
+            time.sleep(0.05)
+    raise AssertionError("the loader did not reach its final build in 15 s")
+
+
+def _release_when_gone(blocker: psycopg.Connection[tuple[object, ...]], pid: int) -> None:
+    """Hold the blocker's lock until the session ``pid`` has ended (20 s at most)."""
+    with psycopg.connect(blocker.info.dsn, autocommit=True) as conn:
+        for _ in range(400):
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
+            if row.fetchone() == (0,):
+                break
+            time.sleep(0.05)
+    blocker.rollback()
+
+
+def test_an_open_right_after_a_loader_died_in_its_final_build_builds_the_indexes(
+    fresh_dsn: str, tmp_path: Path
+) -> None:
+    """The dead loader's server session holds the load's lock while its statement runs:
+    the session checks its client every second and ends, and the open waits for it
+    (a few seconds at most) instead of taking the load for a live one and going on
+    without the indexes."""
+    timestone.Memory.open(fresh_dsn).close()
+    script = tmp_path / "loader.py"
+    script.write_text(BUILDING_LOADER)
+    blocker = psycopg.connect(fresh_dsn)
+    try:
+        with subprocess.Popen(
+            [sys.executable, str(script), fresh_dsn],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            assert proc.stdin is not None
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "loaded"
+            # the final build waits behind this lock, so that it is killed inside it
+            blocker.execute("LOCK TABLE timestone.facts IN ROW EXCLUSIVE MODE")
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            pid = _building_pid(fresh_dsn)
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        # the builds of the open wait behind the lock too: it is released once the dead
+        # loader's session has gone (or after 20 s: then the open found it still there)
+        releaser = threading.Thread(target=_release_when_gone, args=(blocker, pid))
+        releaser.start()
+        try:
+            with timestone.Memory.open(fresh_dsn) as mem:
+                assert _hnsw_indexes(fresh_dsn) == HNSW
+                assert _read_indexes(fresh_dsn) == READ
+                assert len(mem.facts("killed", relation="KNOWS")) == 20
+        finally:
+            releaser.join()
+    finally:
+        blocker.close()
+
+
+def test_an_open_leaves_a_live_loader_building_to_itself(fresh_dsn: str) -> None:
+    """A loader alive in its final build is waited for a few seconds at most: the open
+    goes on without building, and the loader builds the indexes."""
+    loaded, go = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def load(mem: timestone.Memory) -> None:
+        try:
+            with mem.bulk_load(workers=0):
+                mem.add_facts("live", _facts(20, "Walker"), reference_time=REF)
+                loaded.set()
+                go.wait(30)
+        except BaseException as exc:  # reported by the test below
+            failures.append(exc)
+
+    blocker = psycopg.connect(fresh_dsn)
+    safety = threading.Timer(30, blocker.cancel)  # never a hung run, whatever happens
+    with timestone.Memory.open(fresh_dsn) as mem:
+        loader = threading.Thread(target=load, args=(mem,))
+        loader.start()
+        try:
+            assert loaded.wait(30)
+            blocker.execute("LOCK TABLE timestone.facts IN ROW EXCLUSIVE MODE")
+            go.set()
+            _building_pid(fresh_dsn)
+            safety.start()
+            started = time.monotonic()
+            timestone.Memory.open(fresh_dsn).close()
+            waited = time.monotonic() - started
+            assert _hnsw_indexes(fresh_dsn) == set()  # left to the loader
+        finally:
+            blocker.rollback()
+            go.set()
+            loader.join(60)
+            safety.cancel()
+            blocker.close()
+        assert failures == []
+        assert waited < 20.0  # the bound (5 s), then on without building
+        assert _hnsw_indexes(fresh_dsn) == HNSW
+        assert len(mem.facts("live", relation="KNOWS")) == 20

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import LiteralString
 
 import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
+from sqlalchemy import exc as sqlalchemy_exc
 
 import timestone
 from timestone._aio import _db as aio_db
 from timestone._search_request import prepare_search
 from timestone._sync import _db as sync_db
 from timestone._sync import _search as sync_search
+from timestone._sync._db import APP_ROLE
 from timestone._sync._search import search_hits
-from timestone.errors import EmbedderError, InvalidGroup, TimestoneError
+from timestone.errors import ConnectionFailed, EmbedderError, InvalidGroup, TimestoneError
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
 
@@ -415,3 +421,218 @@ async def test_an_async_transaction_takes_the_library_role_itself(
             assert await cur.fetchone() == {"u": aio_db.APP_ROLE, "j": "off", "groups": [a]}
     finally:
         await db.close()
+
+
+def test_a_pooled_connection_keeps_nothing_of_another_group(fresh_dsn: str) -> None:
+    """After searches of two groups on one pooled connection, no setting the library role
+    can read there names either group or tells its size (migration 0032: the text search
+    kept the planner's statistics of every common group in session settings)."""
+    alice, bob = "alice@example.com", "bob@example.com"
+    with timestone.Memory.open(fresh_dsn) as mem:
+        for g, size in ((alice, 3), (bob, 2)):
+            mem.add_facts(
+                g,
+                [timestone.FactInput(f"Mira {i}", "DIRECTS", f"Winery {i}") for i in range(size)],
+                reference_time=datetime(2020, 1, 1, tzinfo=UTC),
+            )
+        with psycopg.connect(fresh_dsn, autocommit=True) as owner:
+            owner.execute("ANALYZE timestone.facts")
+        db = sync_db.Database.open(fresh_dsn, max_size=1)
+        try:
+            req = prepare_search("Who directs the winery?", scopes=("facts", "entities"))
+            for g, size in ((alice, 3), (bob, 2)):
+                hits = search_hits(db, mem.embedder, g, req)
+                assert len(hits["facts"].rows) == size
+            with db.pool.connection() as conn:
+                row = conn.execute("SELECT current_user AS u").fetchone()
+                assert row == {"u": sync_db.APP_ROLE}
+                listed = conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE name LIKE 'timestone.%'"
+                ).fetchall()
+                # pg_settings leaves out settings no module defines: each name the code
+                # and the migrations ever used, read one by one
+                named = conn.execute(
+                    "SELECT n AS name, current_setting(n, true) AS setting"
+                    " FROM unnest(%s::text[]) AS n",
+                    (sorted(_setting_names()),),
+                ).fetchall()
+                conn.rollback()
+        finally:
+            db.close()
+    assert {"timestone.group_id", "timestone.dominant_group", "timestone.text_groups"} <= {
+        r["name"] for r in named
+    }
+    for found in [*listed, *named]:
+        # no group's id, no size, no word of its facts
+        assert found["setting"] in (None, ""), found
+
+
+def _setting_names() -> set[str]:
+    """Every ``timestone.*`` setting named in the package's code and migrations."""
+    root = Path(timestone.__file__).parent
+    found: set[str] = set()
+    for path in [*root.rglob("*.py"), *root.rglob("*.sql")]:
+        # tables and functions too: their names are no settings, and read as NULL
+        found.update(re.findall(r"timestone\.[a-z_]+", path.read_text(encoding="utf-8")))
+    return found
+
+
+# -- connections for the caller's own SQL (docs/sql.md) --------------------------------
+
+_RECORD: LiteralString = (
+    "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
+    " VALUES (%s, gen_random_uuid(), now(), 0)"
+)
+
+
+def _at_rest(mem: timestone.Memory) -> dict[str, object] | None:
+    """The session of the pool's one connection between blocks: its user, its group."""
+    with mem._db.pool.connection() as conn:  # pyright: ignore[reportPrivateUsage]
+        row = conn.execute(
+            "SELECT current_user AS u, coalesce(current_setting('timestone.group_id', true), '')"
+            " AS g, pg_backend_pid() AS pid"
+        ).fetchone()
+        conn.rollback()
+    return row
+
+
+def test_a_connection_for_own_sql_sees_and_writes_only_its_group(
+    dsn: str, two_groups: tuple[str, str]
+) -> None:
+    a, b = two_groups
+    with timestone.Memory.open(dsn, pool_size=1) as mem:
+        with mem.connection(a) as conn:
+            row = conn.execute(
+                "SELECT current_user AS u,"
+                " (SELECT array_agg(DISTINCT group_id) FROM timestone.facts) AS facts,"
+                " (SELECT array_agg(DISTINCT group_id) FROM timestone.entities) AS entities,"
+                " (SELECT count(*) FROM timestone.facts WHERE group_id = %s) AS other",
+                (b,),
+            ).fetchone()
+            assert row == {"u": APP_ROLE, "facts": [a], "entities": [a], "other": 0}
+            # the definer functions answer for the group too
+            names = conn.execute(
+                "SELECT name FROM timestone.similar_entities(%s, 5, 0.1)",
+                ([f"winery of {a}", f"winery of {b}"],),
+            ).fetchall()
+            assert {r["name"] for r in names} == {f"Winery of {a}"}
+            # what the library role may write to its own group, it may
+            conn.execute(_RECORD, (a,))
+            changed = conn.execute(
+                "UPDATE timestone.facts SET expired_at = expired_at WHERE group_id = %s", (b,)
+            )
+            assert changed.rowcount == 0  # another group's rows are not there to change
+        rest = _at_rest(mem)
+        assert rest is not None
+        assert (rest["u"], rest["g"]) == (APP_ROLE, "")  # the block's role and group ended
+        with mem.connection(a) as conn:  # committed at the end of the block
+            assert conn.execute("SELECT count(*) AS n FROM timestone.purges").fetchone() == {"n": 1}
+        refused: list[tuple[LiteralString, tuple[str, ...]]] = [
+            (_RECORD, (b,)),  # a row of another group
+            ("UPDATE timestone.facts SET fact = 'rewritten' WHERE group_id = %s", (a,)),
+            ("DELETE FROM timestone.meta WHERE key = %s", ("schema_version",)),
+            ("ALTER TABLE timestone.facts DISABLE ROW LEVEL SECURITY", ()),
+        ]
+        for statement, params in refused:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                _write_in_a_block(mem, a, statement, params)
+        with mem.connection(a) as conn:
+            assert conn.execute("SELECT count(*) AS n FROM timestone.purges").fetchone() == {"n": 1}
+        with pytest.raises(InvalidGroup), mem.connection("has space"):
+            pass
+
+
+def _write_in_a_block(
+    mem: timestone.Memory, group: str, statement: LiteralString, params: tuple[str, ...]
+) -> None:
+    """A record of the group's own (rolled back with the block), then ``statement``."""
+    with mem.connection(group) as conn:
+        conn.execute(_RECORD, (group,))
+        conn.execute(statement, params)
+
+
+def test_a_connection_for_own_sql_goes_back_to_the_pool_as_it_came(
+    dsn: str, two_groups: tuple[str, str]
+) -> None:
+    """Both settings are local to the block's transaction; a block that changed its session
+    (a group or a role set for the session) does not hand them on: the pool replaces
+    that connection."""
+    a, b = two_groups
+    with timestone.Memory.open(dsn, pool_size=1) as mem:
+        before = _at_rest(mem)
+        assert before is not None
+        assert (before["u"], before["g"]) == (APP_ROLE, "")
+        with mem.connection(a) as conn:
+            conn.execute("SELECT 1")
+        assert _at_rest(mem) == before  # the same connection, with no group, the pool's role
+        with mem.connection(a) as conn:
+            conn.execute("SELECT set_config('timestone.group_id', %s, false)", (b,))
+            conn.execute("RESET ROLE")
+        after = _at_rest(mem)
+        assert after is not None
+        assert (after["u"], after["g"]) == (APP_ROLE, "")
+        assert after["pid"] != before["pid"]  # a new connection
+        assert [f.target for f in mem.facts(a)] == [f"Winery of {a}"]
+        # an async memory's connection is bound the same way
+        asyncio.run(_async_block(dsn, a))
+    with pytest.raises(ConnectionFailed, match="lending a connection"), mem.connection(a):
+        pass  # a closed memory's pool lends none
+
+
+async def _async_block(dsn: str, group: str) -> None:
+    amem = await timestone.AsyncMemory.open(dsn, pool_size=1)
+    async with amem, amem.connection(group) as conn:
+        cur = await conn.execute(
+            "SELECT current_user AS u,"
+            " (SELECT array_agg(DISTINCT group_id) FROM timestone.facts) AS groups"
+        )
+        assert await cur.fetchone() == {"u": APP_ROLE, "groups": [group]}
+
+
+def test_a_sqlmodel_session_bound_to_a_group(dsn: str, two_groups: tuple[str, str]) -> None:
+    """``models.group_session``: every transaction of the session sees only its group, on
+    an engine whose own connections act as the schema's owner."""
+    from sqlalchemy import func, text
+    from sqlmodel import select
+
+    from timestone.models import EntityRow, FactRow, engine, group_session
+
+    a, b = two_groups
+    owner = engine(dsn, pool_size=1, max_overflow=0)
+    try:
+        with owner.connect() as raw:  # the owner sees both groups
+            found = raw.execute(
+                text(
+                    "SELECT count(DISTINCT group_id) FROM timestone.facts WHERE group_id IN (:a, :b)"
+                ),
+                {"a": a, "b": b},
+            ).scalar_one()
+            assert found == 2
+        with group_session(owner, a) as session:
+            facts = session.exec(select(FactRow).where(FactRow.expired_at.is_(None))).all()  # type: ignore[union-attr]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
+            assert {(f.group_id, f.fact) for f in facts} == {(a, f"Mira directs Winery of {a}.")}
+            session.commit()
+            # a second transaction of the session is bound again
+            names = session.exec(select(EntityRow.name).where(EntityRow.group_id == b)).all()
+            assert names == []
+            fact = session.exec(select(FactRow)).one()
+            fact.fact = "rewritten"
+            session.add(fact)
+            with pytest.raises(sqlalchemy_exc.ProgrammingError, match="permission denied"):
+                session.commit()
+        with owner.connect() as raw:  # the engine's connection holds no role nor group
+            row = raw.execute(
+                text(
+                    "SELECT current_user = session_user,"
+                    " coalesce(current_setting('timestone.group_id', true), '')"
+                )
+            ).one()
+            assert tuple(row) == (True, "")
+            count = raw.execute(
+                select(func.count()).select_from(FactRow).where(FactRow.group_id == a)  # pyright: ignore[reportArgumentType]
+            ).scalar_one()
+            assert count == 1  # unchanged
+    finally:
+        owner.dispose()
+    with pytest.raises(InvalidGroup):
+        group_session(owner, "")

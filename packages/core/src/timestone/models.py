@@ -2,13 +2,22 @@
 
 For typed records and for users who want to query the graph with SQLModel or
 SQLAlchemy. They describe the tables; they never create them: the numbered
-migrations do (a test checks that both agree). Queries through them still run
-under row level security: set ``timestone.group_id`` in the transaction first::
+migrations do (a test checks that both agree).
 
-    with Session(engine) as session:
-        session.exec(text("SELECT set_config('timestone.group_id', :g, true)"),
-                     params={"g": "acme"})
+The DSN's user (``Memory.dsn``) owns the schema, and row level security does not
+bind the owner: a session on it sees every group. ``group_session`` gives a session
+each of whose transactions runs as the library role with one group set, as the
+library's own transactions do; row level security then shows that group's rows
+alone and refuses writes to any other (docs/sql.md)::
+
+    from sqlmodel import select
+    from timestone.models import FactRow, engine, group_session
+
+    with group_session(engine(mem.dsn), "acme") as session:
         facts = session.exec(select(FactRow).where(FactRow.expired_at.is_(None))).all()
+
+For plain SQL, ``Memory.connection(group_id)`` lends a psycopg connection of the
+memory's pool bound the same way.
 """
 
 from __future__ import annotations
@@ -17,10 +26,17 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+import psycopg
+import sqlalchemy
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
-from sqlalchemy import BigInteger, Boolean, Column, DateTime, Integer, Interval, Text
+from sqlalchemy import BigInteger, Boolean, Column, DateTime, Integer, Interval, Text, event
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
-from sqlmodel import Field, SQLModel  # pyright: ignore[reportUnknownVariableType]
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import SessionTransaction
+from sqlmodel import Field, Session, SQLModel  # pyright: ignore[reportUnknownVariableType]
+
+from ._aio._db import TENANT_SETTINGS
+from ._groups import check_group
 
 __all__ = [
     "AssertionRow",
@@ -33,6 +49,8 @@ __all__ = [
     "MetaRow",
     "PurgeRow",
     "TimestoneModel",
+    "engine",
+    "group_session",
 ]
 
 SCHEMA = "timestone"
@@ -260,3 +278,32 @@ class LLMLedgerRow(TimestoneModel, table=True):
     completion_tokens: int = _int(nullable=False)
     ok: bool = Field(sa_column=Column(Boolean, nullable=False))
     created_at: datetime = _tz()
+
+
+def engine(dsn: str, **kwargs: Any) -> Engine:
+    """An SQLAlchemy engine on ``dsn`` (``Memory.dsn``: a URL or ``key=value`` string)
+    through psycopg. Its connections act as the DSN's user, the schema's owner, who sees
+    every group: bind a session to one with ``group_session``. ``kwargs`` go to
+    ``sqlalchemy.create_engine``."""
+    return sqlalchemy.create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), **kwargs
+    )
+
+
+def group_session(bind: Engine, group_id: str, **kwargs: Any) -> Session:
+    """A SQLModel session on ``bind`` whose every transaction sees only ``group_id``.
+
+    Each transaction the session begins runs first what the library's own do: it sets
+    the library role and the group, both local to the transaction, so that row level
+    security binds it and nothing outlives it on the pooled connection. A write that
+    the policies or the library role's privileges refuse (another group's rows, an
+    update in place) raises. ``kwargs`` go to ``Session``."""
+    group = check_group(group_id)
+    session = Session(bind, **kwargs)
+
+    def bind_group(_: Session, transaction: SessionTransaction, connection: Connection) -> None:
+        del transaction
+        connection.exec_driver_sql(TENANT_SETTINGS, (group,))
+
+    event.listen(session, "after_begin", bind_group)
+    return session

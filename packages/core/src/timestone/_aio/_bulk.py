@@ -16,7 +16,11 @@ import or a migration window, run as the schema owner (the DSN's user, like
 migrations). One bulk load at a time: a session advisory lock says who has it,
 and ``Memory.open`` does not rebuild the indexes while it is held. A loader
 that dies mid-load releases the lock with its connection; the next
-``Memory.open`` builds the missing indexes.
+``Memory.open`` builds the missing indexes. One that dies inside a statement
+(its final index build) is cancelled by the server within a second (its
+session checks that its client is there, ``client_connection_check_interval``),
+and an open that finds its lock still held by a session in a statement waits
+a few seconds for it to end.
 
 ``rebuild_vector_indexes`` rebuilds HNSW indexes in place, for a database whose
 graphs churn has worn (rows replaced, purged and vacuumed: a vacuum unlinks
@@ -39,12 +43,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import cast
 
 import psycopg
 from psycopg import sql
 
+from .._compat import asleep
 from .._index_build import (
     build_memory_kb,
     check_memory,
@@ -70,10 +75,20 @@ from ._db import (
 __all__ = [
     "BULK_LOCK",
     "bulk_load",
+    "bulk_loading",
     "check_index_names",
     "rebuild_vector_indexes",
     "set_build_memory",
 ]
+
+
+# How often the server session of a bulk load (or an index rebuild) checks, during a
+# statement, that its client is still there: a loader that dies in its final build is
+# cancelled within it, and releases ``BULK_LOCK``, instead of building on for minutes
+# (and rolling back). ``bulk_loading`` waits for such a holder up to ``_LOADER_WAIT_S``.
+LOADER_CHECK_INTERVAL = "1s"
+_LOADER_WAIT_S = 5.0
+_LOADER_POLL_S = 0.05
 
 
 async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
@@ -155,12 +170,47 @@ def _owner_error(exc: psycopg.Error, doing: str) -> DatabaseError:
     return wrap_db_error(exc, doing)
 
 
+async def bulk_loading(conn: Conn) -> bool:
+    """Whether a bulk load (or an index rebuild) holds ``BULK_LOCK``.
+
+    A loader that dies inside a statement (its final index build) holds the lock until
+    its server session notices: within ``LOADER_CHECK_INTERVAL`` (the loader's
+    ``client_connection_check_interval``), then the statement is cancelled and the lock
+    released. A holder in a statement or a transaction is waited for, up to
+    ``_LOADER_WAIT_S``; one that ends meanwhile was no load, and its indexes are built
+    here. A live loader writing (its own session idle between its statements) or
+    building past the bound is left to build them itself."""
+    deadline = time.monotonic() + _LOADER_WAIT_S
+    while True:
+        cur = await conn.execute(
+            "SELECT coalesce(a.state, '') AS state FROM pg_locks AS l"
+            " LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.classid = (%(k)s::bigint >> 32)::oid"
+            " AND l.objid = (%(k)s::bigint & 4294967295)::oid AND l.objsubid = 1",
+            {"k": BULK_LOCK},
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return False
+        if row["state"] == "idle" or time.monotonic() >= deadline:
+            return True
+        await asleep(_LOADER_POLL_S)
+
+
 @asynccontextmanager
 async def _holding_load_lock(dsn: str, busy: str) -> AsyncGenerator[Conn]:
     """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
     (``busy``) when another session has it."""
     conn = await connect_owner(dsn)
     async with conn:
+        # a loader that dies in a statement is cancelled within the interval
+        with suppress(psycopg.errors.InvalidParameterValue):  # a server without the check
+            await conn.execute(
+                "SELECT set_config('client_connection_check_interval', %s, false)",
+                (LOADER_CHECK_INTERVAL,),
+            )
         cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
         got = await cur.fetchone()
         if got is None or not got["ok"]:

@@ -407,21 +407,11 @@ async def _type_new_vectors(conn: Conn, dimension: int) -> None:
                     t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
                 )
             )
-    if not await _bulk_loading(conn):  # a bulk load builds them when it ends
+    from ._bulk import bulk_loading  # _bulk builds on this module
+
+    if not await bulk_loading(conn):  # a bulk load builds them when it ends
         await build_load_indexes(conn)
         await build_vector_indexes(conn)
-
-
-async def _bulk_loading(conn: Conn) -> bool:
-    cur = await conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
-        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        " AND classid = (%(k)s::bigint >> 32)::oid"
-        " AND objid = (%(k)s::bigint & 4294967295)::oid AND objsubid = 1) AS busy",
-        {"k": BULK_LOCK},
-    )
-    row = await cur.fetchone()
-    return row is not None and bool(row["busy"])
 
 
 async def vector_dimensions(conn: Conn) -> dict[tuple[str, str], int]:

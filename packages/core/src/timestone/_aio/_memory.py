@@ -18,6 +18,8 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 import pydantic
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
 
 from .. import _compat
 from .._embedded import embedded_dsn
@@ -71,6 +73,7 @@ from ._extract import (
 from ._facts import read_facts
 from ._health import HEALTH_SAMPLE, vector_index_health
 from ._ingest import Ingest
+from ._tenant import tenant_connection
 from ._transfer import (
     LineSink,
     count_rows,
@@ -223,6 +226,15 @@ class AsyncMemory:
     def dsn(self) -> str:
         """The DSN this memory is connected to (embedded: its socket DSN)."""
         return self._db.dsn
+
+    @asynccontextmanager
+    async def connection(self, group_id: str) -> AsyncGenerator[AsyncConnection[DictRow]]:
+        """A connection of the pool for your own SQL, in one transaction that sees only
+        ``group_id`` under row level security (docs/sql.md); committed at the end of the
+        block, rolled back if it raises. A connection to ``dsn`` acts as the schema's
+        owner, whom the policies do not bind, and sees every group."""
+        async with tenant_connection(self._db, group_id) as conn:
+            yield conn
 
     async def close(self) -> None:
         await self._db.close()

@@ -406,21 +406,11 @@ def _type_new_vectors(conn: Conn, dimension: int) -> None:
                     t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
                 )
             )
-    if not _bulk_loading(conn):  # a bulk load builds them when it ends
+    from ._bulk import bulk_loading  # _bulk builds on this module
+
+    if not bulk_loading(conn):  # a bulk load builds them when it ends
         build_load_indexes(conn)
         build_vector_indexes(conn)
-
-
-def _bulk_loading(conn: Conn) -> bool:
-    cur = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
-        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-        " AND classid = (%(k)s::bigint >> 32)::oid"
-        " AND objid = (%(k)s::bigint & 4294967295)::oid AND objsubid = 1) AS busy",
-        {"k": BULK_LOCK},
-    )
-    row = cur.fetchone()
-    return row is not None and bool(row["busy"])
 
 
 def vector_dimensions(conn: Conn) -> dict[tuple[str, str], int]:

@@ -19,6 +19,8 @@ from types import TracebackType
 from typing import Any, Self, cast
 
 import pydantic
+from psycopg import Connection
+from psycopg.rows import DictRow
 
 from .. import _compat
 from .._embedded import embedded_dsn
@@ -72,6 +74,7 @@ from ._extract import (
 from ._facts import read_facts
 from ._health import HEALTH_SAMPLE, vector_index_health
 from ._ingest import Ingest
+from ._tenant import tenant_connection
 from ._transfer import (
     LineSink,
     count_rows,
@@ -224,6 +227,15 @@ class Memory:
     def dsn(self) -> str:
         """The DSN this memory is connected to (embedded: its socket DSN)."""
         return self._db.dsn
+
+    @contextmanager
+    def connection(self, group_id: str) -> Generator[Connection[DictRow]]:
+        """A connection of the pool for your own SQL, in one transaction that sees only
+        ``group_id`` under row level security (docs/sql.md); committed at the end of the
+        block, rolled back if it raises. A connection to ``dsn`` acts as the schema's
+        owner, whom the policies do not bind, and sees every group."""
+        with tenant_connection(self._db, group_id) as conn:
+            yield conn
 
     def close(self) -> None:
         self._db.close()
