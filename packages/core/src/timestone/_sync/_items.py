@@ -9,14 +9,13 @@ filters are applied to the candidates of the namespace prefix.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 
-from .._items import Item, matches_filter, matches_namespace
+from .._items import Item, matches_filter, matches_namespace, value_json
 from ._db import Conn
 from ._facts import held_clause
 from ._write import Write
@@ -50,8 +49,11 @@ def put_item(
     key: str,
     value: Mapping[str, Any],
     vector: Sequence[float] | None,
+    field_vectors: Sequence[Sequence[float]] = (),
 ) -> Item:
-    """Write a new version of the item (the first, or one that replaces the current)."""
+    """Write a new version of the item (the first, or one that replaces the current), with
+    the vector of its indexed text, or the vectors of its indexed texts when it has several
+    (``field_vectors``, migration 0032)."""
     cur = w.conn.execute(
         "UPDATE timestone.items SET expired_at = %s"
         " WHERE group_id = %s AND namespace = %s AND key = %s AND expired_at IS NULL"
@@ -63,15 +65,17 @@ def put_item(
     cur = w.conn.execute(
         sql.SQL(
             "INSERT INTO timestone.items AS i (group_id, namespace, key, value, item_created_at,"
-            " embedding, created_at) VALUES (%s, %s, %s, %s, %s, %s::vector, %s) RETURNING {}"
+            " embedding, field_embeddings, created_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s::vector, %s::text[]::vector[], %s) RETURNING {}"
         ).format(_COLUMNS),
         (
             w.group_id,
             list(namespace),
             key,
-            json.dumps(value),
+            value_json(value),
             first,
             _vector(vector),
+            [_vector(v) for v in field_vectors] if field_vectors else None,
             w.now,
         ),
     )
@@ -134,9 +138,12 @@ def search_items(
     if query_vector is not None:
         score = sql.SQL(
             "CASE WHEN i.embedding IS NOT NULL AND vector_dims(i.embedding) = %s"
-            " THEN 1 - (i.embedding <=> %s::vector) END"
+            " THEN 1 - (i.embedding <=> %s::vector)"
+            " WHEN i.field_embeddings IS NOT NULL THEN (SELECT max(1 - (v <=> %s::vector))"
+            " FROM unnest(i.field_embeddings) AS v WHERE vector_dims(v) = %s) END"
         )
-        score_params: list[Any] = [len(query_vector), _vector(query_vector)]
+        dims, text = len(query_vector), _vector(query_vector)
+        score_params: list[Any] = [dims, text, text, dims]
         order = sql.SQL("score DESC NULLS LAST, i.created_at DESC, i.key")
     else:
         score = sql.SQL("NULL::float8")
