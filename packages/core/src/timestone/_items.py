@@ -67,12 +67,21 @@ def check_namespace(
     if len(labels) > MAX_NAMESPACE_DEPTH:
         raise InvalidInput(f"{what} has {len(labels)} labels; at most {MAX_NAMESPACE_DEPTH}")
     for label in labels:
-        check_text(label, f"{what} label", max_chars=MAX_LABEL_CHARS)
+        _check_name(label, f"{what} label", MAX_LABEL_CHARS)
     return cast(tuple[str, ...], labels)
 
 
+def _check_name(value: object, what: str, max_chars: int) -> str:
+    """A label or a key: any storable text but ``""`` (spaces are text, as in LangGraph's
+    stores)."""
+    text = check_text(value, what, max_chars=max_chars, allow_empty=True)
+    if not text:
+        raise InvalidInput(f"{what} is empty")
+    return text
+
+
 def check_key(key: object) -> str:
-    return check_text(key, "item key", max_chars=MAX_KEY_CHARS)
+    return _check_name(key, "item key", MAX_KEY_CHARS)
 
 
 def check_value(value: object, what: str = "item value") -> dict[str, Any]:
