@@ -87,3 +87,22 @@ async def test_blocking_memory_under_an_async_store(memory: timestone.Memory, gr
     store = TimestoneStore(memory, group_id=group)
     reference = InMemoryStore()
     assert await _gathered(store, 300) == await _gathered(reference, 300)
+
+
+async def _same_key(store: Any) -> list[Any]:
+    ns = ("test",)
+    await asyncio.gather(*(store.aput(ns, "key", {"value": i}) for i in range(12)))
+    first = await store.aget(ns, "key")
+    await asyncio.gather(store.aput(ns, "key", {"value": "x"}), store.adelete(ns, "key"))
+    gone = await store.aget(ns, "key")
+    await asyncio.gather(store.adelete(ns, "key"), store.aput(ns, "key", {"value": "y"}))
+    back = await store.aget(ns, "key")
+    return [None if g is None else g.value for g in (first, gone, back)]
+
+
+async def test_writes_of_one_key_land_in_call_order(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    expected = await _same_key(InMemoryStore())
+    assert await _same_key(TimestoneStore(amemory, group_id=group)) == expected
+    assert expected == [{"value": 11}, None, {"value": "y"}]

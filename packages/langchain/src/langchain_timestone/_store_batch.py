@@ -2,9 +2,10 @@
 ``AsyncBatchedBaseStore`` does).
 
 The calls made in one turn of the event loop are queued; one task per loop runs
-them: equal reads once, and at most ``WIDTH`` calls at a time, so that 60,000
-gathered calls take a few connections of the pool, not all of them and then a
-timeout. A call that fails fails alone: the others get their own results.
+them: equal reads once, writes of one key in the order they were called, and
+at most ``WIDTH`` calls at a time, so that 60,000 gathered calls take a few
+connections of the pool, not all of them and then a timeout. A call that fails
+fails alone: the others get their own results.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from langgraph.store.base import GetOp, ListNamespacesOp, Op, Result, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
 
 __all__ = ["WIDTH", "Merger"]
 
@@ -34,6 +35,20 @@ def _read_key(ops: list[Op]) -> object | None:
     return ops[0]
 
 
+def _written(ops: list[Op]) -> set[object]:
+    """The (namespace, key) pairs a call puts or deletes."""
+    keys: set[object] = set()
+    for op in ops:
+        if isinstance(op, PutOp):
+            key = (tuple(op.namespace), op.key)
+            try:
+                hash(key)
+            except TypeError:  # an unhashable label or key: refused when the call runs
+                continue
+            keys.add(key)
+    return keys
+
+
 class Merger:
     """The queue of one event loop's calls on one store."""
 
@@ -41,6 +56,7 @@ class Merger:
         self._run = run
         self._queue: list[_Call] = []
         self._task: asyncio.Task[None] | None = None
+        self._writes: dict[object, asyncio.Task[None]] = {}  # the last call writing a key
 
     async def submit(self, ops: list[Op]) -> list[Result]:
         loop = asyncio.get_running_loop()
@@ -59,15 +75,28 @@ class Merger:
                 calls, self._queue = self._queue, []
                 for group in _merged(calls):
                     await gate.acquire()
-                    task = loop.create_task(self._one(group, gate))
+                    keys = _written(group[-1][0])
+                    before = [self._writes[k] for k in keys if k in self._writes]
+                    task = loop.create_task(self._one(group, gate, before))
                     running.add(task)
                     task.add_done_callback(running.discard)
+                    for k in keys:
+                        self._writes[k] = task
+                    task.add_done_callback(self._forget)
                 await asyncio.sleep(0)  # let the calls made meanwhile join the queue
             else:
                 await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
 
-    async def _one(self, calls: list[_Call], gate: asyncio.Semaphore) -> None:
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        for k in [k for k, t in self._writes.items() if t is task]:
+            del self._writes[k]
+
+    async def _one(
+        self, calls: list[_Call], gate: asyncio.Semaphore, before: list[asyncio.Task[None]]
+    ) -> None:
         try:
+            if before:  # writes of one key land in the order they were called
+                await asyncio.wait(before)
             live = [c for c in calls if not c[1].done()]
             if not live:
                 return
