@@ -254,6 +254,7 @@ def test_numbers_read_back_as_written(pinned: TimestoneStore) -> None:
         "f": 1e16,
         "x": 0.1,
         "z": -0.0,
+        "zs": [1, {"d": -0.0}],
     }
     reference = InMemoryStore()
     for s in (reference, pinned):
@@ -263,7 +264,15 @@ def test_numbers_read_back_as_written(pinned: TimestoneStore) -> None:
     assert want is not None
     assert got.value == want.value
     assert {k: type(v) for k, v in got.value.items()} == {k: type(v) for k, v in value.items()}
+    for zero in (got.value["z"], got.value["zs"][1]["d"], want.value["z"]):
+        assert math.copysign(1.0, zero) == -1.0
     assert pinned.search(("n",), filter={"big": 1e300})[0].value["big"] == 1e300
+    for s in (reference, pinned):
+        s.put(("n",), "k", {"z": 0.0})  # a later version without -0.0 reads as written too
+    later = pinned.get(("n",), "k")
+    assert later is not None
+    assert math.copysign(1.0, later.value["z"]) == 1.0
+    assert pinned.search(("n",), filter={"z": -0.0})[0].key == "k"  # -0.0 == 0.0, as in Python
 
 
 # -- more bad input: the reference store's answer is the bar --------------------------

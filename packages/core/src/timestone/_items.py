@@ -28,6 +28,7 @@ __all__ = [
     "index_texts",
     "matches_filter",
     "matches_namespace",
+    "negative_zero",
     "value_json",
 ]
 
@@ -235,6 +236,17 @@ def index_texts(value: Mapping[str, Any], index: bool | str | tuple[str, ...]) -
 # point it was given: 1e+300 reads back as a 301-digit integer. A float from 1e16 up is
 # written with all its digits and ".0", which reads back as the same float.
 _EXACT_FLOAT = 1e16
+
+
+def negative_zero(value: Any) -> bool:
+    """Whether ``value`` holds -0.0, which ``jsonb`` reads back as 0.0 (migration 0032)."""
+    if isinstance(value, float):
+        return value == 0.0 and math.copysign(1.0, value) < 0
+    if isinstance(value, Mapping):
+        return any(negative_zero(v) for v in cast(Mapping[str, Any], value).values())
+    if isinstance(value, (list, tuple)):
+        return any(negative_zero(v) for v in cast(Sequence[Any], value))
+    return False
 
 
 def value_json(value: Mapping[str, Any]) -> str:

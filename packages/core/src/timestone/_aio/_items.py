@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import sql
 
-from .._items import Item, matches_filter, matches_namespace, value_json
+from .._items import Item, matches_filter, matches_namespace, negative_zero, value_json
 from ._db import Conn
 from ._facts import held_clause
 from ._write import Write
@@ -22,7 +22,8 @@ from ._write import Write
 __all__ = ["delete_item", "get_item", "item_namespaces", "put_item", "search_items"]
 
 _COLUMNS = sql.SQL(
-    "i.group_id, i.namespace, i.key, i.value, i.item_created_at, i.created_at, i.expired_at"
+    "i.group_id, i.namespace, i.key, i.value, i.value_exact, i.item_created_at, i.created_at,"
+    " i.expired_at"
 )
 
 
@@ -31,7 +32,7 @@ def _item(row: Mapping[str, Any]) -> Item:
         group_id=row["group_id"],
         namespace=tuple(row["namespace"]),
         key=row["key"],
-        value=dict(row["value"]),
+        value=dict(row["value"] if row.get("value_exact") is None else row["value_exact"]),
         created_at=row["item_created_at"],
         updated_at=row["created_at"],
         score=None if row.get("score") is None else float(row["score"]),
@@ -61,17 +62,20 @@ async def put_item(
     )
     old = await cur.fetchone()
     first = old["item_created_at"] if old is not None else w.now
+    text = value_json(value)
     cur = await w.conn.execute(
         sql.SQL(
-            "INSERT INTO timestone.items AS i (group_id, namespace, key, value, item_created_at,"
-            " embedding, field_embeddings, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s::vector, %s::text[]::vector[], %s) RETURNING {}"
+            "INSERT INTO timestone.items AS i (group_id, namespace, key, value, value_exact,"
+            " item_created_at, embedding, field_embeddings, created_at)"
+            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::vector, %s::text[]::vector[], %s)"
+            " RETURNING {}"
         ).format(_COLUMNS),
         (
             w.group_id,
             list(namespace),
             key,
-            value_json(value),
+            text,
+            text if negative_zero(value) else None,
             first,
             _vector(vector),
             [_vector(v) for v in field_vectors] if field_vectors else None,
