@@ -9,6 +9,7 @@ answers are compared as sets, and the test says so.
 from __future__ import annotations
 
 import math
+import uuid
 from typing import Any
 
 import pytest
@@ -339,3 +340,67 @@ def test_langmem_tools_on_a_pinned_store(pinned: TimestoneStore) -> None:
     expected = _langmem(InMemoryStore())
     assert _langmem(pinned) == expected
     assert expected == (["Alice likes green tea"], [("memories", "alice"), ("memories", "bob")])
+
+
+SPACES = [
+    ("a", "b", "c"),
+    ("a", "b", "d", "e"),
+    ("a", "b", "d", "i"),
+    ("a", "b", "f"),
+    ("a", "c", "f"),
+    ("b", "a", "f"),
+    ("users", "123"),
+    ("users", "456", "settings"),
+    ("admin", "users", "789"),
+    ("guests", "456", "preferences"),
+]
+
+LISTINGS: list[dict[str, Any]] = [
+    {},
+    {"prefix": ("a", "b")},
+    {"suffix": ("f",)},
+    {"prefix": ("a",), "suffix": ("f",)},
+    {"prefix": ("a", "b"), "max_depth": 3},
+    {"max_depth": 2},
+    {"max_depth": 1},
+    {"prefix": ("a", "b"), "limit": 2},
+    {"prefix": ("a", "b"), "offset": 2},
+    {"prefix": ("a", "*", "f")},
+    {"suffix": ("*", "f")},
+    {"prefix": ("*", "users"), "suffix": ("*", "settings")},
+    {"prefix": ("*", "users")},
+    {"suffix": ("*", "preferences")},
+    {"prefix": ("nonexistent",)},
+    {"prefix": ("users", "123")},
+    {"prefix": ("a", "b", "c", "d", "e")},
+    {"suffix": ("a", "b", "c", "d", "e")},
+]
+
+
+@pytest.fixture(scope="module")
+def listed(memory: timestone.Memory) -> tuple[str, BaseStore, BaseStore, BaseStore]:
+    """The same namespaces in a reference store and a pinned store, and under a group
+    label in a reference store and a store with a group per first label."""
+    group = "t-listing-" + uuid.uuid4().hex[:12]
+    reference, pinned = InMemoryStore(), TimestoneStore(memory, group_id=group)
+    labelled = InMemoryStore()
+    for i, ns in enumerate(SPACES):
+        for s in (reference, pinned):
+            s.put(ns, f"id_{i}", {"data": i})
+        labelled.put((group, *ns), f"id_{i}", {"data": i})  # the same rows, seen whole
+    return group, reference, pinned, labelled
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=repr)
+def test_namespace_listings(
+    listed: tuple[str, BaseStore, BaseStore, BaseStore],
+    memory: timestone.Memory,
+    listing: dict[str, Any],
+) -> None:
+    group, reference, pinned, labelled = listed
+    assert pinned.list_namespaces(**listing) == reference.list_namespaces(**listing)
+    # the same rows through a store whose first label is the group
+    whole = dict(listing, prefix=(group, *listing.get("prefix", ())))
+    if listing.get("max_depth") is not None:
+        whole["max_depth"] = listing["max_depth"] + 1
+    assert TimestoneStore(memory).list_namespaces(**whole) == labelled.list_namespaces(**whole)
