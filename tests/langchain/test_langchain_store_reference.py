@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from timestone.errors import InvalidInput
 DIMS = 32
 
 
-def _words(texts: list[str]) -> list[list[float]]:
+def _words(texts: Sequence[str]) -> list[list[float]]:
     """An embedding function as LangGraph's IndexConfig takes: Timestone's hashing double."""
     return timestone.HashEmbedder(DIMS).embed(texts)
 
@@ -167,7 +168,7 @@ def test_index_config_that_does_not_fit(memory: timestone.Memory, index_dsn: str
     with pytest.raises(InvalidInput, match="makes 256-dimensional vectors"):
         TimestoneStore(memory, index={"dims": 3, "fields": ["text"]})
     with pytest.raises(InvalidInput, match="unknown keys"):
-        TimestoneStore(memory, index={"field": ["text"]})
+        TimestoneStore(memory, index={"field": ["text"]})  # type: ignore[arg-type]
     with (
         pytest.raises(InvalidInput, match="needs index\\['dims'\\]"),
         TimestoneStore.from_conn_string(index_dsn, index={"embed": _words}),

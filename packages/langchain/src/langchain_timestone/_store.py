@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
-from langgraph.store.base import BaseStore, Op, Result, validate_op_namespace
+from langgraph.store.base import BaseStore, IndexConfig, Op, Result, validate_op_namespace
 
 import timestone
 from timestone._groups import check_group
@@ -76,7 +76,7 @@ class TimestoneStore(BaseStore):
         memory: timestone.Memory | timestone.AsyncMemory,
         *,
         group_id: str | None = None,
-        index: Any = None,
+        index: IndexConfig | None = None,
         fields: Sequence[str] | None = None,
         as_of: datetime | None = None,
     ) -> None:
@@ -119,7 +119,7 @@ class TimestoneStore(BaseStore):
         conn_string: str,
         *,
         group_id: str | None = None,
-        index: Any = None,
+        index: IndexConfig | None = None,
         pool_size: int = 8,
     ) -> Generator[TimestoneStore]:
         """A store on a ``timestone.Memory`` opened on ``conn_string`` (a Postgres DSN; ``""``:
@@ -141,7 +141,7 @@ class TimestoneStore(BaseStore):
         conn_string: str,
         *,
         group_id: str | None = None,
-        index: Any = None,
+        index: IndexConfig | None = None,
         pool_size: int = 8,
     ) -> AsyncGenerator[TimestoneStore]:
         """``from_conn_string`` on a ``timestone.AsyncMemory``."""
@@ -195,7 +195,7 @@ class TimestoneStore(BaseStore):
         return await merger.submit(list(ops))
 
 
-def _embedder_of(index: Any) -> EmbeddingsEmbedder | None:
+def _embedder_of(index: IndexConfig | None) -> EmbeddingsEmbedder | None:
     embed, dims, _ = check_index_config(index)
     if embed is None:
         return None
