@@ -69,7 +69,7 @@ class TimestoneStore(BaseStore):
     ``index={"fields": ...}``. ``as_of``: a read-only view of what the store held then.
     """
 
-    __slots__ = ("_mergers", "as_of", "fields", "group_id", "memory")
+    __slots__ = ("_index", "_mergers", "as_of", "fields", "group_id", "memory")
 
     def __init__(
         self,
@@ -106,7 +106,8 @@ class TimestoneStore(BaseStore):
             )
         self.memory = memory
         self.group_id = Groups(group_id, check_group).pinned
-        self.fields = IndexPaths(paths)
+        self.fields = None if paths is None or paths == ["$"] else paths
+        self._index = IndexPaths(self.fields)
         self.as_of = as_of
         self._mergers: dict[asyncio.AbstractEventLoop, Merger] = {}
 
@@ -167,7 +168,7 @@ class TimestoneStore(BaseStore):
         for op in listed:
             validate_op_namespace(op)
         groups = Groups(self.group_id, check_group)
-        return [plan_of(op, groups, self.fields, self.as_of) for op in listed]
+        return [plan_of(op, groups, self._index, self.as_of) for op in listed]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         mem = self.memory
