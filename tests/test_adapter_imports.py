@@ -20,12 +20,6 @@ ADAPTERS = [
     ROOT / "packages/llamaindex/src",
     ROOT / "packages/pydanticai/src",
 ]
-# Modules being rewritten apart from this check, which still import private names.
-# This allow-list must shrink to empty: remove each file once it imports only public names.
-ALLOWED = {
-    "packages/langchain/src/langchain_timestone/_store.py",
-}
-
 PUBLIC_ALL = {  # each adapter's __all__: names may be added, never removed
     "langchain_timestone": {
         "TimestoneMemoryMiddleware", "TimestoneRetriever", "TimestoneStore", "entity_document",
@@ -102,17 +96,10 @@ def test_adapters_import_only_public_timestone_names() -> None:
     offenders: dict[str, list[str]] = {}
     for path in sources:
         rel = path.relative_to(ROOT).as_posix()
-        if rel in ALLOWED:
-            continue
         uses = private_uses(path.read_text(encoding="utf-8"))
         if uses:
             offenders[rel] = uses
     assert offenders == {}
-
-
-def test_the_allow_list_names_files_that_exist() -> None:
-    for rel in ALLOWED:
-        assert (ROOT / rel).is_file(), rel
 
 
 @pytest.mark.parametrize("module", sorted(PUBLIC_ALL))

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Interval, Text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TSVECTOR, UUID
 from sqlalchemy.types import TypeEngine
 
 import timestone
@@ -24,6 +24,7 @@ def _udt(column_type: TypeEngine[object]) -> str:
         (Vector, "vector"),
         (TSVECTOR, "tsvector"),
         (JSONB, "jsonb"),
+        (JSON, "json"),
         (UUID, "uuid"),
         (BigInteger, "int8"),
         (Boolean, "bool"),

@@ -25,8 +25,11 @@ __all__ = [
     "check_namespace",
     "check_value",
     "index_text",
+    "index_texts",
     "matches_filter",
     "matches_namespace",
+    "negative_zero",
+    "value_json",
 ]
 
 MAX_KEY_CHARS = 1024
@@ -65,12 +68,21 @@ def check_namespace(
     if len(labels) > MAX_NAMESPACE_DEPTH:
         raise InvalidInput(f"{what} has {len(labels)} labels; at most {MAX_NAMESPACE_DEPTH}")
     for label in labels:
-        check_text(label, f"{what} label", max_chars=MAX_LABEL_CHARS)
+        _check_name(label, f"{what} label", MAX_LABEL_CHARS)
     return cast(tuple[str, ...], labels)
 
 
+def _check_name(value: object, what: str, max_chars: int) -> str:
+    """A label or a key: any storable text but ``""`` (spaces are text, as in LangGraph's
+    stores)."""
+    text = check_text(value, what, max_chars=max_chars, allow_empty=True)
+    if not text:
+        raise InvalidInput(f"{what} is empty")
+    return text
+
+
 def check_key(key: object) -> str:
-    return check_text(key, "item key", max_chars=MAX_KEY_CHARS)
+    return _check_name(key, "item key", MAX_KEY_CHARS)
 
 
 def check_value(value: object, what: str = "item value") -> dict[str, Any]:
@@ -194,9 +206,65 @@ def check_depth(value: object) -> int | None:
     return value
 
 
-def check_index(value: object) -> bool | str:
+def check_index(value: object) -> bool | str | tuple[str, ...]:
+    """True, False, a text, or a list of texts (each its own vector)."""
+    if isinstance(value, (list, tuple)):
+        texts = tuple(cast(Sequence[object], value))
+        for i, text in enumerate(texts):
+            check_text(text, f"index text [{i}]", max_chars=MAX_VALUE_CHARS, allow_empty=True)
+        return cast(tuple[str, ...], texts)
     if not isinstance(value, (bool, str)):
-        raise InvalidInput(f"index must be True, False or a text, got {type(value).__name__}")
+        raise InvalidInput(
+            f"index must be True, False, a text or a list of texts, got {type(value).__name__}"
+        )
     if isinstance(value, str):
         check_text(value, "index text", max_chars=MAX_VALUE_CHARS, allow_empty=True)
     return value
+
+
+def index_texts(value: Mapping[str, Any], index: bool | str | tuple[str, ...]) -> list[str]:
+    """The texts embedded for an item: its JSON (True), the text or texts given (empty
+    ones dropped), or none (False)."""
+    if index is True:
+        return [index_text(value)]
+    if index is False:
+        return []
+    return [t for t in ((index,) if isinstance(index, str) else index) if t]
+
+
+# Postgres's numeric writes a number without its exponent, and keeps the digits after the
+# point it was given: 1e+300 reads back as a 301-digit integer. A float from 1e16 up is
+# written with all its digits and ".0", which reads back as the same float.
+_EXACT_FLOAT = 1e16
+
+
+def negative_zero(value: Any) -> bool:
+    """Whether ``value`` holds -0.0, which ``jsonb`` reads back as 0.0 (migration 0033)."""
+    if isinstance(value, float):
+        return value == 0.0 and math.copysign(1.0, value) < 0
+    if isinstance(value, Mapping):
+        return any(negative_zero(v) for v in cast(Mapping[str, Any], value).values())
+    if isinstance(value, (list, tuple)):
+        return any(negative_zero(v) for v in cast(Sequence[Any], value))
+    return False
+
+
+def value_json(value: Mapping[str, Any]) -> str:
+    """The JSON text of a checked value, written so that ``jsonb`` reads back each float
+    as a float (see ``_EXACT_FLOAT``)."""
+    big: list[str] = []
+
+    def mark(node: Any) -> Any:
+        if isinstance(node, float) and abs(node) >= _EXACT_FLOAT:
+            big.append(f"{int(node)}.0")
+            return f"\x00{len(big) - 1}\x00"  # a checked value holds no NUL
+        if isinstance(node, Mapping):
+            return {k: mark(v) for k, v in cast(Mapping[str, Any], node).items()}
+        if isinstance(node, (list, tuple)):
+            return [mark(v) for v in cast(Sequence[Any], node)]
+        return node
+
+    text = json.dumps(mark(value))
+    for i, digits in enumerate(big):
+        text = text.replace(f'"\\u0000{i}\\u0000"', digits, 1)
+    return text

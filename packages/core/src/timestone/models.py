@@ -30,7 +30,7 @@ import psycopg
 import sqlalchemy
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
 from sqlalchemy import BigInteger, Boolean, Column, DateTime, Integer, Interval, Text, event
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TSVECTOR, UUID
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import SessionTransaction
 from sqlmodel import Field, Session, SQLModel  # pyright: ignore[reportUnknownVariableType]
@@ -231,6 +231,10 @@ class ItemRow(TimestoneModel, table=True):
     embedding: Any = _vector()
     created_at: datetime = _tz()
     expired_at: datetime | None = _tz(nullable=True)
+    # migration 0032: the vectors of an item indexed by several texts, and the JSON text
+    # of a value that jsonb would change (-0.0)
+    field_embeddings: Any = Field(default=None, sa_column=Column(ARRAY(Vector()), nullable=True))
+    value_exact: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
 
 
 class CommunityRow(TimestoneModel, table=True):

@@ -1,93 +1,82 @@
 """``TimestoneStore``: a LangGraph ``BaseStore`` on Timestone items.
 
-A namespace's first label is the Timestone group (tenant); the rest is the
-item's namespace inside the group. ``("acme", "users", "alice")`` is the
-namespace ``("users", "alice")`` of group ``acme``. Every value is versioned:
-a put or a delete never erases, and ``as_of`` reads what the store held then.
+Two ways to place namespaces in groups (tenants):
+
+- pinned, ``TimestoneStore(memory, group_id="acme")``: every namespace lives in
+  group ``acme``, unchanged. ``("memories", "alice")`` is the namespace
+  ``("memories", "alice")`` of ``acme`` (LangMem's pattern), and
+  ``list_namespaces()`` lists the group's.
+- a group per first label, ``TimestoneStore(memory)``: ``("acme", "users",
+  "alice")`` is the namespace ``("users", "alice")`` of group ``acme``; a call
+  must name its group, since the database never reads across groups.
+
+Every value is versioned: a put or a delete never erases, and ``as_of`` reads
+what the store held then. Each operation is written once, as a plan of calls on
+the memory (``_store_plans``), run by a blocking or an async driver.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    InvalidNamespaceError,
-    Item,
-    ListNamespacesOp,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    get_text_at_path,
-    tokenize_path,
-)
+from langgraph.store.base import BaseStore, IndexConfig, Op, Result, validate_op_namespace
 
 import timestone
-from timestone._groups import check_group
-from timestone.errors import InvalidGroup, InvalidInput
+from timestone.errors import InvalidInput
+from timestone.toolkit import check_group
+
+from ._store_batch import Merger
+from ._store_index import EmbeddingsEmbedder, IndexPaths, check_index_config, check_paths
+from ._store_plans import Groups, Plan, plan_of
 
 __all__ = ["TimestoneStore"]
 
 
-def _split(namespace: Sequence[str], what: str) -> tuple[str, tuple[str, ...]]:
-    """(group, namespace inside the group) of a LangGraph namespace."""
-    if not namespace or namespace[0] == "*":
-        raise InvalidNamespaceError(
-            f"{what} {tuple(namespace)!r} names no group: the first label of a Timestone "
-            "namespace is the group (tenant), and the database never reads across groups; "
-            "start it with the group id, e.g. ('acme', 'users', 'alice')"
-        )
+def _run_blocking(mem: timestone.Memory, plan: Plan) -> Result:
     try:
-        group = check_group(namespace[0])
-    except InvalidGroup as exc:
-        raise InvalidNamespaceError(
-            f"{what} {tuple(namespace)!r}: its first label is the Timestone group, and {exc}"
-        ) from exc
-    return group, tuple(namespace[1:])
+        call = next(plan)
+        while True:
+            name, args, kwargs = call
+            call = plan.send(getattr(mem, name)(*args, **kwargs))
+    except StopIteration as done:
+        return cast(Result, done.value)
 
 
-def _item(group: str, item: timestone.Item) -> Item:
-    return Item(
-        value=dict(item.value),
-        key=item.key,
-        namespace=(group, *item.namespace),
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-    )
-
-
-def _search_item(group: str, item: timestone.Item) -> SearchItem:
-    return SearchItem(
-        namespace=(group, *item.namespace),
-        key=item.key,
-        value=dict(item.value),
-        created_at=item.created_at,
-        updated_at=item.updated_at,
-        score=item.score,
-    )
+async def _run_async(mem: timestone.AsyncMemory, plan: Plan) -> Result:
+    try:
+        call = next(plan)
+        while True:
+            name, args, kwargs = call
+            call = plan.send(await getattr(mem, name)(*args, **kwargs))
+    except StopIteration as done:
+        return cast(Result, done.value)
 
 
 class TimestoneStore(BaseStore):
-    """LangGraph long-term memory on Timestone: ``namespace[0]`` is the group.
+    """LangGraph long-term memory on Timestone.
 
     ``memory`` is a ``timestone.Memory`` (sync and async calls; async ones run the blocking
-    call in a worker thread) or a ``timestone.AsyncMemory`` (async calls only). ``fields``:
-    the JSON paths embedded for ``search(query=...)`` (default: the whole value), as in
-    LangGraph's ``IndexConfig``. ``as_of``: a read-only view of what the store held then.
+    call in a worker thread) or a ``timestone.AsyncMemory`` (async calls only).
+    ``group_id``: the group every namespace lives in, unchanged; without it the first
+    label of each namespace is the group. ``index``: LangGraph's ``IndexConfig``; its
+    ``fields`` are the JSON paths embedded for ``search(query=...)``, each its own vector
+    (default: the whole value); ``embed`` and ``dims``, when given, must be the memory's
+    embedder (``from_conn_string`` opens a memory on them). ``fields``: the same as
+    ``index={"fields": ...}``. ``as_of``: a read-only view of what the store held then.
     """
 
-    __slots__ = ("as_of", "fields", "memory")
+    __slots__ = ("_index", "_mergers", "as_of", "fields", "group_id", "memory")
 
     def __init__(
         self,
         memory: timestone.Memory | timestone.AsyncMemory,
         *,
+        group_id: str | None = None,
+        index: IndexConfig | None = None,
         fields: Sequence[str] | None = None,
         as_of: datetime | None = None,
     ) -> None:
@@ -96,69 +85,90 @@ class TimestoneStore(BaseStore):
             raise TypeError(
                 f"TimestoneStore needs a timestone.Memory or AsyncMemory, got {type(memory)!r}"
             )
-        self.memory = memory
-        self.fields = None if fields is None or list(fields) == ["$"] else list(fields)
-        self.as_of = as_of
-
-    # -- mapping ops to Timestone calls --------------------------------------------------
-
-    def _index(self, op: PutOp, value: dict[str, Any]) -> bool | str:
-        if op.index is False:
-            return False
-        given = cast(object, op.index)
-        if given is not None and (
-            isinstance(given, str)
-            or not isinstance(given, Sequence)
-            or not all(isinstance(p, str) for p in cast(Sequence[object], given))
+        embed, dims, paths = check_index_config(index)
+        if fields is not None:
+            if paths is not None:
+                raise InvalidInput("give the fields once: in index={'fields': ...} or fields=")
+            paths = check_paths(fields, "fields")
+        embedder = memory.embedder
+        if embed is not None and not (
+            isinstance(embedder, EmbeddingsEmbedder) and embedder.source is embed
         ):
             raise InvalidInput(
-                f"index must be False, None or a list of field paths, got {given!r:.80}"
+                "index['embed'] is the embedder of the memory: open the store with "
+                "TimestoneStore.from_conn_string(dsn, index=...), or open the Memory with "
+                "that embedder"
             )
-        paths = op.index if op.index is not None else self.fields
-        if paths is None or list(paths) == ["$"]:
-            return True
-        texts = [t for path in paths for t in get_text_at_path(value, tokenize_path(path))]
-        return "\n".join(texts) if texts else False
+        if dims is not None and dims != embedder.dimension:
+            raise InvalidInput(
+                f"index dims is {dims}, but the memory's embedder {embedder.name!r} makes "
+                f"{embedder.dimension}-dimensional vectors"
+            )
+        self.memory = memory
+        self.group_id = Groups(group_id, check_group).pinned
+        self.fields = None if paths is None or paths == ["$"] else paths
+        self._index = IndexPaths(self.fields)
+        self.as_of = as_of
+        self._mergers: dict[asyncio.AbstractEventLoop, Merger] = {}
 
-    def _check_writable(self) -> None:
-        if self.as_of is not None:
-            raise TypeError("this TimestoneStore reads as_of a past moment and is read-only")
+    # -- built the LangGraph way --------------------------------------------------------
 
-    @staticmethod
-    def _conditions(op: ListNamespacesOp) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-        prefix: tuple[str, ...] = ()
-        suffix: tuple[str, ...] = ()
-        for condition in op.match_conditions or ():
-            if condition.match_type == "prefix":
-                prefix = tuple(condition.path)
-            elif condition.match_type == "suffix":
-                suffix = tuple(condition.path)
-            else:
-                raise ValueError(f"unsupported match type {condition.match_type!r}")
-        group, inner = _split(prefix, "list_namespaces prefix")
-        return group, inner, suffix
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        group_id: str | None = None,
+        index: IndexConfig | None = None,
+        pool_size: int = 8,
+    ) -> Generator[TimestoneStore]:
+        """A store on a ``timestone.Memory`` opened on ``conn_string`` (a Postgres DSN; ``""``:
+        the embedded server), closed on exit. ``index["embed"]`` (a LangChain ``Embeddings`` or
+        a function of a list of texts) with ``index["dims"]`` becomes the memory's embedder;
+        without it, Timestone's default embedder."""
+        memory = timestone.Memory.open(
+            conn_string or None, embedder=_embedder_of(index), pool_size=pool_size
+        )
+        try:
+            yield cls(memory, group_id=group_id, index=index)
+        finally:
+            memory.close()
 
-    @staticmethod
-    def _depth(op: ListNamespacesOp) -> int | None:
-        """The depth inside the group (the group is the first label)."""
-        depth = cast(object, op.max_depth)
-        if depth is None:
-            return None
-        if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-            raise InvalidInput(f"max_depth must be a positive integer, got {depth!r:.80}")
-        return max(depth - 1, 1)
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def afrom_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        group_id: str | None = None,
+        index: IndexConfig | None = None,
+        pool_size: int = 8,
+    ) -> AsyncGenerator[TimestoneStore]:
+        """``from_conn_string`` on a ``timestone.AsyncMemory``."""
+        memory = await timestone.AsyncMemory.open(
+            conn_string or None, embedder=_embedder_of(index), pool_size=pool_size
+        )
+        try:
+            yield cls(memory, group_id=group_id, index=index)
+        finally:
+            await memory.close()
 
-    @staticmethod
-    def _names(
-        op: ListNamespacesOp, group: str, names: list[tuple[str, ...]]
-    ) -> list[tuple[str, ...]]:
-        if op.max_depth == 1:  # only the group itself: one namespace, if it holds anything
-            return [(group,)][op.offset : op.offset + op.limit] if names else []
-        return [(group, *n) for n in names]
+    def setup(self) -> None:
+        """What ``PostgresStore.setup()`` does, done already: opening a memory migrates its
+        schema. Kept so that code written for LangGraph's stores runs unchanged."""
 
-    @staticmethod
-    def _window(op: ListNamespacesOp) -> tuple[int, int]:
-        return (1000, 0) if op.max_depth == 1 else (op.limit, op.offset)
+    async def asetup(self) -> None:
+        """``setup()``: opening the memory migrated the schema."""
+
+    # -- operations ---------------------------------------------------------------------
+
+    def _plans(self, ops: Iterable[Op]) -> list[Plan]:
+        listed = list(ops)
+        for op in listed:
+            validate_op_namespace(op)
+        groups = Groups(self.group_id, check_group)
+        return [plan_of(op, groups, self._index, self.as_of) for op in listed]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         mem = self.memory
@@ -167,100 +177,29 @@ class TimestoneStore(BaseStore):
                 "this TimestoneStore wraps an AsyncMemory: use the async methods (aget, aput, "
                 "asearch, ...), or build it on a timestone.Memory for blocking calls"
             )
-        results: list[Result] = []
-        for op in ops:
-            if isinstance(op, GetOp):
-                group, ns = _split(op.namespace, "namespace")
-                got = mem.get_item(group, ns, op.key, as_of=self.as_of)
-                results.append(None if got is None else _item(group, got))
-            elif isinstance(op, SearchOp):
-                group, ns = _split(op.namespace_prefix, "search namespace_prefix")
-                found = mem.search_items(
-                    group,
-                    ns,
-                    query=op.query,
-                    filter=op.filter,
-                    limit=op.limit,
-                    offset=op.offset,
-                    as_of=self.as_of,
-                )
-                results.append([_search_item(group, i) for i in found])
-            elif isinstance(op, ListNamespacesOp):
-                group, prefix, suffix = self._conditions(op)
-                limit, offset = self._window(op)
-                names = mem.item_namespaces(
-                    group,
-                    prefix=prefix,
-                    suffix=suffix,
-                    max_depth=self._depth(op),
-                    limit=limit,
-                    offset=offset,
-                    as_of=self.as_of,
-                )
-                results.append(self._names(op, group, names))
-            else:
-                self._check_writable()
-                group, ns = _split(op.namespace, "namespace")
-                if op.value is None:
-                    mem.delete_item(group, ns, op.key)
-                else:
-                    given = cast(object, op.value)
-                    if not isinstance(given, Mapping):
-                        raise InvalidInput(
-                            f"value must be a dict (None deletes), got {type(given).__name__}"
-                        )
-                    value = dict(cast(Mapping[str, Any], given))
-                    mem.put_item(group, ns, op.key, value, index=self._index(op, value))
-                results.append(None)
-        return results
+        return [_run_blocking(mem, plan) for plan in self._plans(ops)]
 
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+    async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         mem = self.memory
         if isinstance(mem, timestone.Memory):
-            return await asyncio.to_thread(self.batch, list(ops))
-        results: list[Result] = []
-        for op in ops:
-            if isinstance(op, GetOp):
-                group, ns = _split(op.namespace, "namespace")
-                got = await mem.get_item(group, ns, op.key, as_of=self.as_of)
-                results.append(None if got is None else _item(group, got))
-            elif isinstance(op, SearchOp):
-                group, ns = _split(op.namespace_prefix, "search namespace_prefix")
-                found = await mem.search_items(
-                    group,
-                    ns,
-                    query=op.query,
-                    filter=op.filter,
-                    limit=op.limit,
-                    offset=op.offset,
-                    as_of=self.as_of,
-                )
-                results.append([_search_item(group, i) for i in found])
-            elif isinstance(op, ListNamespacesOp):
-                group, prefix, suffix = self._conditions(op)
-                limit, offset = self._window(op)
-                names = await mem.item_namespaces(
-                    group,
-                    prefix=prefix,
-                    suffix=suffix,
-                    max_depth=self._depth(op),
-                    limit=limit,
-                    offset=offset,
-                    as_of=self.as_of,
-                )
-                results.append(self._names(op, group, names))
-            else:
-                self._check_writable()
-                group, ns = _split(op.namespace, "namespace")
-                if op.value is None:
-                    await mem.delete_item(group, ns, op.key)
-                else:
-                    given = cast(object, op.value)
-                    if not isinstance(given, Mapping):
-                        raise InvalidInput(
-                            f"value must be a dict (None deletes), got {type(given).__name__}"
-                        )
-                    value = dict(cast(Mapping[str, Any], given))
-                    await mem.put_item(group, ns, op.key, value, index=self._index(op, value))
-                results.append(None)
-        return results
+            return await asyncio.to_thread(self.batch, ops)
+        return [await _run_async(mem, plan) for plan in self._plans(ops)]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Runs ``ops`` in order; concurrent calls are merged (``_store_batch``)."""
+        loop = asyncio.get_running_loop()
+        merger = self._mergers.get(loop)
+        if merger is None:
+            for old in [lp for lp in self._mergers if lp.is_closed()]:
+                del self._mergers[old]
+            merger = self._mergers[loop] = Merger(self._abatch_now)
+        return await merger.submit(list(ops))
+
+
+def _embedder_of(index: IndexConfig | None) -> EmbeddingsEmbedder | None:
+    embed, dims, _ = check_index_config(index)
+    if embed is None:
+        return None
+    if dims is None:
+        raise InvalidInput("index['embed'] needs index['dims'], the size of its vectors")
+    return EmbeddingsEmbedder(embed, dims)

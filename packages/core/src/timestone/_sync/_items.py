@@ -9,14 +9,13 @@ filters are applied to the candidates of the namespace prefix.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from psycopg import sql
 
-from .._items import Item, matches_filter, matches_namespace
+from .._items import Item, matches_filter, matches_namespace, negative_zero, value_json
 from ._db import Conn
 from ._facts import held_clause
 from ._write import Write
@@ -24,7 +23,8 @@ from ._write import Write
 __all__ = ["delete_item", "get_item", "item_namespaces", "put_item", "search_items"]
 
 _COLUMNS = sql.SQL(
-    "i.group_id, i.namespace, i.key, i.value, i.item_created_at, i.created_at, i.expired_at"
+    "i.group_id, i.namespace, i.key, i.value, i.value_exact, i.item_created_at, i.created_at,"
+    " i.expired_at"
 )
 
 
@@ -33,7 +33,7 @@ def _item(row: Mapping[str, Any]) -> Item:
         group_id=row["group_id"],
         namespace=tuple(row["namespace"]),
         key=row["key"],
-        value=dict(row["value"]),
+        value=dict(row["value"] if row.get("value_exact") is None else row["value_exact"]),
         created_at=row["item_created_at"],
         updated_at=row["created_at"],
         score=None if row.get("score") is None else float(row["score"]),
@@ -50,8 +50,11 @@ def put_item(
     key: str,
     value: Mapping[str, Any],
     vector: Sequence[float] | None,
+    field_vectors: Sequence[Sequence[float]] = (),
 ) -> Item:
-    """Write a new version of the item (the first, or one that replaces the current)."""
+    """Write a new version of the item (the first, or one that replaces the current), with
+    the vector of its indexed text, or the vectors of its indexed texts when it has several
+    (``field_vectors``, migration 0033)."""
     cur = w.conn.execute(
         "UPDATE timestone.items SET expired_at = %s"
         " WHERE group_id = %s AND namespace = %s AND key = %s AND expired_at IS NULL"
@@ -60,18 +63,23 @@ def put_item(
     )
     old = cur.fetchone()
     first = old["item_created_at"] if old is not None else w.now
+    text = value_json(value)
     cur = w.conn.execute(
         sql.SQL(
-            "INSERT INTO timestone.items AS i (group_id, namespace, key, value, item_created_at,"
-            " embedding, created_at) VALUES (%s, %s, %s, %s, %s, %s::vector, %s) RETURNING {}"
+            "INSERT INTO timestone.items AS i (group_id, namespace, key, value, value_exact,"
+            " item_created_at, embedding, field_embeddings, created_at)"
+            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::vector, %s::text[]::vector[], %s)"
+            " RETURNING {}"
         ).format(_COLUMNS),
         (
             w.group_id,
             list(namespace),
             key,
-            json.dumps(value),
+            text,
+            text if negative_zero(value) else None,
             first,
             _vector(vector),
+            [_vector(v) for v in field_vectors] if field_vectors else None,
             w.now,
         ),
     )
@@ -134,9 +142,12 @@ def search_items(
     if query_vector is not None:
         score = sql.SQL(
             "CASE WHEN i.embedding IS NOT NULL AND vector_dims(i.embedding) = %s"
-            " THEN 1 - (i.embedding <=> %s::vector) END"
+            " THEN 1 - (i.embedding <=> %s::vector)"
+            " WHEN i.field_embeddings IS NOT NULL THEN (SELECT max(1 - (v <=> %s::vector))"
+            " FROM unnest(i.field_embeddings) AS v WHERE vector_dims(v) = %s) END"
         )
-        score_params: list[Any] = [len(query_vector), _vector(query_vector)]
+        dims, text = len(query_vector), _vector(query_vector)
+        score_params: list[Any] = [dims, text, text, dims]
         order = sql.SQL("score DESC NULLS LAST, i.created_at DESC, i.key")
     else:
         score = sql.SQL("NULL::float8")

@@ -598,31 +598,32 @@ class Memory:
         key: str,
         value: Mapping[str, Any],
         *,
-        index: bool | str = True,
+        index: bool | str | Sequence[str] = True,
     ) -> Item:
         """Store a JSON object under ``namespace`` (``()``: the group's root) and ``key``,
         replacing the current version.
 
         ``index``: True embeds the value's JSON for ``search_items(query=...)``, a string
-        embeds that text instead, False leaves the item out of query ranking.
+        embeds that text instead, a list of strings embeds each (the item scores by its
+        best), False leaves the item out of query ranking.
         """
-        from .._items import check_index, check_key, check_namespace, check_value, index_text
+        from .._items import check_index, check_key, check_namespace, check_value, index_texts
         from ..embedders import check_vectors
         from ._items import put_item
 
         ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
         data = check_value(value)
-        how = check_index(index)
-        text = index_text(data) if how is True else (how or None)
-        vector = None
-        if text:
-            vector = check_vectors(self.embedder, [text], self.embedder.embed([text]))[0]
+        texts = index_texts(data, check_index(index))
+        vectors = []
+        if texts:
+            vectors = check_vectors(self.embedder, texts, self.embedder.embed(texts))
         with self._db.transaction(group_id, "putting an item") as conn:
             w = begin_write(
                 conn, group_id, self.embedder, keys=["item\x1f" + "\x1f".join((*ns, ident))]
             )
-            return put_item(w, ns, ident, data, vector)
+            one = vectors[0] if len(vectors) == 1 else None
+            return put_item(w, ns, ident, data, one, vectors if len(vectors) > 1 else ())
 
     def delete_item(self, group_id: str, namespace: Sequence[str], key: str) -> bool:
         """Expire the item (history keeps it for ``as_of``); False when there was none."""

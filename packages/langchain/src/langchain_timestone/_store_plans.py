@@ -1,0 +1,213 @@
+"""Each LangGraph store operation as a plan of calls on a Timestone memory.
+
+A plan is a generator: it yields ``(method, args, kwargs)`` for the memory,
+receives the answer, and returns the operation's result. The blocking store runs
+it on a ``Memory``, the async one on an ``AsyncMemory``: one body for both.
+Results follow LangGraph's ``InMemoryStore``: ``limit=0`` is an empty page, a
+limit above a page of Timestone's (1,000) reads page after page, a filter
+naming a value no item can hold is settled (``_store_filters``), and an empty
+query ranks nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+import timestone
+from timestone.errors import InvalidInput, TimestoneError
+
+from ._store_filters import NOTHING, settle
+from ._store_index import IndexPaths
+
+__all__ = ["Groups", "Plan", "plan_of"]
+
+Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+Plan = Generator[Call, Any, Result]
+Namespace = tuple[str, ...]
+
+PAGE = 1000
+"""The most items or namespaces one Timestone call returns (its ``limit``)."""
+
+
+class Groups:
+    """Where a namespace lives: in the pinned group, unchanged, or in the group its first
+    label names."""
+
+    __slots__ = ("check", "pinned")
+
+    def __init__(self, pinned: str | None, check: Callable[[object], str]) -> None:
+        self.pinned = None if pinned is None else check(pinned)
+        self.check = check
+
+    def split(self, namespace: Sequence[str], what: str) -> tuple[str, Namespace]:
+        """(group, namespace inside the group)."""
+        if self.pinned is not None:
+            return self.pinned, tuple(namespace)
+        if not namespace or namespace[0] == "*":
+            raise InvalidNamespaceError(
+                f"{what} {tuple(namespace)!r} names no group: the first label of a Timestone "
+                "namespace is the group (tenant), and the database never reads across groups; "
+                "start it with the group id, e.g. ('acme', 'users', 'alice'), or pin the "
+                "store to one group: TimestoneStore(memory, group_id='acme')"
+            )
+        try:
+            group = self.check(namespace[0])
+        except TimestoneError as exc:
+            raise InvalidNamespaceError(
+                f"{what} {tuple(namespace)!r}: its first label is the Timestone group, and {exc}"
+            ) from exc
+        return group, tuple(namespace[1:])
+
+    def full(self, group: str, inner: Sequence[str]) -> Namespace:
+        """The LangGraph namespace of ``inner`` in ``group``."""
+        return tuple(inner) if self.pinned is not None else (group, *inner)
+
+
+def _count(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise InvalidInput(f"{what} must be a non-negative integer, got {value!r:.80}")
+    return value
+
+
+def _matches(namespace: Namespace, suffix: Namespace) -> bool:
+    if len(namespace) < len(suffix):
+        return False
+    tail = namespace[len(namespace) - len(suffix) :]
+    return all(s in ("*", n) for n, s in zip(tail, suffix, strict=True))
+
+
+def plan_of(op: Op, groups: Groups, fields: IndexPaths, as_of: datetime | None) -> Plan:
+    if isinstance(op, GetOp):
+        return _get(op, groups, as_of)
+    if isinstance(op, SearchOp):
+        return _search(op, groups, as_of)
+    if isinstance(op, ListNamespacesOp):
+        return _namespaces(op, groups, as_of)
+    if isinstance(cast(object, op), PutOp):
+        if as_of is not None:
+            raise TypeError("this TimestoneStore reads as_of a past moment and is read-only")
+        return _put(op, groups, fields)
+    raise InvalidInput(f"unknown store operation {type(op).__name__}")
+
+
+def _get(op: GetOp, groups: Groups, as_of: datetime | None) -> Plan:
+    group, ns = groups.split(op.namespace, "namespace")
+    got: timestone.Item | None = yield ("get_item", (group, ns, op.key), {"as_of": as_of})
+    if got is None:
+        return None
+    return Item(
+        value=dict(got.value),
+        key=got.key,
+        namespace=groups.full(group, got.namespace),
+        created_at=got.created_at,
+        updated_at=got.updated_at,
+    )
+
+
+def _put(op: PutOp, groups: Groups, fields: IndexPaths) -> Plan:
+    group, ns = groups.split(op.namespace, "namespace")
+    if op.value is None:
+        yield ("delete_item", (group, ns, op.key), {})
+        return None
+    given = cast(object, op.value)
+    if not isinstance(given, Mapping):
+        raise InvalidInput(f"value must be a dict (None deletes), got {type(given).__name__}")
+    value = dict(cast(Mapping[str, Any], given))
+    index = fields.index_of(value, op.index)
+    yield ("put_item", (group, ns, op.key, value), {"index": index})
+    return None
+
+
+def _search(op: SearchOp, groups: Groups, as_of: datetime | None) -> Plan:
+    group, ns = groups.split(op.namespace_prefix, "search namespace_prefix")
+    limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
+    given = cast(object, op.filter)
+    if given is not None and not isinstance(given, Mapping):
+        raise InvalidInput(f"filter must be a dict, got {type(given).__name__}")
+    filter_ = settle(cast(Mapping[str, Any] | None, given))
+    query = cast(object, op.query)
+    if query is not None and not isinstance(query, str):
+        raise InvalidInput(f"query must be a string, got {type(query).__name__}")
+    if limit == 0 or filter_ is NOTHING:
+        return []
+    found: list[timestone.Item] = []
+    while len(found) < limit:
+        n = min(limit - len(found), PAGE)
+        page: list[timestone.Item] = yield (
+            "search_items",
+            (group, ns),
+            {
+                "query": query if query and query.strip() else None,  # "": no query
+                "filter": filter_,
+                "limit": n,
+                "offset": offset + len(found),
+                "as_of": as_of,
+            },
+        )
+        found.extend(page)
+        if len(page) < n:
+            break
+    return [
+        SearchItem(
+            namespace=groups.full(group, i.namespace),
+            key=i.key,
+            value=dict(i.value),
+            created_at=i.created_at,
+            updated_at=i.updated_at,
+            score=i.score,
+        )
+        for i in found
+    ]
+
+
+def _namespaces(op: ListNamespacesOp, groups: Groups, as_of: datetime | None) -> Plan:
+    prefix: Namespace = ()
+    suffix: Namespace = ()
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            prefix = tuple(condition.path)
+        elif condition.match_type == "suffix":
+            suffix = tuple(condition.path)
+        else:
+            raise InvalidInput(f"unsupported match type {condition.match_type!r:.80}")
+    depth = cast(object, op.max_depth)
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
+        raise InvalidInput(f"max_depth must be a positive integer, got {depth!r:.80}")
+    limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
+    group, inner = groups.split(prefix, "list_namespaces prefix")
+    # Inside a group a suffix can be matched only on the labels after the group: the
+    # last label of it that would fall on the group is checked here, on the full names.
+    inner_suffix = suffix if groups.pinned is not None else suffix[1:]
+    names: list[Namespace] = []
+    while True:
+        page: list[Namespace] = yield (
+            "item_namespaces",
+            (group,),
+            {
+                "prefix": inner,
+                "suffix": inner_suffix,
+                "limit": PAGE,
+                "offset": len(names),
+                "as_of": as_of,
+            },
+        )
+        names.extend(page)
+        if len(page) < PAGE:
+            break
+    full = (groups.full(group, n) for n in names)
+    cut = {n[:depth] if depth is not None else n for n in full if _matches(n, suffix)}
+    return sorted(cut)[offset : offset + limit]

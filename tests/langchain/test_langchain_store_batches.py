@@ -1,0 +1,108 @@
+"""Concurrent async calls on one TimestoneStore: merged, bounded, and each answered as
+LangGraph's InMemoryStore answers it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+
+import timestone
+from langchain_timestone import TimestoneStore
+from timestone.errors import InvalidInput
+
+
+class CountingMemory(timestone.AsyncMemory):
+    """A real AsyncMemory that counts the item calls reaching it, and the most at once."""
+
+    calls = 0
+    running = 0
+    most = 0
+
+    async def _counted(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            return await getattr(super(), name)(*args, **kwargs)
+        finally:
+            self.running -= 1
+
+    async def get_item(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._counted("get_item", *args, **kwargs)
+
+    async def put_item(self, *args: Any, **kwargs: Any) -> Any:
+        return await self._counted("put_item", *args, **kwargs)
+
+
+@pytest.fixture
+async def counting(dsn: str) -> AsyncIterator[CountingMemory]:
+    mem = await CountingMemory.open(dsn, pool_size=2)
+    yield mem
+    await mem.close()
+
+
+async def _gathered(store: Any, n: int) -> list[Any]:
+    await asyncio.gather(
+        *(store.aput(("users", str(i % 50)), f"k{i}", {"i": i}, index=False) for i in range(n))
+    )
+    got = await asyncio.gather(
+        *(store.aget(("users", str(i % 50)), f"k{i % 100}") for i in range(n))
+    )
+    return [None if g is None else (g.namespace, g.key, g.value) for g in got]
+
+
+async def test_gathered_calls_are_merged_and_bounded(counting: CountingMemory, group: str) -> None:
+    n = 2000
+    expected = await _gathered(InMemoryStore(), n)
+    store = TimestoneStore(counting, group_id=group)
+    assert await _gathered(store, n) == expected
+    # 2000 puts, then 2000 gets of which 100 differ: equal reads run once
+    assert counting.calls == n + 100
+    assert counting.most <= 4  # never more calls at once than the store's width
+
+
+async def test_a_failing_call_fails_alone(counting: CountingMemory, group: str) -> None:
+    store = TimestoneStore(counting, group_id=group)
+    got = await asyncio.gather(
+        store.aput(("a",), "good", {"v": 1}),
+        store.aput(("a",), "bad", {"v": float("inf")}),
+        store.aget(("a",), "good"),
+        store.asearch(("a",), limit=-1),
+        return_exceptions=True,
+    )
+    assert got[0] is None
+    assert isinstance(got[1], InvalidInput)
+    assert isinstance(got[3], InvalidInput)
+    item = await store.aget(("a",), "good")
+    assert item is not None
+    assert item.value == {"v": 1}
+    assert await store.aget(("a",), "bad") is None
+
+
+async def test_blocking_memory_under_an_async_store(memory: timestone.Memory, group: str) -> None:
+    store = TimestoneStore(memory, group_id=group)
+    reference = InMemoryStore()
+    assert await _gathered(store, 300) == await _gathered(reference, 300)
+
+
+async def _same_key(store: Any) -> list[Any]:
+    ns = ("test",)
+    await asyncio.gather(*(store.aput(ns, "key", {"value": i}) for i in range(12)))
+    first = await store.aget(ns, "key")
+    await asyncio.gather(store.aput(ns, "key", {"value": "x"}), store.adelete(ns, "key"))
+    gone = await store.aget(ns, "key")
+    await asyncio.gather(store.adelete(ns, "key"), store.aput(ns, "key", {"value": "y"}))
+    back = await store.aget(ns, "key")
+    return [None if g is None else g.value for g in (first, gone, back)]
+
+
+async def test_writes_of_one_key_land_in_call_order(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    expected = await _same_key(InMemoryStore())
+    assert await _same_key(TimestoneStore(amemory, group_id=group)) == expected
+    assert expected == [{"value": 11}, None, {"value": "y"}]

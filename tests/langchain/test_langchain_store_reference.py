@@ -1,0 +1,407 @@
+"""TimestoneStore and LangGraph's InMemoryStore side by side: the same calls on both
+stores, the same answers compared.
+
+Each test makes one call sequence and runs it on both; where Timestone answers in
+another order (newest first where InMemoryStore keeps insertion order), the
+answers are compared as sets, and the test says so.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langgraph.store.base import BaseStore, InvalidNamespaceError
+from langgraph.store.memory import InMemoryStore
+
+import timestone
+from langchain_timestone import TimestoneStore
+from timestone.errors import InvalidInput
+
+DIMS = 32
+
+
+def _words(texts: Sequence[str]) -> list[list[float]]:
+    """An embedding function as LangGraph's IndexConfig takes: Timestone's hashing double."""
+    return timestone.HashEmbedder(DIMS).embed(texts)
+
+
+@pytest.fixture
+def index_dsn(fresh_dsn: str) -> str:
+    """A database of its own: a store built on an IndexConfig records its embedder there."""
+    return fresh_dsn
+
+
+@pytest.fixture
+def pinned(memory: timestone.Memory, group: str) -> TimestoneStore:
+    return TimestoneStore(memory, group_id=group)
+
+
+def _found(store: BaseStore, *args: Any, **kwargs: Any) -> set[tuple[Any, ...]]:
+    return {(i.namespace, i.key, repr(i.value), i.score) for i in store.search(*args, **kwargs)}
+
+
+# -- 1. a store pinned to one group: LangMem's ("memories", user_id) -------------------
+
+
+def _memories(store: BaseStore) -> list[Any]:
+    out: list[Any] = []
+    for user in ("alice", "bob"):
+        store.put(("memories", user), "food", {"likes": f"{user}'s pasta"})
+        store.put(("memories", user, "work"), "job", {"role": "engineer", "user": user})
+    store.put(("profile",), "alice", {"age": 30})
+    store.put(("memories", "bob"), "drink", {"likes": "tea"})
+    # InMemoryStore lists a namespace after its last item is deleted; Timestone does not.
+    # "drink" stays, so both list ("memories", "bob").
+    store.delete(("memories", "bob"), "food")
+    got = store.get(("memories", "alice"), "food")
+    out.append(None if got is None else (got.namespace, got.key, got.value))
+    out.append(store.get(("memories", "bob"), "food"))
+    out.append(store.list_namespaces())
+    out.append(store.list_namespaces(prefix=("memories",), max_depth=2))
+    out.append(store.list_namespaces(suffix=("work",)))
+    out.append(store.list_namespaces(prefix=("memories", "*"), suffix=("*",), limit=2, offset=1))
+    out.append(sorted((i.namespace, i.key) for i in store.search(("memories",))))
+    out.append(sorted((i.namespace, i.key) for i in store.search((), filter={"user": "bob"})))
+    return out
+
+
+def test_pinned_store_keeps_namespaces_as_given(pinned: TimestoneStore) -> None:
+    expected = _memories(InMemoryStore())
+    assert _memories(pinned) == expected
+    assert expected[2] == [("memories", "alice"), ("memories", "alice", "work"), ("memories", "bob"), ("memories", "bob", "work"), ("profile",)]  # fmt: skip
+
+
+def test_pinned_stores_of_two_groups_do_not_meet(memory: timestone.Memory, group: str) -> None:
+    one, other = (
+        TimestoneStore(memory, group_id=group),
+        TimestoneStore(memory, group_id=group + "x"),
+    )
+    one.put(("memories", "alice"), "k", {"v": 1})
+    assert other.get(("memories", "alice"), "k") is None
+    assert other.list_namespaces() == []
+    assert one.list_namespaces() == [("memories", "alice")]
+
+
+def test_pinned_group_must_be_a_group_id(memory: timestone.Memory) -> None:
+    with pytest.raises(timestone.errors.InvalidGroup, match="malformed"):
+        TimestoneStore(memory, group_id="not a group!")
+
+
+def test_group_per_first_label_refuses_to_list_every_group(memory: timestone.Memory) -> None:
+    with pytest.raises(InvalidNamespaceError, match="pin the store to one group"):
+        TimestoneStore(memory).list_namespaces()
+
+
+# -- 2. an empty query is no query ---------------------------------------------------
+
+
+def test_empty_query_is_no_query(pinned: TimestoneStore) -> None:
+    config: Any = {"dims": DIMS, "embed": _words}
+    reference = InMemoryStore(index=config)
+    for store in (reference, pinned):
+        store.put(("docs",), "a", {"text": "red apples"})
+        store.put(("docs",), "b", {"text": "green pears"})
+    for query in ("", None):
+        got = _found(pinned, ("docs",), query=query)
+        assert got == _found(reference, ("docs",), query=query)  # as sets: see the docstring
+        assert {s for *_, s in got} == {None}
+        assert len(got) == 2
+
+
+# -- 3. IndexConfig: each field its own vector, an item scored by its best ------------
+
+
+def _fields_calls(store: BaseStore) -> list[list[tuple[str, float | None]]]:
+    ns = ("docs",)
+    store.put(ns, "1", {"text": "xxx", "color": "red"})
+    store.put(ns, "2", {"text": "blue sky", "color": "xxx"})
+    store.put(ns, "3", {"text": "nothing here", "tags": ["alpha", "xxx"]}, index=["tags[*]"])
+    store.put(ns, "4", {"other": "xxx"})  # no text at the paths: kept, and not ranked
+    store.put(ns, "5", {"text": "xxx"}, index=False)
+    out: list[list[tuple[str, float | None]]] = []
+    for query in ("xxx", "red", "blue sky"):
+        hits = store.search(ns, query=query, limit=10)
+        scored = sorted((h.key, round(h.score, 5)) for h in hits if h.score is not None)
+        out.append([*scored, *sorted((h.key, None) for h in hits if h.score is None)])
+    return out
+
+
+def test_fields_are_embedded_one_by_one(index_dsn: str, group: str) -> None:
+    index: Any = {"dims": DIMS, "embed": _words, "fields": ["text", "color"]}
+    expected = _fields_calls(InMemoryStore(index=index))
+    with TimestoneStore.from_conn_string(index_dsn, group_id=group, index=index) as store:
+        store.setup()
+        got = _fields_calls(store)
+    assert got == expected
+    assert expected[0][:3] == [("1", 1.0), ("2", 1.0), ("3", 1.0)]
+
+
+def test_langchain_embeddings_in_the_index(index_dsn: str, group: str) -> None:
+    embeddings = DeterministicFakeEmbedding(size=DIMS)
+    index: Any = {"dims": DIMS, "embed": embeddings, "fields": ["text"]}
+    reference = InMemoryStore(index=index)
+    with TimestoneStore.from_conn_string(index_dsn, group_id=group, index=index) as store:
+        for s in (reference, store):
+            s.put(("n",), "a", {"text": "tea with lemon"})
+            s.put(("n",), "b", {"text": "coffee, black"})
+        hits = [(h.key, round(h.score or 0, 5)) for h in store.search(("n",), query="tea")]
+    assert hits == [(h.key, round(h.score or 0, 5)) for h in reference.search(("n",), query="tea")]
+
+
+async def test_async_store_from_conn_string(index_dsn: str, group: str) -> None:
+    index: Any = {"dims": DIMS, "embed": _words, "fields": ["text", "color"]}
+    async with TimestoneStore.afrom_conn_string(index_dsn, group_id=group, index=index) as store:
+        await store.asetup()
+        await store.aput(("d",), "1", {"text": "abc", "color": "xyz"})
+        hits = await store.asearch(("d",), query="xyz")
+    assert [(h.key, round(h.score or 0, 5)) for h in hits] == [("1", 1.0)]
+
+
+def test_index_config_that_does_not_fit(memory: timestone.Memory, index_dsn: str) -> None:
+    with pytest.raises(InvalidInput, match="embedder of the memory"):
+        TimestoneStore(memory, index={"dims": DIMS, "embed": _words})
+    with pytest.raises(InvalidInput, match="makes 256-dimensional vectors"):
+        TimestoneStore(memory, index={"dims": 3, "fields": ["text"]})
+    with pytest.raises(InvalidInput, match="unknown keys"):
+        TimestoneStore(memory, index={"field": ["text"]})  # type: ignore[arg-type]
+    with (
+        pytest.raises(InvalidInput, match="needs index\\['dims'\\]"),
+        TimestoneStore.from_conn_string(index_dsn, index={"embed": _words}),
+    ):
+        pass
+
+
+# -- 4. a suffix matches the whole namespace, group label included -------------------
+
+
+def test_suffix_reaches_the_group_label(memory: timestone.Memory, group: str) -> None:
+    reference, store = InMemoryStore(), TimestoneStore(memory)
+    for s in (reference, store):
+        s.put((group, "alice"), "k", {"v": 1})
+        s.put((group, "team", "alice"), "k", {"v": 2})
+        s.put((group, "bob"), "k", {"v": 3})
+    for suffix in [("*", "alice"), (group, "alice"), ("*", "*", "alice"), (group,), ("x", "alice")]:
+        for depth in (None, 1, 2):
+            calls: dict[str, Any] = {"prefix": (group,), "suffix": suffix, "max_depth": depth}
+            assert store.list_namespaces(**calls) == reference.list_namespaces(**calls)
+    assert store.list_namespaces(prefix=(group,), suffix=("*", "alice")) == [(group, "alice"), (group, "team", "alice")]  # fmt: skip
+
+
+# -- 5. limits, unholdable filter values, numbers jsonb would change ------------------
+
+
+def test_limits_zero_and_above_a_page(pinned: TimestoneStore) -> None:
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.batch([_put(("many",), str(i), {"i": i}) for i in range(1005)])
+        s.put(("few",), "a", {"i": 0})
+    for limit in (0, 1003, 5000):
+        assert len(pinned.search(("many",), limit=limit)) == len(
+            reference.search(("many",), limit=limit)
+        )
+    everything = pinned.search(("many",), limit=5000, offset=2)
+    assert len({i.key for i in everything}) == 1003
+    assert pinned.search(("few",), limit=0) == reference.search(("few",), limit=0) == []
+    assert pinned.list_namespaces(limit=0) == reference.list_namespaces(limit=0) == []
+    assert pinned.list_namespaces(limit=5000) == reference.list_namespaces(limit=5000)
+
+
+def _put(ns: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:
+    from langgraph.store.base import PutOp
+
+    return PutOp(ns, key, value, index=False)
+
+
+FILTERS: list[dict[str, Any]] = [
+    {"n": math.inf},
+    {"n": {"$ne": math.inf}},
+    {"n": {"$lt": math.inf}},
+    {"n": {"$lte": math.inf}, "tag": "x"},
+    {"n": {"$gt": math.inf}},
+    {"n": {"$gt": -math.inf}},
+    {"n": {"$lt": -math.inf}},
+    {"n": {"$gte": math.nan}},
+    {"n": math.nan},
+    {"tag": "x\x00"},
+    {"tag": {"$ne": "x\x00"}},
+    {"deep": {"k": math.inf}},
+    {"deep": {"k": {"$ne": math.inf}}},
+    {"deep": {"k": {"$lt": math.inf}}},
+    {"list": [1, math.inf]},
+    {"n": {"$gte": 2, "$lt": math.inf}},
+]
+
+
+@pytest.mark.parametrize("filter_", FILTERS, ids=repr)
+def test_filters_with_values_no_item_holds(pinned: TimestoneStore, filter_: dict[str, Any]) -> None:
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("f",), "a", {"n": 1, "tag": "x", "deep": {"k": 5}, "list": [1, 2]})
+        s.put(("f",), "b", {"n": 2.5, "tag": "y", "deep": {"k": -1}})
+        s.put(("f",), "c", {"n": -7, "tag": "x", "deep": "flat"})
+    assert _found(pinned, ("f",), filter=filter_) == _found(reference, ("f",), filter=filter_)
+
+
+def test_numbers_read_back_as_written(pinned: TimestoneStore) -> None:
+    value = {
+        "big": 1e300,
+        "neg": -1.5e17,
+        "small": 1e-300,
+        "int": 10**30,
+        "f": 1e16,
+        "x": 0.1,
+        "z": -0.0,
+        "zs": [1, {"d": -0.0}],
+    }
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("n",), "k", value)
+    got, want = pinned.get(("n",), "k"), reference.get(("n",), "k")
+    assert got is not None
+    assert want is not None
+    assert got.value == want.value
+    assert {k: type(v) for k, v in got.value.items()} == {k: type(v) for k, v in value.items()}
+    for zero in (got.value["z"], got.value["zs"][1]["d"], want.value["z"]):
+        assert math.copysign(1.0, zero) == -1.0
+    assert pinned.search(("n",), filter={"big": 1e300})[0].value["big"] == 1e300
+    for s in (reference, pinned):
+        s.put(("n",), "k", {"z": 0.0})  # a later version without -0.0 reads as written too
+    later = pinned.get(("n",), "k")
+    assert later is not None
+    assert math.copysign(1.0, later.value["z"]) == 1.0
+    assert pinned.search(("n",), filter={"z": -0.0})[0].key == "k"  # -0.0 == 0.0, as in Python
+
+
+# -- more bad input: the reference store's answer is the bar --------------------------
+
+
+@pytest.mark.parametrize("namespace", [("a.b",), ("ok", ""), ("ok", 3), ("x\x00",), ()], ids=repr)
+def test_namespaces_both_stores_refuse(pinned: TimestoneStore, namespace: Any) -> None:
+    for store in (InMemoryStore(), pinned):
+        with pytest.raises(InvalidNamespaceError):
+            store.put(namespace, "k", {"v": 1})
+
+
+def test_keys_and_values_as_the_reference_takes_them(pinned: TimestoneStore) -> None:
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("k",), 7, {"v": 1})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="dict"):  # both refuse, naming a dict
+            s.put(("k",), "s", "not a dict")  # type: ignore[arg-type]
+    got, want = pinned.get(("k",), "7"), reference.get(("k",), "7")
+    assert got is not None
+    assert want is not None
+    assert (got.key, got.value) == (want.key, want.value)
+    assert pinned.get(("k",), "s") is None
+    with pytest.raises(InvalidNamespaceError, match="langgraph"):
+        pinned.put(("langgraph", "x"), "k", {"v": 1})
+    with pytest.raises(InvalidInput, match="limit must be a non-negative integer"):
+        pinned.search(("k",), limit=-1)
+
+
+def test_spaces_are_text_in_keys_and_labels(pinned: TimestoneStore) -> None:
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put((" ", "a b"), " ", {"v": 1})
+    got, want = pinned.get((" ", "a b"), " "), reference.get((" ", "a b"), " ")
+    assert got is not None
+    assert want is not None
+    assert (got.namespace, got.key, got.value) == (want.namespace, want.key, want.value)
+    assert pinned.list_namespaces() == reference.list_namespaces() == [(" ", "a b")]
+    with pytest.raises(InvalidInput, match="item key is empty"):
+        pinned.put(("x",), "", {"v": 1})  # kept by InMemoryStore; refused here, not lost
+
+
+def _langmem(store: BaseStore) -> tuple[list[str], list[tuple[str, ...]]]:
+    import langmem
+
+    tools: Any = langmem  # langmem's tool factories are partly untyped
+    namespace = ("memories", "{langgraph_user_id}")
+    manage = tools.create_manage_memory_tool(namespace=namespace, store=store)
+    search = tools.create_search_memory_tool(
+        namespace=namespace, store=store, response_format="content_and_artifact"
+    )
+    for user, text in [("alice", "Alice likes green tea"), ("bob", "Bob likes coffee")]:
+        config: Any = {"configurable": {"langgraph_user_id": user}}
+        manage.invoke({"content": text, "action": "create"}, config=config)
+    config = {"configurable": {"langgraph_user_id": "alice"}}
+    call: Any = {"name": "search_memory", "args": {"query": "tea"}, "id": "1", "type": "tool_call"}
+    found = search.invoke(call, config=config).artifact
+    return [f.value["content"] for f in found], store.list_namespaces()
+
+
+# langmem's dependency trustcall imports Send from its pre-1.0 place in langgraph
+@pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+def test_langmem_tools_on_a_pinned_store(pinned: TimestoneStore) -> None:
+    expected = _langmem(InMemoryStore())
+    assert _langmem(pinned) == expected
+    assert expected == (["Alice likes green tea"], [("memories", "alice"), ("memories", "bob")])
+
+
+SPACES = [
+    ("a", "b", "c"),
+    ("a", "b", "d", "e"),
+    ("a", "b", "d", "i"),
+    ("a", "b", "f"),
+    ("a", "c", "f"),
+    ("b", "a", "f"),
+    ("users", "123"),
+    ("users", "456", "settings"),
+    ("admin", "users", "789"),
+    ("guests", "456", "preferences"),
+]
+
+LISTINGS: list[dict[str, Any]] = [
+    {},
+    {"prefix": ("a", "b")},
+    {"suffix": ("f",)},
+    {"prefix": ("a",), "suffix": ("f",)},
+    {"prefix": ("a", "b"), "max_depth": 3},
+    {"max_depth": 2},
+    {"max_depth": 1},
+    {"prefix": ("a", "b"), "limit": 2},
+    {"prefix": ("a", "b"), "offset": 2},
+    {"prefix": ("a", "*", "f")},
+    {"suffix": ("*", "f")},
+    {"prefix": ("*", "users"), "suffix": ("*", "settings")},
+    {"prefix": ("*", "users")},
+    {"suffix": ("*", "preferences")},
+    {"prefix": ("nonexistent",)},
+    {"prefix": ("users", "123")},
+    {"prefix": ("a", "b", "c", "d", "e")},
+    {"suffix": ("a", "b", "c", "d", "e")},
+]
+
+
+@pytest.fixture(scope="module")
+def listed(memory: timestone.Memory) -> tuple[str, BaseStore, BaseStore, BaseStore]:
+    """The same namespaces in a reference store and a pinned store, and under a group
+    label in a reference store and a store with a group per first label."""
+    group = "t-listing-" + uuid.uuid4().hex[:12]
+    reference, pinned = InMemoryStore(), TimestoneStore(memory, group_id=group)
+    labelled = InMemoryStore()
+    for i, ns in enumerate(SPACES):
+        for s in (reference, pinned):
+            s.put(ns, f"id_{i}", {"data": i})
+        labelled.put((group, *ns), f"id_{i}", {"data": i})  # the same rows, seen whole
+    return group, reference, pinned, labelled
+
+
+@pytest.mark.parametrize("listing", LISTINGS, ids=repr)
+def test_namespace_listings(
+    listed: tuple[str, BaseStore, BaseStore, BaseStore],
+    memory: timestone.Memory,
+    listing: dict[str, Any],
+) -> None:
+    group, reference, pinned, labelled = listed
+    assert pinned.list_namespaces(**listing) == reference.list_namespaces(**listing)
+    # the same rows through a store whose first label is the group
+    whole = dict(listing, prefix=(group, *listing.get("prefix", ())))
+    if listing.get("max_depth") is not None:
+        whole["max_depth"] = listing["max_depth"] + 1
+    assert TimestoneStore(memory).list_namespaces(**whole) == labelled.list_namespaces(**whole)
