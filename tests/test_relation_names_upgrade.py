@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import random
 import uuid
@@ -26,6 +27,7 @@ from llama_index.graph_stores.timestone import TimestonePropertyGraphStore
 import timestone
 from timestone import EdgeType, FactInput, GraphChunk, GraphRelation, Ontology
 from timestone._models import check_relation
+from timestone._names import stored_relation
 from timestone._sync import _db as sync_db
 from timestone.errors import DatabaseError, InvalidInput
 
@@ -139,6 +141,7 @@ def test_the_sql_normal_form_is_the_librarys(memory: timestone.Memory, dsn: str)
         stored = name.replace("\x00", "")  # text holds no NUL: such a name was never stored
         if stored == name:
             assert got[stored] == _python(name), name
+            assert (got[stored] or stored) == stored_relation(name), name
     assert got["worksAt"] == "WORKS_AT"
     assert got["WORKSat"] == "WORKSAT"
     assert got["HTTPServer"] == "HTTPSERVER"
@@ -232,6 +235,8 @@ def test_an_upgrade_brings_every_stored_name_to_the_normal_form(fresh_dsn: str) 
             )
         assert mem.facts(group, relation="DIRECTS") == []  # what a read missed before
         assert _version(fresh_dsn) == _BEFORE[-1][0]
+        export = io.StringIO()
+        mem.export_group(group, export)
 
     with timestone.Memory.open(fresh_dsn, ontology=ONE) as mem:
         assert _version(fresh_dsn) == sync_db.SCHEMA_VERSION
@@ -306,6 +311,11 @@ def test_an_upgrade_brings_every_stored_name_to_the_normal_form(fresh_dsn: str) 
         edges = mem.graph_edges(group, around=[chunk], relations=["MENTIONS"])
         assert [e.attributes for e in edges] == [{"a": 1, "b": 2, "c": 3}]
 
+        # its export, written before, holds two current links that meet once renamed
+        with pytest.raises(InvalidInput, match=r"two current items rows of it meet"):
+            mem.import_group(export.getvalue().splitlines(), group_id=group + "-copy")
+        assert mem.facts(group + "-copy") == []
+
 
 def test_overlapping_cardinality_one_spellings_are_refused_with_the_way_out(
     fresh_dsn: str,
@@ -323,6 +333,8 @@ def test_overlapping_cardinality_one_spellings_are_refused_with_the_way_out(
         assert mira is not None
         # two slots then: both open-ended
         assert [f.invalid_at for f in mem.facts(group)] == [None, None]
+        export = io.StringIO()
+        mem.export_group(group, export)
 
     with pytest.raises(DatabaseError) as refused:
         timestone.Memory.open(fresh_dsn, ontology=ONE)
@@ -364,6 +376,13 @@ def test_overlapping_cardinality_one_spellings_are_refused_with_the_way_out(
         ]
         history = mem.fact_history(group, "Mira")
         assert {f.relation for f in history} == {"WORKS_AT"}
+        # an export written before meets the same overlap when imported: refused, nothing
+        # written
+        copy = group + "-copy"
+        with pytest.raises(InvalidInput, match=r"two current facts rows of it meet in one slot"):
+            mem.import_group(export.getvalue().splitlines(), group_id=copy)
+        assert mem.facts(copy) == []
+        assert mem.episodes(copy) == []
 
 
 def test_the_refusal_names_no_slot_that_only_meets(fresh_dsn: str) -> None:
@@ -380,8 +399,18 @@ def test_the_refusal_names_no_slot_that_only_meets(fresh_dsn: str) -> None:
         mem.add_facts(
             group, [FactInput("Mira", "WORKS_AT", "Château Sud")], reference_time=_y(2019)
         )
+        export = io.StringIO()
+        mem.export_group(group, export)
     with timestone.Memory.open(fresh_dsn, ontology=ONE) as mem:
         line = mem.timeline(group, "Mira", relation="WORKS_AT")
+        assert [(f.target, f.valid_at, f.invalid_at) for f in line] == [
+            ("Château Nord", _y(2015), _y(2019)),
+            ("Château Sud", _y(2019), None),
+        ]
+        # an export written before is renamed as it is imported
+        copy = group + "-copy"
+        mem.import_group(export.getvalue().splitlines(), group_id=copy)
+        line = mem.timeline(copy, "Mira", relation="worksAt")
         assert [(f.target, f.valid_at, f.invalid_at) for f in line] == [
             ("Château Nord", _y(2015), _y(2019)),
             ("Château Sud", _y(2019), None),
