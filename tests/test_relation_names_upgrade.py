@@ -15,7 +15,7 @@ import io
 import json
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from datetime import UTC, datetime
 
 import psycopg
@@ -41,7 +41,7 @@ def _y(year: int) -> datetime:
 
 
 @contextlib.contextmanager
-def _earlier(dsn: str, ontology: Ontology | None = None) -> Iterator[timestone.Memory]:
+def _earlier(dsn: str, ontology: Ontology | None = None) -> Generator[timestone.Memory]:
     """A memory on ``dsn`` migrated to the schema before the renaming migration only."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sync_db, "MIGRATIONS", _BEFORE)
@@ -159,7 +159,7 @@ def test_an_upgrade_brings_every_stored_name_to_the_normal_form(fresh_dsn: str) 
     chunk = f"{group}-c1"
     with _earlier(fresh_dsn, ONE) as mem:
         # a cardinality-many relation said under two spellings: two slots then
-        said = []
+        said: list[uuid.UUID] = []
         for i, spelling in enumerate(("directs", "Directs")):
             result = mem.add_facts(
                 group,
@@ -247,7 +247,9 @@ def test_an_upgrade_brings_every_stored_name_to_the_normal_form(fresh_dsn: str) 
                 (group, group),
             ).fetchall()
             onto = conn.execute("SELECT value FROM timestone.meta WHERE key = 'ontology'")
-            edge_types = onto.fetchone()[0]["edge_types"]  # type: ignore[index]
+            row = onto.fetchone()
+            assert row is not None
+            edge_types: list[dict[str, object]] = row[0]["edge_types"]
             links = conn.execute(
                 "SELECT key, value, expired_at IS NULL FROM timestone.items"
                 " WHERE group_id = %s AND namespace = '{graph,links}'",

@@ -673,9 +673,7 @@ async def graph_upsert(
         )
         link_ends.chunks.update(here.chunks)
         ends = [(link_ends.keys(r.source)[0], link_ends.keys(r.target)[0]) for r in link_in]
-        keys = [
-            link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)
-        ]
+        keys = [link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)]
         cur = await w.conn.execute(
             "SELECT key, value FROM timestone.items WHERE group_id = %s AND namespace = %s"
             " AND key = ANY(%s) AND expired_at IS NULL",
