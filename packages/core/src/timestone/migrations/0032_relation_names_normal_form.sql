@@ -50,22 +50,31 @@ AS $fn$
     WHERE name COLLATE "C" ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
 $fn$;
 
--- the name a stored relation takes: its normal form, or itself when it has none
-CREATE FUNCTION pg_temp.renamed(name text)
-RETURNS text
-LANGUAGE sql IMMUTABLE STRICT
-AS $fn$ SELECT coalesce(timestone.normal_relation(name), name) $fn$;
+-- The stored names that change, old and new: a few distinct values, each renamed once; the
+-- tables are then read once each, joined to this list.
+CREATE TEMP TABLE renamed_relations ON COMMIT DROP AS
+SELECT s.old, timestone.normal_relation(s.old) AS new
+FROM (
+    SELECT DISTINCT relation AS old FROM timestone.assertions
+    UNION SELECT DISTINCT relation FROM timestone.facts
+    UNION SELECT DISTINCT value ->> 'relation' FROM timestone.items
+        WHERE namespace = '{graph,links}' AND value ->> 'relation' IS NOT NULL
+) AS s
+WHERE timestone.normal_relation(s.old) <> s.old;
+ANALYZE renamed_relations;
 
 DO $refuse$
 DECLARE
     hit record;
-    slots bigint;
 BEGIN
     WITH spelled AS (
-        SELECT f.group_id, f.source_id, f.relation, pg_temp.renamed(f.relation) AS normal,
+        -- the current cardinality-one facts of every name a renamed one joins
+        SELECT f.group_id, f.source_id, f.relation, coalesce(r.new, f.relation) AS normal,
                f.valid_at, f.invalid_at, f.episodes
         FROM timestone.facts AS f
+        LEFT JOIN renamed_relations AS r ON r.old = f.relation
         WHERE f.expired_at IS NULL AND f.cardinality = 'one'
+          AND (r.old IS NOT NULL OR f.relation IN (SELECT new FROM renamed_relations))
     ), met AS (
         SELECT group_id, source_id, normal FROM spelled
         GROUP BY group_id, source_id, normal HAVING count(DISTINCT relation) > 1
@@ -103,13 +112,13 @@ END
 $refuse$;
 
 -- Assertions and facts, every version. Only rows whose name changes are written.
-UPDATE timestone.assertions SET relation = timestone.normal_relation(relation)
-WHERE timestone.normal_relation(relation) <> relation;
-UPDATE timestone.facts SET relation = timestone.normal_relation(relation)
-WHERE timestone.normal_relation(relation) <> relation;
+UPDATE timestone.assertions AS a SET relation = r.new
+FROM renamed_relations AS r WHERE a.relation = r.old;
+UPDATE timestone.facts AS f SET relation = r.new
+FROM renamed_relations AS r WHERE f.relation = r.old;
 
 -- Graph links: the key is sha256(source || x'1f' || relation || x'1f' || target) in hex
--- (timestone._aio._graph._link_key).
+-- (timestone._graph.link_key).
 CREATE FUNCTION pg_temp.link_key(source text, relation text, target text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT
@@ -118,19 +127,23 @@ AS $fn$
                                     'UTF8')), 'hex')
 $fn$;
 
+-- current links that one key takes once renamed, where a renamed one is among them
 CREATE TEMP TABLE merged_links ON COMMIT DROP AS
-SELECT i.group_id, i.namespace,
-       pg_temp.link_key(i.value ->> 'source', pg_temp.renamed(i.value ->> 'relation'),
-                        i.value ->> 'target') AS key,
-       i.value ->> 'source' AS source, pg_temp.renamed(i.value ->> 'relation') AS relation,
-       i.value ->> 'target' AS target,
-       min(i.item_created_at) AS item_created_at,
-       max(i.created_at) AS last_created_at,
-       array_agg(i.version_id) AS replaced
-FROM timestone.items AS i
-WHERE i.namespace = '{graph,links}' AND i.expired_at IS NULL
-GROUP BY 1, 2, 3, 4, 5, 6
-HAVING count(*) > 1;
+SELECT l.group_id, l.namespace, pg_temp.link_key(l.source, l.relation, l.target) AS key,
+       l.source, l.relation, l.target,
+       min(l.item_created_at) AS item_created_at,
+       max(l.created_at) AS last_created_at,
+       array_agg(l.version_id) AS replaced
+FROM (
+    SELECT i.group_id, i.namespace, i.version_id, i.item_created_at, i.created_at,
+           i.value ->> 'source' AS source, coalesce(r.new, i.value ->> 'relation') AS relation,
+           i.value ->> 'target' AS target, r.old IS NOT NULL AS renamed
+    FROM timestone.items AS i
+    LEFT JOIN renamed_relations AS r ON r.old = i.value ->> 'relation'
+    WHERE i.namespace = '{graph,links}' AND i.expired_at IS NULL
+) AS l
+GROUP BY l.group_id, l.namespace, l.source, l.relation, l.target
+HAVING count(*) > 1 AND bool_or(l.renamed);
 
 -- the versions a merge replaces end now (later than any of them began)
 UPDATE timestone.items AS i SET expired_at = greatest(now(), m.last_created_at)
@@ -138,11 +151,10 @@ FROM merged_links AS m
 WHERE i.group_id = m.group_id AND i.version_id = ANY(m.replaced);
 
 UPDATE timestone.items AS i
-SET value = jsonb_set(i.value, '{relation}', to_jsonb(timestone.normal_relation(i.value ->> 'relation'))),
-    key = pg_temp.link_key(i.value ->> 'source', timestone.normal_relation(i.value ->> 'relation'),
-                           i.value ->> 'target')
-WHERE i.namespace = '{graph,links}'
-  AND timestone.normal_relation(i.value ->> 'relation') <> i.value ->> 'relation';
+SET value = jsonb_set(i.value, '{relation}', to_jsonb(r.new)),
+    key = pg_temp.link_key(i.value ->> 'source', r.new, i.value ->> 'target')
+FROM renamed_relations AS r
+WHERE i.namespace = '{graph,links}' AND i.value ->> 'relation' = r.old;
 
 -- one new version per merged link: each attribute as the latest written version had it
 INSERT INTO timestone.items (group_id, namespace, key, value, item_created_at, created_at)
@@ -169,8 +181,8 @@ SET value = jsonb_set(m.value, '{edge_types}', (
         SELECT e.edge, min(e.n) AS first
         FROM (
             SELECT CASE WHEN jsonb_typeof(x.edge -> 'name') = 'string'
-                        THEN jsonb_set(x.edge, '{name}',
-                                       to_jsonb(pg_temp.renamed(x.edge ->> 'name')))
+                        THEN jsonb_set(x.edge, '{name}', to_jsonb(coalesce(
+                            timestone.normal_relation(x.edge ->> 'name'), x.edge ->> 'name')))
                         ELSE x.edge END AS edge,
                    x.n
             FROM jsonb_array_elements(m.value -> 'edge_types') WITH ORDINALITY AS x(edge, n)
