@@ -343,7 +343,7 @@ def test_overlapping_cardinality_one_spellings_are_refused_with_the_way_out(
     message = str(refused.value)
     for part in (
         f"in group '{group}'",
-        f"slot of 'Mira' (entity {mira.id}) and WORKS_AT",
+        f"slot (entity 'Mira' {mira.id}, relation WORKS_AT) would hold overlapping facts",
         f"spelled WORKS_AT (episodes {second.episode.id})",
         f"and worksAt (episodes {first.episode.id})",
         "1 overlapping pair(s)",

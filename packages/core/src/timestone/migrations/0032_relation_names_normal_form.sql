@@ -99,7 +99,7 @@ BEGIN
             ERRCODE = 'object_not_in_prerequisite_state',
             MESSAGE = format(
                 'relation names take one normal form, and in group %L the cardinality-one '
-                'slot of %L (entity %s) and %s would hold overlapping facts spelled %s '
+                'slot (entity %L %s, relation %s) would hold overlapping facts spelled %s '
                 '(episodes %s) and %s (episodes %s); %s overlapping pair(s) in all. '
                 'Nothing was changed. With the Timestone version that wrote them, remove '
                 'the episodes of one spelling (remove_episode) and add them again spelled '
