@@ -11,6 +11,8 @@ Import reads such a file into an empty group of a database built with the
 same embedder, in one transaction: a bad line writes nothing. Reads after an
 import answer exactly what they answered before the export, for every
 ``valid_at`` and ``as_of``.
+The relation names of an export written before they took one normal form are
+renamed as the upgrade of a database renames them (docs/upgrading.md).
 
 The inventory: row counts per table (current and every version), the
 episodes of a group, and the full history of an entity's facts.
