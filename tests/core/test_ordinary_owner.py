@@ -4,8 +4,7 @@ The embedded server connects as a superuser, which row level security never
 applies to. On a managed server the DSN's user is an ordinary role that owns
 the schema, and the ``SECURITY DEFINER`` functions run as that owner: if row
 level security applied to the owner, the text match (``@@``) and the trigram
-match (``%``) could not be index conditions (they are not leakproof), and a
-function that answers which ids another group holds could see no other group.
+match (``%``) could not be index conditions (they are not leakproof).
 These tests open a memory as such a user.
 """
 
@@ -121,19 +120,6 @@ def test_the_text_and_trigram_functions_read_their_indexes(owned: Owned) -> None
         seq, idx = _scans(conn, "entities")
         assert seq == 0
         assert idx >= 1
-
-
-def test_an_id_another_group_holds_is_found(owned: Owned) -> None:
-    mira = owned.mem.get_entity(owned.small, "Mira")
-    assert mira is not None
-    with psycopg.connect(owned.dsn) as conn:
-        conn.execute("SET ROLE timestone_app")
-        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (owned.big,))
-        rows = conn.execute(
-            "SELECT * FROM timestone.graph_ids_elsewhere(%s::text[])",
-            ([str(mira.id), str(uuid.uuid4())],),
-        ).fetchall()
-    assert rows == [(str(mira.id),)]
 
 
 def test_the_library_role_still_sees_one_group(owned: Owned) -> None:

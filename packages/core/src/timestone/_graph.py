@@ -19,6 +19,7 @@ database work is in ``_aio/_graph.py``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 import uuid
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,7 @@ __all__ = [
     "check_chunk",
     "check_node_ids",
     "check_vector",
+    "link_key",
 ]
 
 GRAPH_CHUNKS = ("graph", "chunks")
@@ -49,6 +51,11 @@ MAX_DEPTH = 10
 MAX_CHUNK_CHARS = 1_000_000
 MAX_VECTOR_DIMENSION = 16_000
 _SPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+
+
+def link_key(source: str, relation: str, target: str) -> str:
+    """The item key of a link: the SHA-256 of its two node keys and its relation, in hex."""
+    return hashlib.sha256("\x1f".join((source, relation, target)).encode()).hexdigest()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ __all__ = [
     "normalize",
     "relation_name",
     "shingles",
+    "stored_relation",
 ]
 
 _MIN_ENTROPY_BITS = 3.0  # Shannon entropy of the folded name, per character
@@ -34,6 +35,7 @@ _JACCARD_THRESHOLD = 0.9
 MAX_RELATION_CHARS = 128
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")  # worksAt: a word starts at the capital
 _NOT_NAME = re.compile(r"[^A-Za-z0-9]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # what check_relation takes
 
 
 def normalize(name: str) -> str:
@@ -107,3 +109,12 @@ def relation_name(label: str) -> str | None:
     if not name or name[0].isdigit() or len(name) > MAX_RELATION_CHARS:
         return None
     return name
+
+
+def stored_relation(name: str) -> str:
+    """The name a relation stored by an earlier version takes: the normal form of an
+    identifier (what ``check_relation`` makes of it), else ``name`` itself (``_2nd`` has
+    none). The migration ``relation_names_normal_form`` renames stored rows by the same
+    rule, in SQL (``timestone.normal_relation``)."""
+    found = relation_name(name) if _IDENTIFIER.fullmatch(name) else None
+    return name if found is None else found

@@ -21,7 +21,6 @@ the edges of that last level are not read).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -39,6 +38,7 @@ from .._graph import (
     GraphNodes,
     GraphRelation,
     GraphWrite,
+    link_key,
 )
 from .._models import Entity, EntityInput, Fact, FactInput, check_uuid
 from .._names import fold, fuzzy_eligible, near_identical, normalize
@@ -78,10 +78,6 @@ def _uuid_form(value: str) -> uuid.UUID | None:
         return check_uuid(value, "node id")
     except InvalidInput:
         return None
-
-
-def _link_key(source: str, relation: str, target: str) -> str:
-    return hashlib.sha256("\x1f".join((source, relation, target)).encode()).hexdigest()
 
 
 # -- node ids --------------------------------------------------------------------------
@@ -677,9 +673,7 @@ async def graph_upsert(
         )
         link_ends.chunks.update(here.chunks)
         ends = [(link_ends.keys(r.source)[0], link_ends.keys(r.target)[0]) for r in link_in]
-        keys = [
-            _link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)
-        ]
+        keys = [link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)]
         cur = await w.conn.execute(
             "SELECT key, value FROM timestone.items WHERE group_id = %s AND namespace = %s"
             " AND key = ANY(%s) AND expired_at IS NULL",

@@ -11,6 +11,8 @@ Import reads such a file into an empty group of a database built with the
 same embedder, in one transaction: a bad line writes nothing. Reads after an
 import answer exactly what they answered before the export, for every
 ``valid_at`` and ``as_of``.
+The relation names of an export written before they took one normal form are
+renamed as the upgrade of a database renames them (docs/upgrading.md).
 
 The inventory: row counts per table (current and every version), the
 episodes of a group, and the full history of an entity's facts.
@@ -25,9 +27,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, cast
 
+import psycopg
 from psycopg import sql
 
+from .._graph import GRAPH_LINKS, link_key
 from .._models import Episode, Fact
+from .._names import stored_relation
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
 from ._db import Conn
 from ._episodes import EPISODE_COLUMNS, episode_from_row
@@ -293,6 +298,7 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
             f"the group {w.group_id!r} already holds {held} rows; import into an empty group "
             "(pass another group id)"
         )
+    renamed = _normal_relations(parsed.rows)
     done: dict[str, int] = {}
     for name, table in tables.items():
         rows = parsed.rows.get(name, [])
@@ -306,9 +312,46 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
         ).format(t=sql.Identifier(name), cols=cols)
         for start in range(0, len(rows), _BATCH):
             batch = [{**row, "group_id": w.group_id} for row in rows[start : start + _BATCH]]
-            conn.execute(query, (json.dumps(batch),))
+            try:
+                conn.execute(query, (json.dumps(batch),))
+            except (psycopg.errors.ExclusionViolation, psycopg.errors.UniqueViolation) as exc:
+                if name not in renamed:
+                    raise
+                raise InvalidInput(
+                    f"the export was written before relation names took one normal form; "
+                    f"renamed, two current {name} rows of it meet in one slot "
+                    f"({exc.diag.message_detail or exc.diag.message_primary}). Import it into "
+                    "a database of the Timestone version that wrote it, then open that "
+                    "database with this one, which names the way out (docs/upgrading.md)"
+                ) from exc
         done[name] = len(rows)
     return done
+
+
+def _normal_relations(rows: Mapping[str, list[dict[str, Any]]]) -> set[str]:
+    """Rename the relations of an export written before relation names took one normal
+    form, as the migration ``relation_names_normal_form`` renames a database's: assertions,
+    facts and graph links (keyed again). Returns the tables it renamed rows of."""
+    renamed: set[str] = set()
+    for table in ("assertions", "facts"):
+        for row in rows.get(table, []):
+            name = row.get("relation")
+            if isinstance(name, str) and stored_relation(name) != name:
+                row["relation"] = stored_relation(name)
+                renamed.add(table)
+    for row in rows.get("items", []):
+        value = row.get("value")
+        if row.get("namespace") != list(GRAPH_LINKS) or not isinstance(value, dict):
+            continue
+        link = cast(dict[str, Any], value)
+        source, name, target = link.get("source"), link.get("relation"), link.get("target")
+        if not (isinstance(source, str) and isinstance(name, str) and isinstance(target, str)):
+            continue
+        if stored_relation(name) != name:
+            link["relation"] = stored_relation(name)
+            row["key"] = link_key(source, link["relation"], target)
+            renamed.add("items")
+    return renamed
 
 
 def list_episodes(
