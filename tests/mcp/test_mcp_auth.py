@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx2
 import pytest
+from _mcp_ports import free_port, wait_for_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -35,12 +35,6 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TIMESTONE_", "OPENAI_"))}
     env.update(TIMESTONE_DATA_DIR=str(data_dir), **extra)
     return env
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize(
@@ -78,7 +72,7 @@ def test_weak_or_unsendable_tokens_are_refused(token: str) -> None:
 def test_serving_beyond_loopback_without_a_token_refuses_to_start(
     tmp_path: Path, host: str
 ) -> None:
-    port = _free_port()
+    port = free_port()
     serve = [COMMAND, "serve", "mcp", "--transport", "http", "--any-group"]
     proc = subprocess.run(
         [*serve, "--host", host, "--port", str(port)],
@@ -95,23 +89,9 @@ def test_serving_beyond_loopback_without_a_token_refuses_to_start(
     assert not (tmp_path / "pg").exists()  # it stopped before starting anything
 
 
-async def _wait_for(port: int, proc: asyncio.subprocess.Process) -> None:
-    for _ in range(600):
-        assert proc.returncode is None, "the server exited"
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise AssertionError(f"nothing listens on port {port}")
-
-
 async def test_a_token_is_demanded_of_every_request(data_dir: Path, dsn: str, group: str) -> None:
     del dsn  # keeps the embedded server up for the subprocess
-    port = _free_port()
+    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         *(COMMAND, "serve", "mcp", "--transport", "http", "--port", str(port)),
         env=_env(data_dir, TIMESTONE_GROUP=group, TIMESTONE_MCP_TOKEN=TOKEN),
@@ -120,7 +100,7 @@ async def test_a_token_is_demanded_of_every_request(data_dir: Path, dsn: str, gr
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        await _wait_for(port, proc)
+        await wait_for_port(port, proc)
         headers = {"Accept": "application/json, text/event-stream"}
         async with httpx2.AsyncClient(timeout=30) as http:
             for given in (None, "Bearer wrong", f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}", TOKEN):

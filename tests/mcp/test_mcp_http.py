@@ -4,36 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import sys
 from pathlib import Path
 
+from _mcp_ports import free_port, wait_for_port
 from mcp import Client
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-async def _wait_for(port: int, proc: asyncio.subprocess.Process) -> None:
-    for _ in range(300):
-        assert proc.returncode is None, "the server exited"
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise AssertionError(f"nothing listens on port {port}")
 
 
 async def test_streamable_http_serves_the_tools(data_dir: Path, dsn: str, group: str) -> None:
     del dsn
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIMESTONE_")}
     env.update(TIMESTONE_DATA_DIR=str(data_dir), TIMESTONE_GROUP=group)
     command = [str(Path(sys.executable).parent / "timestone"), "serve", "mcp"]
@@ -48,7 +28,7 @@ async def test_streamable_http_serves_the_tools(data_dir: Path, dsn: str, group:
         stderr=asyncio.subprocess.DEVNULL,
     )
     try:
-        await _wait_for(port, proc)
+        await wait_for_port(port, proc)
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             listed = await client.list_tools()
             assert "add_memory" in {t.name for t in listed.tools}

@@ -7,13 +7,13 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _mcp_ports import free_port, wait_for_port
 from mcp import Client
 
 COMMAND = str(Path(sys.executable).parent / "timestone")
@@ -107,23 +107,8 @@ async def _stop(proc: asyncio.subprocess.Process, stop: signal.Signals) -> None:
     assert "Traceback" not in err
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def _http_serving(proc: asyncio.subprocess.Process, port: int) -> None:
-    for _ in range(600):
-        assert proc.returncode is None, "the server exited"
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        break
+    await wait_for_port(port, proc)
     async with Client(f"http://127.0.0.1:{port}/mcp") as client:
         status = await client.call_tool("status", {})
         assert not status.is_error, status.content
@@ -150,7 +135,7 @@ async def stopped_cleanly(own_data_dir: Path) -> AsyncIterator[list[int]]:
 async def test_a_stop_signal_ends_the_server_and_its_embedded_postgres(
     own_data_dir: Path, stopped_cleanly: list[int], transport: str, stop: signal.Signals
 ) -> None:
-    port = _free_port()
+    port = free_port()
     args = ["--transport", "http", "--port", str(port)] if transport == "http" else []
     proc = await _start(own_data_dir, *args)
     stopped_cleanly.append(proc.pid)
