@@ -55,6 +55,7 @@ from ._communities import (
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
+from ._distributed import check_workers
 from ._entities import near_entity, read_entity
 from ._extract import (
     MAX_EPISODE_CHARS,
@@ -200,6 +201,7 @@ class AsyncMemory:
             target = dsn or os.environ.get("TIMESTONE_DSN")
             if target is None:
                 target = await _compat.ato_thread(embedded_dsn, data_dir)
+            await check_workers(target)  # a Citus cluster: every worker answers
             await migrate(target)
             if reembed:
                 await reembed_all(target, chosen)

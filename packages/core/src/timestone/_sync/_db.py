@@ -191,9 +191,16 @@ def _migrations() -> list[tuple[int, str, bytes]]:
 MIGRATIONS = _migrations()
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-_BOOTSTRAP = b"""
+# One statement each: on a Citus coordinator a statement that changes a distributed or
+# reference table (``meta``) is sent on to the workers, and a string of several is refused.
+_BOOTSTRAP: tuple[bytes, ...] = (
+    b"""
 CREATE SCHEMA IF NOT EXISTS timestone;
+""",
+    b"""
 CREATE TABLE IF NOT EXISTS timestone.meta (key text PRIMARY KEY, value jsonb NOT NULL);
+""",
+    b"""
 DO $role$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'timestone_app') THEN
@@ -203,6 +210,8 @@ EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;  -- another database of this cluster created it first
 END
 $role$;
+""",
+    b"""
 DO $grant$
 BEGIN
     -- granting again takes the role's ADMIN option, which a user an administrator
@@ -212,12 +221,22 @@ BEGIN
     END IF;
 END
 $grant$;
+""",
+    b"""
 GRANT USAGE ON SCHEMA timestone TO timestone_app;
+""",
+    b"""
 GRANT SELECT ON timestone.meta TO timestone_app;
+""",
+    b"""
 ALTER TABLE timestone.meta ENABLE ROW LEVEL SECURITY;
+""",
+    b"""
 -- the library role reads it; the owner writes it (an earlier bootstrap forced the policy
 -- on the owner too, which refused every migration by a user who is not a superuser)
 ALTER TABLE timestone.meta NO FORCE ROW LEVEL SECURITY;
+""",
+    b"""
 DO $meta$
 BEGIN
     CREATE POLICY readable ON timestone.meta FOR SELECT USING (true);
@@ -225,7 +244,8 @@ EXCEPTION WHEN duplicate_object THEN
     NULL;
 END
 $meta$;
-"""
+""",
+)
 
 
 def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
@@ -341,7 +361,8 @@ def migrate(dsn: str) -> int:
         try:
             _ensure_extensions(conn)
             try:
-                conn.execute(_BOOTSTRAP)
+                for statement in _BOOTSTRAP:
+                    conn.execute(statement)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     f"this user may not create the role {APP_ROLE} or grant it; ask an "
@@ -659,6 +680,20 @@ class Database:
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
         # group -> (creation time of its n-th current fact, monotonic time it was read)
         self._horizons: dict[str, tuple[datetime, float]] = {}
+        # a Citus coordinator's distributed schema: the group is set with SET LOCAL, which
+        # reaches the workers (``_distributed``); found by ``open``
+        self.distributed = False
+
+    def set_group(self, conn: Conn, group: str) -> None:
+        """Make ``conn``'s transaction see only ``group`` (checked by the caller)."""
+        if not self.distributed:
+            conn.execute(TENANT_SETTINGS, (group,))
+            return
+        from ._distributed import citus_tenant_settings, mark_routed  # they build on this
+
+        mark_routed(conn)
+        for statement in citus_tenant_settings(group):
+            conn.execute(statement)
 
     def small(self, group_id: str) -> bool:
         """Whether ``group_id`` was found to hold few facts (``note_small``) within the
@@ -800,7 +835,16 @@ class Database:
             raise ConnectionFailed(
                 f"cannot open a connection pool to {_redact(dsn)}: {exc}"
             ) from exc
-        return cls(dsn, pool)
+        db = cls(dsn, pool)
+        from ._distributed import is_distributed
+
+        try:
+            with pool.connection() as conn, autocommit(conn):
+                db.distributed = is_distributed(conn)
+        except psycopg.Error as exc:
+            pool.close()
+            raise wrap_db_error(exc, "reading the distribution of the schema") from exc
+        return db
 
     def close(self) -> None:
         if self._analyzing is not None:
@@ -842,7 +886,7 @@ class Database:
         group = check_group(group_id)
         try:
             with self.pool.connection() as conn, conn.transaction():
-                conn.execute(TENANT_SETTINGS, (group,))
+                self.set_group(conn, group)
                 if pipeline:
                     with conn.pipeline() as statements:
                         try:

@@ -14,7 +14,7 @@ import dataclasses
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import sql
 from psycopg.rows import tuple_row
@@ -23,6 +23,7 @@ from .._ids import new_ids
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
 from .._vectors import VectorArray
+from ._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed
 from ._write import Write, as_stored, json_object, json_text, vector_inserts
 
 __all__ = [
@@ -292,7 +293,7 @@ _WINDOWS = (
 # in one pass over the pair. The bounds are CASE expressions, not coalesce: under row
 # level security the planner keeps a qual it cannot prove leakproof (coalesce, for one)
 # out of an index scan, and read the table whole.
-_SLOTS = sql.SQL(
+_SLOTS_TEXT: LiteralString = (
     " FROM unnest(%(sources)b::uuid[], %(relations)b::text[], %(targets)b::uuid[],"
     "   %(since)b::timestamptz[], %(until)b::timestamptz[], %(others)b::bool[])"
     "   AS s(source_id, relation, target_id, since, until, others)"
@@ -311,26 +312,37 @@ _SLOTS = sql.SQL(
     "    ELSE x.cardinality = 'one' OR x.target_id = s.target_id END"
     " ) AS {alias}"
 )
+
+
+def _slot_reads(slots: sql.SQL) -> tuple[sql.Composed, sql.Composed]:
+    """The two reads of a slot's fight (assertions, then facts) over ``slots``."""
+    return _SLOT_ASSERTIONS.format(
+        # the winners on ``until`` too: they end the window's last period
+        slots=slots.format(
+            table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
+        )
+    ), _SLOT_FACTS.format(
+        slots=slots.format(
+            table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
+        )
+    )
+
+
 _SLOT_ASSERTIONS = sql.SQL(
     "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
     " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
     " a.invalid_at{slots} WHERE a.episode_id IS DISTINCT FROM %(episode)s::uuid"
-).format(
-    # the winners on ``until`` too: they end the window's last period
-    slots=_SLOTS.format(
-        table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
-    )
 )
 # vectors stay in the database: a kept one is copied there by the insert
 _SLOT_FACTS = sql.SQL(
     "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
     " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
     " f.embedding IS NOT NULL AS embedded{slots}"
-).format(
-    slots=_SLOTS.format(
-        table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
-    )
 )
+_READS = _slot_reads(sql.SQL(_SLOTS_TEXT))
+# on a distributed database (``_distributed.routed``): the group's value named
+_READS_ROUTED = _slot_reads(sql.SQL(_SLOTS_TEXT.replace(HIDDEN_GROUP, ROUTED_GROUP)))
+_WINDOWS_ROUTED = _WINDOWS.replace(HIDDEN_GROUP, ROUTED_GROUP)
 
 
 def read_slots(
@@ -365,12 +377,14 @@ def read_slots(
     targets = [s[2] if len(s) == 3 else None for s in wanted]
     spans = [within.get(s) if within and len(s) == 2 else None for s in wanted]
     # binary: ids, times and arrays come back without text to parse
+    on_citus = routed(w.conn)
+    slot_assertions, slot_facts = _READS_ROUTED if on_citus else _READS
     with w.conn.cursor(binary=True) as bcur:
         sinces: list[datetime | None] = [None] * len(wanted)
         untils: list[datetime | None] = [None] * len(wanted)
         if any(span is not None for span in spans):
             bcur.execute(
-                _WINDOWS,
+                _WINDOWS_ROUTED if on_citus else _WINDOWS,
                 {
                     "g": w.group_id,
                     "sources": sources,
@@ -394,7 +408,7 @@ def read_slots(
             "until": untils,
             "others": [not (len(s) == 2 and s in only_one) for s in wanted],
         }
-        bcur.execute(_SLOT_ASSERTIONS, {**window, "episode": episode_id})
+        bcur.execute(slot_assertions, {**window, "episode": episode_id})
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in bcur.fetchall():
             if row["id"] in seen:
@@ -414,7 +428,7 @@ def read_slots(
                     attributes=json_object(row["attributes"]),
                 )
             )
-        bcur.execute(_SLOT_FACTS, window)
+        bcur.execute(slot_facts, window)
         reads.fact_rows = list({row["version_id"]: row for row in bcur.fetchall()}.values())
     return reads
 
