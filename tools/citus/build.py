@@ -15,7 +15,7 @@ or a new wheel builds again and an unchanged pair is built once. The cache is
 servers then run as an unprivileged user who cannot enter ``/root``); ``--cache``
 chooses another folder.
 
-Usage: ``python tools/citus/build.py [--tarball PATH] [--cache DIR]``; prints the
+Usage: ``python -m tools.citus.build [--tarball PATH] [--cache DIR]``; prints the
 folder of the build.
 """
 

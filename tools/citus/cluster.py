@@ -10,7 +10,7 @@ as a context manager so that it runs also when the caller fails::
     with Cluster(ensure_built(), workers=2) as cluster:
         cluster.dsn  # the coordinator's database, Citus created, workers added
 
-``python tools/citus/cluster.py`` starts one, prints its DSN and waits for Ctrl-C.
+``python -m tools.citus.cluster`` starts one, prints its DSN and waits for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from typing import Any
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from build import Build, ensure_built  # noqa: E402
+from tools.citus.build import Build, ensure_built
 
 DATABASE = "timestone"
 SUPERUSER = "postgres"
@@ -52,6 +51,11 @@ SETTINGS = {
     "citus.shard_count": "8",
     "citus.log_distributed_deadlock_detection": "off",
 }
+
+
+# What the cluster of a test run held when its tests ended (``tests/citus/conftest.py``
+# fills it before stopping the servers; ``tools.citus.run`` prints it).
+SUMMARY: dict[str, int] = {}
 
 
 def free_port() -> int:

@@ -28,12 +28,12 @@ stays on the coordinator, and the policies on the shards would see no group.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
 from typing import Any, LiteralString
 
 import psycopg
 from psycopg import sql
 
+from .._distribution import Distribution
 from ..errors import ConnectionFailed, DatabaseError, MissingExtension
 from ._db import EXTENSIONS, MIGRATE_LOCK, Conn, connect_owner, migrate, wrap_db_error
 
@@ -102,7 +102,7 @@ def routed(conn: Conn) -> bool:
     return conn in _ROUTED
 
 
-def citus_tenant_settings(group_id: str) -> tuple[sql.Composable, ...]:
+def citus_tenant_settings(group_id: str) -> tuple[sql.SQL | sql.Composed, ...]:
     """The statements that make a transaction see only ``group_id`` on a distributed
     database (``group_id`` already checked by ``_groups.check_group``)."""
     return (
@@ -111,16 +111,6 @@ def citus_tenant_settings(group_id: str) -> tuple[sql.Composable, ...]:
         sql.SQL("SET LOCAL timestone.group_id TO {}").format(sql.Literal(group_id)),
         sql.SQL(_ROLE_AND_JIT),
     )
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """What ``distribute`` made, or found: the tables and the cluster under them."""
-
-    distributed_tables: int
-    reference_tables: int
-    shards: int
-    workers: tuple[str, ...]
 
 
 def is_distributed(conn: Conn) -> bool:
@@ -243,9 +233,7 @@ def distribute(dsn: str, *, shard_count: int | None = None) -> Distribution:
     before or after the first ``Memory.open``; opened afterwards, a memory acts on the
     cluster (``Memory.open`` finds the mark itself).
     """
-    if shard_count is not None and (
-        not isinstance(shard_count, int) or isinstance(shard_count, bool) or shard_count < 1
-    ):
+    if shard_count is not None and not (type(shard_count) is int and shard_count >= 1):
         from ..errors import InvalidInput
 
         raise InvalidInput(f"shard_count must be a positive integer, got {shard_count!r}")
