@@ -316,30 +316,30 @@ _SLOTS_TEXT: LiteralString = (
 
 def _slot_reads(slots: sql.SQL) -> tuple[sql.Composed, sql.Composed]:
     """The two reads of a slot's fight (assertions, then facts) over ``slots``."""
-    return _SLOT_ASSERTIONS.format(
+    return _SLOT_ASSERTIONS_OF.format(
         # the winners on ``until`` too: they end the window's last period
         slots=slots.format(
             table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
         )
-    ), _SLOT_FACTS.format(
+    ), _SLOT_FACTS_OF.format(
         slots=slots.format(
             table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
         )
     )
 
 
-_SLOT_ASSERTIONS = sql.SQL(
+_SLOT_ASSERTIONS_OF = sql.SQL(
     "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
     " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
     " a.invalid_at{slots} WHERE a.episode_id IS DISTINCT FROM %(episode)s::uuid"
 )
 # vectors stay in the database: a kept one is copied there by the insert
-_SLOT_FACTS = sql.SQL(
+_SLOT_FACTS_OF = sql.SQL(
     "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
     " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
     " f.embedding IS NOT NULL AS embedded{slots}"
 )
-_READS = _slot_reads(sql.SQL(_SLOTS_TEXT))
+_SLOT_ASSERTIONS, _SLOT_FACTS = _READS = _slot_reads(sql.SQL(_SLOTS_TEXT))
 # on a distributed database (``_distributed.routed``): the group's value named
 _READS_ROUTED = _slot_reads(sql.SQL(_SLOTS_TEXT.replace(HIDDEN_GROUP, ROUTED_GROUP)))
 _WINDOWS_ROUTED = _WINDOWS.replace(HIDDEN_GROUP, ROUTED_GROUP)
