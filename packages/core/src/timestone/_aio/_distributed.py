@@ -27,7 +27,7 @@ stays on the coordinator, and the policies on the shards would see no group.
 from __future__ import annotations
 
 import weakref
-from typing import Any, LiteralString
+from typing import Any, LiteralString, overload
 
 import psycopg
 from psycopg import sql
@@ -46,6 +46,7 @@ __all__ = [
     "is_distributed",
     "mark_routed",
     "routed",
+    "row_inserts",
 ]
 
 # Co-located in this order: the first is the one the others follow.
@@ -99,6 +100,28 @@ def mark_routed(conn: Conn) -> None:
 def routed(conn: Conn) -> bool:
     """Whether ``conn``'s statements must name the group's value (``HIDDEN_GROUP``)."""
     return conn in _ROUTED
+
+
+# An INSERT ... SELECT whose rows come from parameters (``unnest``) is run by Citus on the
+# coordinator, and its rows sent to the shard with COPY, which PostgreSQL refuses under
+# row level security ("COPY FROM not supported with row-level security"). With a
+# RETURNING clause Citus sends them as an intermediate result instead, and runs an
+# INSERT ... SELECT on the shard: the policies' WITH CHECK holds there as on one node.
+_RETURNING: LiteralString = " RETURNING 1"
+
+
+@overload
+def row_inserts(conn: Conn, query: LiteralString) -> LiteralString: ...
+@overload
+def row_inserts(conn: Conn, query: sql.Composed) -> sql.Composed: ...
+def row_inserts(conn: Conn, query: LiteralString | sql.Composed) -> LiteralString | sql.Composed:
+    """``query`` (an INSERT ... SELECT without RETURNING) as ``conn``'s database runs it
+    under row level security: on a distributed database, with ``RETURNING 1``."""
+    if conn not in _ROUTED:
+        return query
+    if isinstance(query, str):
+        return query + _RETURNING
+    return query + sql.SQL(_RETURNING)
 
 
 def citus_tenant_settings(group_id: str) -> tuple[sql.SQL | sql.Composed, ...]:

@@ -33,6 +33,7 @@ from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._vectors import VectorArray
 from ..ontology import Ontology
 from ._db import Conn
+from ._distributed import row_inserts
 from ._write import Write, as_stored, json_object, json_text, stored_order, vector_inserts
 
 __all__ = [
@@ -240,7 +241,7 @@ async def insert_mentions(
         )
     if mentions:
         await w.conn.execute(
-            _INSERT_MENTIONS,
+            row_inserts(w.conn, _INSERT_MENTIONS),
             {
                 "group": w.group_id,
                 "episode": episode_id,
@@ -435,11 +436,11 @@ async def write_entities(
         params["embedding"] = VectorArray(
             [vectors[s.name] for _, s, _ in fresh_names], w.embedder.dimension
         )
-        await w.conn.execute(_INSERT_ENTITIES_EMBEDDED, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_EMBEDDED), params)
     if kept:
         params = _entity_params(w, kept)
         params["keep"] = [keep for _, _, keep in kept]
-        await w.conn.execute(_INSERT_ENTITIES_KEPT, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_KEPT), params)
     expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
 

@@ -22,7 +22,7 @@ from .._ids import new_ids
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
 from .._vectors import VectorArray
-from ._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed
+from ._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed, row_inserts
 from ._write import Write, as_stored, json_object, json_text, vector_inserts
 
 __all__ = [
@@ -110,7 +110,7 @@ async def insert_assertions(
         )
     if rows:
         await w.conn.execute(
-            _INSERT_ASSERTIONS,
+            row_inserts(w.conn, _INSERT_ASSERTIONS),
             {
                 "group": w.group_id,
                 "episode": episode_id,
@@ -507,11 +507,11 @@ async def write_slots(w: Write, plan: SlotPlan) -> SlotChanges:
         params["embedding"] = VectorArray(
             [vectors[p.fact] for _, _, p, _ in fresh], w.embedder.dimension
         )
-        await w.conn.execute(_INSERT_FACTS_EMBEDDED, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_EMBEDDED), params)
     if kept:
         params = _fact_params(w, changes, kept)
         params["keep"] = [keep for _, _, _, keep in kept]
-        await w.conn.execute(_INSERT_FACTS_KEPT, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_KEPT), params)
     return changes
 
 

@@ -24,6 +24,7 @@ from .._models import RemovalReport, RollbackReport, check_uuid
 from .._time import aware
 from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._db import Conn
+from ._distributed import row_inserts
 from ._entities import recompute_entities
 from ._facts import SlotChanges, recompute_retracted
 from ._write import Write
@@ -132,11 +133,14 @@ def rollback(w: Write, to: datetime) -> RollbackReport:
     for table in VERSIONED_TABLES:
         columns = sql.SQL(", ").join(map(sql.Identifier, _copy_columns(w.conn, table)))
         cur = w.conn.execute(
-            sql.SQL(
-                "INSERT INTO timestone.{t} ({cols}, created_at)"
-                " SELECT {cols}, %s FROM timestone.{t}"
-                " WHERE group_id = %s AND created_at <= %s AND expired_at > %s"
-            ).format(t=sql.Identifier(table), cols=columns),
+            row_inserts(
+                w.conn,
+                sql.SQL(
+                    "INSERT INTO timestone.{t} ({cols}, created_at)"
+                    " SELECT {cols}, %s FROM timestone.{t}"
+                    " WHERE group_id = %s AND created_at <= %s AND expired_at > %s"
+                ).format(t=sql.Identifier(table), cols=columns),
+            ),
             (w.now, w.group_id, point, point),
         )
         restored[table] = cur.rowcount

@@ -34,6 +34,7 @@ from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._vectors import VectorArray
 from ..ontology import Ontology
 from ._db import Conn
+from ._distributed import row_inserts
 from ._write import Write, as_stored, json_object, json_text, stored_order, vector_inserts
 
 __all__ = [
@@ -239,7 +240,7 @@ def insert_mentions(w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionR
         )
     if mentions:
         w.conn.execute(
-            _INSERT_MENTIONS,
+            row_inserts(w.conn, _INSERT_MENTIONS),
             {
                 "group": w.group_id,
                 "episode": episode_id,
@@ -434,11 +435,11 @@ def write_entities(
         params["embedding"] = VectorArray(
             [vectors[s.name] for _, s, _ in fresh_names], w.embedder.dimension
         )
-        w.conn.execute(_INSERT_ENTITIES_EMBEDDED, params)
+        w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_EMBEDDED), params)
     if kept:
         params = _entity_params(w, kept)
         params["keep"] = [keep for _, _, keep in kept]
-        w.conn.execute(_INSERT_ENTITIES_KEPT, params)
+        w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_KEPT), params)
     expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
 

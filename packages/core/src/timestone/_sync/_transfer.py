@@ -30,6 +30,7 @@ from psycopg import sql
 from .._models import Episode, Fact
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
 from ._db import Conn
+from ._distributed import row_inserts
 from ._episodes import EPISODE_COLUMNS, episode_from_row
 from ._facts import held_clause, read_facts
 from ._write import Write
@@ -306,7 +307,7 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
         ).format(t=sql.Identifier(name), cols=cols)
         for start in range(0, len(rows), _BATCH):
             batch = [{**row, "group_id": w.group_id} for row in rows[start : start + _BATCH]]
-            conn.execute(query, (json.dumps(batch),))
+            conn.execute(row_inserts(conn, query), (json.dumps(batch),))
         done[name] = len(rows)
     return done
 
