@@ -376,11 +376,13 @@ async def migrate(dsn: str) -> int:
                     f"the database schema is version {version}, newer than this Timestone "
                     f"(schema {SCHEMA_VERSION}); upgrade the timestone package"
                 )
+            from ._distributed import run_script  # it builds on this module
+
             for number, name, text in MIGRATIONS:
                 if number <= version:
                     continue
                 async with conn.transaction():
-                    await conn.execute(text)
+                    await run_script(conn, text)
                     await conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

@@ -26,6 +26,7 @@ stays on the coordinator, and the policies on the shards would see no group.
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import Any, LiteralString, overload
 
@@ -47,6 +48,8 @@ __all__ = [
     "mark_routed",
     "routed",
     "row_inserts",
+    "run_script",
+    "split_statements",
 ]
 
 # Co-located in this order: the first is the one the others follow.
@@ -310,3 +313,44 @@ async def distribute(dsn: str, *, shard_count: int | None = None) -> Distributio
             raise wrap_db_error(exc, "distributing the schema") from exc
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+
+
+# The tokens of a script that may hold a semicolon that ends no statement: comments,
+# quoted strings and identifiers, dollar-quoted bodies (``$fn$ ... $fn$``).
+_TOKENS = re.compile(
+    r"--[^\n]*|/\*.*?\*/|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(\$[A-Za-z_]*\$).*?\1|;",
+    re.DOTALL,
+)
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of an SQL script (a migration file), each without its semicolon.
+
+    On a Citus coordinator, a DDL statement on a distributed table is sent on to the
+    workers with the text of the whole query it came in, and a text of several statements
+    is refused there ("cannot insert multiple commands into a prepared statement"): a
+    migration runs on such a database one statement at a time (``run_script``). The
+    split knows the SQL the migrations use: comments, quoted strings and identifiers,
+    dollar-quoted bodies (nested comments do not occur)."""
+    out: list[str] = []
+    start = 0
+    for token in _TOKENS.finditer(script):
+        if token.group(0) == ";":
+            out.append(script[start : token.start()])
+            start = token.end()
+    out.append(script[start:])
+    return [
+        s.strip()
+        for s in out
+        if _TOKENS.sub(lambda m: "" if m.group(0)[0] in "-/" else m.group(0), s).strip()
+    ]
+
+
+async def run_script(conn: Conn, script: bytes) -> None:
+    """Run ``script`` (a migration) on ``conn``: whole, or one statement at a time on a
+    distributed database (``split_statements``), in the caller's transaction."""
+    if not await is_distributed(conn):
+        await conn.execute(script)
+        return
+    for statement in split_statements(script.decode()):
+        await conn.execute(statement.encode())
