@@ -170,8 +170,8 @@ async def purge(w: Write, episode_id: uuid.UUID) -> int:
         cur = await w.conn.execute(
             "DELETE FROM timestone.entities AS e WHERE e.group_id = %s AND e.id = ANY(%s)"
             " AND NOT EXISTS (SELECT 1 FROM timestone.mentions AS m"
-            "   WHERE m.group_id = e.group_id AND m.entity_id = e.id)",
-            (w.group_id, mentioned),
+            "   WHERE m.group_id = %s AND m.entity_id = e.id)",
+            (w.group_id, mentioned, w.group_id),
         )
         erased += cur.rowcount
         # communities are named after their members and summarized by their facts: every

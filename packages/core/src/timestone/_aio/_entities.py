@@ -340,11 +340,11 @@ async def read_entities(
             " e.attributes::text AS attributes, e.summary, e.created_at,"
             " e.name_embedding IS NOT NULL AS embedded,"
             " (SELECT max(m.recorded_at) FROM timestone.mentions AS m"
-            "  WHERE m.group_id = e.group_id AND m.entity_id = e.id AND m.expired_at IS NULL"
+            "  WHERE m.group_id = %s AND m.entity_id = e.id AND m.expired_at IS NULL"
             "  AND m.episode_id IS DISTINCT FROM %s::uuid) AS last_mention"
             " FROM timestone.entities AS e WHERE e.group_id = %s AND e.expired_at IS NULL"
             " AND e.id = ANY(%b::uuid[])",
-            (fresh.episode_id if fresh else None, w.group_id, ids),
+            (w.group_id, fresh.episode_id if fresh else None, w.group_id, ids),
         )
         rows_now = {row["id"]: row for row in await bcur.fetchall()}
         mentions, unread = _folded_so_far(ids, rows_now, fresh)

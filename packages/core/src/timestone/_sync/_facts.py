@@ -556,11 +556,13 @@ FACT_SELECT = sql.SQL(
     " f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
     " f.expired_at, f.episodes, f.attributes::text AS attributes"
     " FROM timestone.facts AS f"
+    # the group named, not taken from f: Citus routes the names' lookups to the group's
+    # shard only by a value it can read (``_distributed``)
     " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-    "   WHERE e.group_id = f.group_id AND e.id = f.source_id AND e.created_at <= {t}"
+    "   WHERE e.group_id = {g} AND e.id = f.source_id AND e.created_at <= {t}"
     "   ORDER BY e.created_at DESC LIMIT 1) AS s"
     " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-    "   WHERE e.group_id = f.group_id AND e.id = f.target_id AND e.created_at <= {t}"
+    "   WHERE e.group_id = {g} AND e.id = f.target_id AND e.created_at <= {t}"
     "   ORDER BY e.created_at DESC LIMIT 1) AS t"
 )
 
@@ -685,7 +687,7 @@ def read_facts(
         else sql.SQL("f.valid_at DESC, f.relation, f.id")
     )
     query = sql.SQL("{select} WHERE {where} ORDER BY {order}{limit}").format(
-        select=FACT_SELECT.format(t=sql.Literal(as_of or read_time)),
+        select=FACT_SELECT.format(t=sql.Literal(as_of or read_time), g=sql.Literal(group_id)),
         where=sql.SQL(" AND ").join(where),
         order=ordering,
         limit=sql.SQL(" LIMIT {}").format(sql.Literal(limit)) if limit is not None else sql.SQL(""),
