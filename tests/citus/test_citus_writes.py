@@ -247,3 +247,55 @@ def test_split_statements_keeps_quoted_semicolons() -> None:
         "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $fn$ SELECT 1; $fn$",
         "-- a comment; with a semicolon\nSELECT 'a;b', \"c;d\" FROM t",
     ]
+
+
+def test_a_tenant_isolated_to_its_own_shard_reads_the_same(
+    cluster: Cluster, memory: timestone.Memory
+) -> None:
+    group = _group()
+    memory.add_facts(
+        group,
+        [
+            {"source": "Ana", "relation": "DIRECTS", "target": "Nord"},
+            {"source": "Ana", "relation": "KNOWS", "target": "Bo"},
+        ],
+        reference_time=_day("2019-01-01"),
+    )
+
+    def read() -> tuple[object, ...]:
+        facts = sorted((f.fact, f.valid_at) for f in memory.facts(group, valid_at=None))
+        found = [f.fact for f in memory.search(group, "Whom does Ana know?").facts]
+        return (facts, found)
+
+    before = read()
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        shard = conn.execute(
+            "SELECT isolate_tenant_to_new_shard('timestone.episodes', %s::text,"
+            " cascade_option => 'CASCADE', shard_transfer_mode => 'block_writes')",
+            (group,),
+        ).fetchone()
+        rows = conn.execute(
+            "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'timestone.episodes'::regclass"
+            " AND shardid = get_shard_id_for_distribution_column('timestone.episodes', %s::text)"
+            " AND shardminvalue = shardmaxvalue",
+            (group,),
+        ).fetchone()
+    assert shard is not None
+    assert rows == (1,)  # a shard whose hash range is the group's hash alone
+    assert read() == before
+    memory.add_facts(
+        group,
+        [{"source": "Ana", "relation": "DIRECTS", "target": "Sud"}],
+        reference_time=_day("2023-01-01"),
+    )
+    assert [f.fact for f in memory.facts(group, relation="DIRECTS")] == ["Ana directs Sud."]
+
+
+def test_the_library_role_logs_in_on_every_node_and_bypasses_no_policy(cluster: Cluster) -> None:
+    for node in cluster.nodes:
+        with psycopg.connect(node.dsn()) as conn:
+            row = conn.execute(
+                "SELECT rolcanlogin, rolbypassrls, rolsuper FROM pg_roles"
+                " WHERE rolname = 'timestone_app'"
+            ).fetchone()
+        assert row == (True, False, False), node.name
