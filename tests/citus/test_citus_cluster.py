@@ -107,7 +107,9 @@ def test_search_and_context_of_a_group(memory: timestone.Memory) -> None:
     assert all("Bo" not in t for t in texts)
 
 
-def test_a_group_search_is_one_task_on_one_worker(cluster: Cluster) -> None:
+def test_a_group_search_is_one_task_on_one_worker(
+    cluster: Cluster, distribution: Distribution
+) -> None:
     req = prepare_search("Which chateau does Mira direct?")
     vector = timestone.HashEmbedder(DIMENSION).embed(["Which chateau does Mira direct?"])[0]
     params = search_params(req, MIRA, vector)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -18,7 +20,9 @@ import timestone
 from timestone._aio import _communities, _facts
 from timestone._aio._distributed import citus_tenant_settings, split_statements
 from timestone._sync._distributed import run_script
+from timestone.distributed import Distribution
 from timestone.errors import TimestoneError
+from timestone.llm import ReplayTransport, replay_llm
 from tools.citus.cluster import Cluster, Node
 
 pytestmark = pytest.mark.citus
@@ -86,7 +90,7 @@ def test_removal_rollback_and_a_copy_of_a_group(memory: timestone.Memory) -> Non
 
 
 def test_eight_writers_at_once_leave_one_timeline(
-    cluster: Cluster, open_memory: Callable[[str], timestone.Memory]
+    cluster: Cluster, distribution: Distribution, open_memory: Callable[[str], timestone.Memory]
 ) -> None:
     group = _group()
     errors: list[BaseException] = []
@@ -219,7 +223,9 @@ def test_a_write_to_a_stopped_worker_fails_whole_and_succeeds_after_its_restart(
     assert [f.fact for f in memory.facts(group)] == ["Ana directs Sud."]
 
 
-def test_a_migration_runs_on_the_distributed_schema(cluster: Cluster) -> None:
+def test_a_migration_runs_on_the_distributed_schema(
+    cluster: Cluster, distribution: Distribution
+) -> None:
     script = (
         b"-- a later migration: an index; and a comment; on a distributed table\n"
         b"CREATE INDEX facts_test_relation ON timestone.facts (group_id, relation);\n"
@@ -291,7 +297,9 @@ def test_a_tenant_isolated_to_its_own_shard_reads_the_same(
     assert [f.fact for f in memory.facts(group, relation="DIRECTS")] == ["Ana directs Sud."]
 
 
-def test_the_library_role_logs_in_on_every_node_and_bypasses_no_policy(cluster: Cluster) -> None:
+def test_the_library_role_logs_in_on_every_node_and_bypasses_no_policy(
+    cluster: Cluster, distribution: Distribution
+) -> None:
     for node in cluster.nodes:
         with psycopg.connect(node.dsn()) as conn:
             row = conn.execute(
@@ -299,3 +307,51 @@ def test_the_library_role_logs_in_on_every_node_and_bypasses_no_policy(cluster: 
                 " WHERE rolname = 'timestone_app'"
             ).fetchone()
         assert row == (True, False, False), node.name
+
+
+EXTRACTION_ONTOLOGY = timestone.Ontology(
+    entity_types=[
+        timestone.EntityType(name)
+        for name in ("Person", "Winery", "Grape", "Organization", "Place")
+    ],
+    edge_types=[
+        timestone.EdgeType(name, cardinality="one")
+        for name in ("DIRECTS", "WORKS_AT", "WORKS_WITH_GRAPE")
+    ],
+)
+LLM_FIXTURES = Path(__file__).parents[1] / "fixtures" / "llm"
+MIRA_TEXT = Path(__file__).resolve().parents[2] / "examples" / "data" / "mira.jsonl"
+
+
+def test_episodes_told_as_text_are_extracted_and_fought_on_the_shards(
+    cluster: Cluster, distribution: Distribution
+) -> None:
+    transport = ReplayTransport()
+    transport.extend(json.loads((LLM_FIXTURES / "mira.json").read_text())["responses"])
+    group = _group()
+    with timestone.Memory.open(
+        cluster.dsn,
+        embedder=timestone.HashEmbedder(16),
+        ontology=EXTRACTION_ONTOLOGY,
+        warm=False,
+        pool_size=2,
+        llm=replay_llm(transport, backoff=0.0),
+    ) as mem:
+        for line in MIRA_TEXT.read_text().splitlines():
+            if line.strip():
+                told = json.loads(line)
+                mem.add_episode(
+                    group,
+                    told["content"],
+                    reference_time=datetime.fromisoformat(told["reference_time"]),
+                    name=told["name"],
+                )
+        [now] = mem.facts(group, source="Mira", relation="DIRECTS")
+        [then] = mem.facts(
+            group, source="Mira", relation="DIRECTS", valid_at=datetime(2019, 6, 1, tzinfo=UTC)
+        )
+        context = mem.context(group, "Which winery does Mira direct?")
+    transport.check()
+    assert now.target == "Château Sud"
+    assert then.target == "Château Nord"
+    assert any("Château Sud" in item.text for item in context.items)
