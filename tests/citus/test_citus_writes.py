@@ -355,3 +355,40 @@ def test_episodes_told_as_text_are_extracted_and_fought_on_the_shards(
     assert now.target == "Château Sud"
     assert then.target == "Château Nord"
     assert any("Château Sud" in item.text for item in context.items)
+
+
+def test_a_bulk_load_on_the_cluster_rebuilds_the_shards_indexes(
+    cluster: Cluster, memory: timestone.Memory
+) -> None:
+    group = _group()
+    # the load's end sizes the index builds from every group's rows, as the owner: a
+    # maintenance statement over every shard, by nature (the guard is the conftest's)
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        conn.execute("ALTER DATABASE timestone RESET citus.multi_task_query_log_level")
+    try:
+        with memory.bulk_load():
+            memory.add_facts(
+                group,
+                [
+                    {"source": f"Person {i}", "relation": "DIRECTS", "target": f"Winery {i}"}
+                    for i in range(50)
+                ],
+                reference_time=_day("2020-01-01"),
+            )
+    finally:
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            conn.execute("ALTER DATABASE timestone SET citus.multi_task_query_log_level = 'error'")
+    with psycopg.connect(cluster.dsn) as conn:
+        conn.execute("SET citus.multi_task_query_log_level = 'off'")  # every shard, on purpose
+        shard_indexes = conn.execute(
+            "SELECT count(*) FROM run_command_on_shards('timestone.facts',"
+            " $$SELECT count(*) FROM pg_index WHERE indrelid = '%s'::regclass"
+            " AND indexrelid::regclass::text LIKE '%%facts_embedding_hnsw_%%'$$)"
+            " WHERE result = '1'"
+        ).fetchone()
+        shards = conn.execute(
+            "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'timestone.facts'::regclass"
+        ).fetchone()
+    assert shard_indexes == shards  # every shard has its HNSW index again
+    found = memory.search(group, "Who directs Winery 7?")
+    assert found.facts[0].fact == "Person 7 directs Winery 7."
