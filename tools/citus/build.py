@@ -35,12 +35,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TARBALL_NAME = "citus-14.0.1.tar.gz"
-# The vendored source sits beside the checkout (``../shared/vendor``), one level up for a
-# worktree; ``--tarball`` names another place.
-CANDIDATES = tuple(
-    p / "shared" / "vendor" / TARBALL_NAME for p in (ROOT.parent, ROOT.parent.parent)
+# The vendored source sits in ``shared/vendor`` beside the checkout or beside one of its
+# parent folders (``../shared/vendor``; a worktree's one level further up); the
+# environment variable ``TIMESTONE_CITUS_TARBALL`` or ``--tarball`` names another place.
+CANDIDATES = tuple(p / "shared" / "vendor" / TARBALL_NAME for p in ROOT.parents)
+DEFAULT_TARBALL = Path(
+    os.environ.get("TIMESTONE_CITUS_TARBALL")
+    or next((str(p) for p in CANDIDATES if p.exists()), str(CANDIDATES[0]))
 )
-DEFAULT_TARBALL = next((p for p in CANDIDATES if p.exists()), CANDIDATES[0])
 TARBALL_SHA256 = "acfa9a77cd84a8e1edab26cca4a71355f39c910c01586da89560e0240d4b05ba"
 # The wheel's PGXS flags name a warning that gcc 12 does not know.
 UNKNOWN_FLAGS = ("-Wmissing-variable-declarations",)
@@ -106,7 +108,10 @@ def sha256(path: Path) -> str:
 def ensure_built(tarball: Path = DEFAULT_TARBALL, cache: Path | None = None) -> Build:
     """The build for ``tarball`` in ``cache``: reused when finished, made otherwise."""
     if not tarball.exists():
-        raise SystemExit(f"citus build: the source tarball {tarball} does not exist")
+        raise SystemExit(
+            f"citus build: the source tarball {tarball} does not exist; put {TARBALL_NAME} in "
+            "shared/vendor beside the checkout, or name it with TIMESTONE_CITUS_TARBALL"
+        )
     digest = sha256(tarball)
     if tarball.name == TARBALL_NAME and digest != TARBALL_SHA256:
         raise SystemExit(f"citus build: {tarball} has SHA-256 {digest}, expected {TARBALL_SHA256}")
