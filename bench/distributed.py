@@ -1,6 +1,6 @@
 """Many tenants writing and searching at once: one node against a two-worker Citus cluster.
 
-    .venv/bin/python -m bench.distributed                      # 16 tenants, a few minutes
+    .venv/bin/python -m bench.distributed                      # 32 tenants, about two minutes
     .venv/bin/python -m bench.distributed --tenants 32 --facts 400 --threads 8
 
 Both setups run the same PostgreSQL 18 build with Citus (``tools.citus.build``) on
@@ -160,10 +160,10 @@ def _routed(dsn: str, before: tuple[int, int]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--tenants", type=int, default=16)
-    parser.add_argument("--facts", type=int, default=200, help="facts per tenant")
+    parser.add_argument("--tenants", type=int, default=32)
+    parser.add_argument("--facts", type=int, default=500, help="facts per tenant")
     parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--searches", type=int, default=800)
+    parser.add_argument("--searches", type=int, default=2000)
     args = parser.parse_args(argv)
     build = ensure_built()
     settings = {"citus.enable_stat_counters": "on"}
