@@ -392,3 +392,34 @@ def test_a_bulk_load_on_the_cluster_rebuilds_the_shards_indexes(
     assert shard_indexes == shards  # every shard has its HNSW index again
     found = memory.search(group, "Who directs Winery 7?")
     assert found.facts[0].fact == "Person 7 directs Winery 7."
+
+
+def test_a_worker_stopped_in_the_middle_of_a_write_leaves_nothing_of_it(
+    cluster: Cluster, memory: timestone.Memory
+) -> None:
+    group = _group()
+    memory.add_facts(
+        group,
+        [{"source": "Ana", "relation": "DIRECTS", "target": "Nord"}],
+        reference_time=_day("2019-01-01"),
+    )
+    holder = _holder(cluster, group)
+    db = memory._db  # pyright: ignore[reportPrivateUsage]
+
+    def write_while_the_worker_stops() -> None:
+        with db.transaction(group, "ending a current version") as conn:
+            conn.execute(
+                "UPDATE timestone.facts SET expired_at = %s"
+                " WHERE group_id = %s AND expired_at IS NULL",
+                (datetime.now(UTC), group),
+            )
+            cluster.stop_node(holder)  # the write's transaction is open on it
+            conn.execute("SELECT count(*) FROM timestone.facts WHERE group_id = %s", (group,))
+
+    try:
+        with pytest.raises(TimestoneError, match=f"ending a current version: .*:{holder.port}"):
+            write_while_the_worker_stops()
+    finally:
+        if not holder.started:
+            cluster.start_node(holder)
+    assert [f.fact for f in memory.facts(group)] == ["Ana directs Nord."]  # nothing of it

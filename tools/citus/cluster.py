@@ -178,17 +178,23 @@ class Cluster:
             conf.writelines(f"{k} = {v}\n" for k, v in lines.items())
 
     def start_node(self, node: Node) -> None:
-        self._run(
-            node.build, "pg_ctl", "-D", str(node.data), "-l", str(node.data / "log"),
-            "-w", "-t", "60", "start",
-        )  # fmt: skip
+        try:
+            self._run(
+                node.build, "pg_ctl", "-D", str(node.data), "-l", str(node.data / "log"),
+                "-w", "-t", "60", "start",
+            )  # fmt: skip
+        except RuntimeError as exc:
+            tail = "\n".join(self.log(node).splitlines()[-15:])
+            raise RuntimeError(f"{exc}\nthe end of {node.name}'s log:\n{tail}") from None
         node.started = True
 
     def stop_node(self, node: Node, mode: str = "fast") -> None:
         if node.started:
-            self._run(
+            done = self._run(
                 node.build, "pg_ctl", "-D", str(node.data), "-m", mode, "-w", "stop", check=False
             )
+            if done.returncode != 0 and (node.data / "postmaster.pid").exists():
+                raise RuntimeError(f"citus cluster: {node.name} did not stop:\n{done.stderr}")
             node.started = False
 
     def stop(self) -> None:
