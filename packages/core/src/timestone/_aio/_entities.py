@@ -611,15 +611,16 @@ async def read_entity(
     return dataclasses.replace(entity, summary=compose_summary(entity.summary, sentences))
 
 
-async def near_entity(conn: Conn, name: str) -> uuid.UUID | None:
-    """The id of a current entity whose name is a near-identical spelling of ``name``."""
+async def near_entity(conn: Conn, group_id: str, name: str) -> uuid.UUID | None:
+    """The id of a current entity of ``group_id`` (the transaction's group) whose name is
+    a near-identical spelling of ``name``."""
     folded = fold(name)
     if folded:
+        # the group named, not read from the setting: Citus routes by a value (_distributed)
         cur = await conn.execute(
-            "SELECT id FROM timestone.entities WHERE group_id = current_setting("
-            "'timestone.group_id', true) AND expired_at IS NULL AND fold_name = %s"
-            " ORDER BY created_at, id LIMIT 1",
-            (folded,),
+            "SELECT id FROM timestone.entities WHERE group_id = %s"
+            " AND expired_at IS NULL AND fold_name = %s ORDER BY created_at, id LIMIT 1",
+            (group_id, folded),
         )
         row = await cur.fetchone()
         if row is not None:

@@ -536,7 +536,7 @@ class AsyncMemory:
                 return await read_entity(conn, group_id, ref, system)
             found = await read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = await near_entity(conn, ref)
+                ident = await near_entity(conn, group_id, ref)
                 if ident is not None:
                     found = await read_entity(conn, group_id, ident, system)
             return found

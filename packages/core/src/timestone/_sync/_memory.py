@@ -535,7 +535,7 @@ class Memory:
                 return read_entity(conn, group_id, ref, system)
             found = read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = near_entity(conn, ref)
+                ident = near_entity(conn, group_id, ref)
                 if ident is not None:
                     found = read_entity(conn, group_id, ident, system)
             return found
