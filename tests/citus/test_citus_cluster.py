@@ -75,6 +75,13 @@ def test_each_group_reads_only_its_rows(memory: timestone.Memory, cluster: Clust
             conn.execute(statement_)
         groups = conn.execute("SELECT DISTINCT group_id FROM timestone.facts").fetchall()
         assert groups == [(BO,)]
+        # nor does it write another group's rows
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute(
+                "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
+                " VALUES (%s, gen_random_uuid(), now(), 0)",
+                (MIRA,),
+            )
         conn.rollback()
         conn.execute("SET citus.multi_task_query_log_level = 'off'")
         conn.execute("SET ROLE timestone_app")
