@@ -237,7 +237,7 @@ def test_a_migration_runs_on_the_distributed_schema(
             conn.execute(script)  # as one query, Citus refuses it
         conn.rollback()
     with psycopg.Connection[DictRow].connect(cluster.dsn, row_factory=dict_row) as conn:
-        run_script(conn, script)
+        run_script(conn, script, True)
         assert conn.execute(
             "SELECT to_regclass('timestone.facts_test_relation') AS i"
         ).fetchone() == {"i": None}

@@ -190,16 +190,9 @@ def _migrations() -> list[tuple[int, str, bytes]]:
 MIGRATIONS = _migrations()
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-# One statement each: on a Citus coordinator a statement that changes a distributed or
-# reference table (``meta``) is sent on to the workers, and a string of several is refused.
-_BOOTSTRAP: tuple[bytes, ...] = (
-    b"""
+_BOOTSTRAP = b"""
 CREATE SCHEMA IF NOT EXISTS timestone;
-""",
-    b"""
 CREATE TABLE IF NOT EXISTS timestone.meta (key text PRIMARY KEY, value jsonb NOT NULL);
-""",
-    b"""
 DO $role$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'timestone_app') THEN
@@ -209,8 +202,6 @@ EXCEPTION WHEN duplicate_object OR unique_violation THEN
     NULL;  -- another database of this cluster created it first
 END
 $role$;
-""",
-    b"""
 DO $grant$
 BEGIN
     -- granting again takes the role's ADMIN option, which a user an administrator
@@ -220,22 +211,12 @@ BEGIN
     END IF;
 END
 $grant$;
-""",
-    b"""
 GRANT USAGE ON SCHEMA timestone TO timestone_app;
-""",
-    b"""
 GRANT SELECT ON timestone.meta TO timestone_app;
-""",
-    b"""
 ALTER TABLE timestone.meta ENABLE ROW LEVEL SECURITY;
-""",
-    b"""
 -- the library role reads it; the owner writes it (an earlier bootstrap forced the policy
 -- on the owner too, which refused every migration by a user who is not a superuser)
 ALTER TABLE timestone.meta NO FORCE ROW LEVEL SECURITY;
-""",
-    b"""
 DO $meta$
 BEGIN
     CREATE POLICY readable ON timestone.meta FOR SELECT USING (true);
@@ -243,8 +224,7 @@ EXCEPTION WHEN duplicate_object THEN
     NULL;
 END
 $meta$;
-""",
-)
+"""
 
 
 def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
@@ -361,9 +341,12 @@ async def migrate(dsn: str) -> int:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             await _ensure_extensions(conn)
+            from ._distributed import is_distributed, run_script  # they build on this module
+
+            # a distributed schema takes its scripts one statement at a time (run_script)
+            distributed = await is_distributed(conn)
             try:
-                for statement in _BOOTSTRAP:
-                    await conn.execute(statement)
+                await run_script(conn, _BOOTSTRAP, distributed)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     f"this user may not create the role {APP_ROLE} or grant it; ask an "
@@ -376,13 +359,11 @@ async def migrate(dsn: str) -> int:
                     f"the database schema is version {version}, newer than this Timestone "
                     f"(schema {SCHEMA_VERSION}); upgrade the timestone package"
                 )
-            from ._distributed import run_script  # it builds on this module
-
             for number, name, text in MIGRATIONS:
                 if number <= version:
                     continue
                 async with conn.transaction():
-                    await run_script(conn, text)
+                    await run_script(conn, text, distributed)
                     await conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

@@ -346,10 +346,10 @@ def split_statements(script: str) -> list[str]:
     ]
 
 
-async def run_script(conn: Conn, script: bytes) -> None:
+async def run_script(conn: Conn, script: bytes, distributed: bool) -> None:
     """Run ``script`` (a migration) on ``conn``: whole, or one statement at a time on a
-    distributed database (``split_statements``), in the caller's transaction."""
-    if not await is_distributed(conn):
+    ``distributed`` database (``split_statements``), in the caller's transaction."""
+    if not distributed:
         await conn.execute(script)
         return
     for statement in split_statements(script.decode()):
