@@ -19,7 +19,7 @@ from timestone._aio._distributed import GROUP_TABLES, citus_tenant_settings
 from timestone._search_request import prepare_search
 from timestone._search_sql import search_params, statement
 from timestone.distributed import Distribution, distribute
-from timestone.errors import ConnectionFailed, MissingExtension
+from timestone.errors import ConnectionFailed, MissingExtension, SchemaTooNew
 from tools.citus.build import Build, ensure_built
 from tools.citus.cluster import Cluster
 
@@ -179,3 +179,19 @@ def test_a_worker_without_pgvector_is_refused_before_anything_is_written() -> No
             assert schema == (None,)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_a_timestone_without_the_distributed_mode_is_refused(
+    cluster: Cluster, distribution: Distribution, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # distribute() migrates the schema to this Timestone's version, whose migration 0041
+    # (similar_entities by the group's value) no Timestone before the distributed mode
+    # has (schema 31 and older): such a Timestone, opening the cluster, is refused before
+    # it reads or writes anything
+    from timestone._sync import _db as sync_db
+
+    current = sync_db.SCHEMA_VERSION
+    assert 41 in {number for number, _, _ in sync_db.MIGRATIONS}
+    monkeypatch.setattr(sync_db, "SCHEMA_VERSION", 31)
+    with pytest.raises(SchemaTooNew, match=f"schema is version {current}, newer than this"):
+        sync_db.migrate(cluster.dsn)
