@@ -19,7 +19,7 @@ from timestone._aio._distributed import GROUP_TABLES, citus_tenant_settings
 from timestone._search_request import prepare_search
 from timestone._search_sql import search_params, statement
 from timestone.distributed import Distribution, distribute
-from timestone.errors import ConnectionFailed, MissingExtension, SchemaTooNew
+from timestone.errors import ConnectionFailed, InvalidInput, MissingExtension, SchemaTooNew
 from tools.citus.build import Build, ensure_built
 from tools.citus.cluster import Cluster
 
@@ -195,3 +195,9 @@ def test_a_timestone_without_the_distributed_mode_is_refused(
     monkeypatch.setattr(sync_db, "SCHEMA_VERSION", 31)
     with pytest.raises(SchemaTooNew, match=f"schema is version {current}, newer than this"):
         sync_db.migrate(cluster.dsn)
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "8"])
+def test_a_bad_shard_count_is_refused(cluster: Cluster, bad: object) -> None:
+    with pytest.raises(InvalidInput, match="shard_count must be a positive integer"):
+        distribute(cluster.dsn, shard_count=bad)  # pyright: ignore[reportArgumentType]

@@ -35,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from .._distribution import Distribution
-from ..errors import ConnectionFailed, DatabaseError, MissingExtension
+from ..errors import ConnectionFailed, DatabaseError, InvalidInput, MissingExtension
 from ._db import EXTENSIONS, MIGRATE_LOCK, Conn, connect_owner, migrate, wrap_db_error
 
 __all__ = [
@@ -260,8 +260,6 @@ def distribute(dsn: str, *, shard_count: int | None = None) -> Distribution:
     cluster (``Memory.open`` finds the mark itself).
     """
     if shard_count is not None and not (type(shard_count) is int and shard_count >= 1):
-        from ..errors import InvalidInput
-
         raise InvalidInput(f"shard_count must be a positive integer, got {shard_count!r}")
     conn = connect_owner(dsn)
     with conn:
