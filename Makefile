@@ -30,6 +30,13 @@ format: venv
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
 
+# The distributed mode on a local Citus cluster: builds Citus from the vendored source
+# once (into a cache outside the repository), starts a coordinator and two workers,
+# runs tests/citus, stops the servers. See docs/scale.md.
+.PHONY: test-citus
+test-citus: venv
+	$(RUN) python -m tools.citus.run
+
 gen-sync: venv
 	$(RUN) python tools/gen_sync.py
 

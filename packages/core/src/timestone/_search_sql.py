@@ -73,6 +73,7 @@ __all__ = [
     "episodes_sql",
     "fact_vectors",
     "facts_given_sql",
+    "facts_inline_sql",
     "facts_lists_sql",
     "facts_sql",
     "facts_text_first_sql",
@@ -562,14 +563,14 @@ def _name_lateral(column: str, as_of: datetime | None, out: str) -> sql.Composab
     if as_of is None:
         return sql.SQL(
             " CROSS JOIN LATERAL (SELECT coalesce("
-            "(SELECT e.name FROM timestone.entities AS e WHERE e.group_id = f.group_id"
+            "(SELECT e.name FROM timestone.entities AS e WHERE e.group_id = %(g)s"
             " AND e.id = f.{c} AND e.expired_at IS NULL),"
-            " (SELECT e.name FROM timestone.entities AS e WHERE e.group_id = f.group_id"
+            " (SELECT e.name FROM timestone.entities AS e WHERE e.group_id = %(g)s"
             " AND e.id = f.{c} ORDER BY e.created_at DESC LIMIT 1)) AS name) AS {o}"
         ).format(c=c, o=o)
     return sql.SQL(
         " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-        " WHERE e.group_id = f.group_id AND e.id = f.{c}"
+        " WHERE e.group_id = %(g)s AND e.id = f.{c}"
         " AND e.created_at <= %(as_of)s::timestamptz ORDER BY e.created_at DESC LIMIT 1) AS {o}"
     ).format(c=c, o=o)
 
@@ -826,6 +827,19 @@ def facts_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     )
 
 
+def facts_inline_sql(req: SearchRequest, dimension: int) -> sql.Composed:
+    """``facts_sql`` with the full-text list ranked in the statement itself: on a
+    distributed database, where ``facts_text_first_sql`` would leave its setting on the
+    coordinator, and the facts statement, routed whole to the group's worker, would
+    read it there."""
+    filters = _fact_filters("f", req)
+    return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(
+        fts=_fts("facts"),
+        lists=_facts_lists(req, filters, dimension),
+        fused=_facts_fused(req, filters),
+    )
+
+
 # A search of a large group can split the facts statement over two connections of the
 # pool that share one snapshot: the full-text list on one while the other ranks the
 # vector and graph lists, then fuses the three. Each list travels back as the text of an
@@ -922,7 +936,7 @@ def entities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         mentions=_only_for(
             req,
             "episode_mentions",
-            "(SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = e.group_id"
+            "(SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = %(g)s"
             " AND m.entity_id = e.id AND {held_m})",
             "bigint",
             held_m=held_clause("m", req.as_of),
@@ -1000,7 +1014,7 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
             req,
             "node_distance",
             "(SELECT min({hop}) FROM timestone.mentions AS m"
-            " WHERE m.group_id = p.group_id AND m.episode_id = p.id AND {held_m})",
+            " WHERE m.group_id = %(g)s AND m.episode_id = p.id AND {held_m})",
             "integer",
             hop=_hop_of_mention(),
             held_m=held_clause("m", req.as_of),
@@ -1008,7 +1022,7 @@ def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
         mentions=_only_for(
             req,
             "episode_mentions",
-            "(SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = p.group_id"
+            "(SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = %(g)s"
             " AND m.episode_id = p.id AND {held_m})",
             "bigint",
             held_m=held_clause("m", req.as_of),
@@ -1069,6 +1083,7 @@ def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:
 _BUILDERS: dict[str, Callable[[SearchRequest, int], sql.Composed]] = {
     "facts": facts_sql,
     "facts:text_first": lambda req, _: facts_text_first_sql(req),
+    "facts:inline": facts_inline_sql,
     "facts:text": lambda req, _: facts_text_sql(req),
     "facts:lists": facts_lists_sql,
     "facts:given": lambda req, _: facts_given_sql(req),

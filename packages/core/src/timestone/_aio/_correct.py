@@ -23,6 +23,7 @@ from .._models import RemovalReport, RollbackReport, check_uuid
 from .._time import aware
 from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._db import Conn
+from ._distributed import row_inserts
 from ._entities import recompute_entities
 from ._facts import SlotChanges, recompute_retracted
 from ._write import Write
@@ -131,11 +132,14 @@ async def rollback(w: Write, to: datetime) -> RollbackReport:
     for table in VERSIONED_TABLES:
         columns = sql.SQL(", ").join(map(sql.Identifier, await _copy_columns(w.conn, table)))
         cur = await w.conn.execute(
-            sql.SQL(
-                "INSERT INTO timestone.{t} ({cols}, created_at)"
-                " SELECT {cols}, %s FROM timestone.{t}"
-                " WHERE group_id = %s AND created_at <= %s AND expired_at > %s"
-            ).format(t=sql.Identifier(table), cols=columns),
+            row_inserts(
+                w.conn,
+                sql.SQL(
+                    "INSERT INTO timestone.{t} ({cols}, created_at)"
+                    " SELECT {cols}, %s FROM timestone.{t}"
+                    " WHERE group_id = %s AND created_at <= %s AND expired_at > %s"
+                ).format(t=sql.Identifier(table), cols=columns),
+            ),
             (w.now, w.group_id, point, point),
         )
         restored[table] = cur.rowcount
@@ -166,8 +170,8 @@ async def purge(w: Write, episode_id: uuid.UUID) -> int:
         cur = await w.conn.execute(
             "DELETE FROM timestone.entities AS e WHERE e.group_id = %s AND e.id = ANY(%s)"
             " AND NOT EXISTS (SELECT 1 FROM timestone.mentions AS m"
-            "   WHERE m.group_id = e.group_id AND m.entity_id = e.id)",
-            (w.group_id, mentioned),
+            "   WHERE m.group_id = %s AND m.entity_id = e.id)",
+            (w.group_id, mentioned, w.group_id),
         )
         erased += cur.rowcount
         # communities are named after their members and summarized by their facts: every

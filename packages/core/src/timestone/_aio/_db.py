@@ -341,8 +341,12 @@ async def migrate(dsn: str) -> int:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             await _ensure_extensions(conn)
+            from ._distributed import is_distributed, run_script  # they build on this module
+
+            # a distributed schema takes its scripts one statement at a time (run_script)
+            distributed = await is_distributed(conn)
             try:
-                await conn.execute(_BOOTSTRAP)
+                await run_script(conn, _BOOTSTRAP, distributed)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     f"this user may not create the role {APP_ROLE} or grant it; ask an "
@@ -359,7 +363,7 @@ async def migrate(dsn: str) -> int:
                 if number <= version:
                     continue
                 async with conn.transaction():
-                    await conn.execute(text)
+                    await run_script(conn, text, distributed)
                     await conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -652,6 +656,20 @@ class Database:
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
         # group -> (creation time of its n-th current fact, monotonic time it was read)
         self._horizons: dict[str, tuple[datetime, float]] = {}
+        # a Citus coordinator's distributed schema: the group is set with SET LOCAL, which
+        # reaches the workers (``_distributed``); found by ``aopen``
+        self.distributed = False
+
+    async def set_group(self, conn: Conn, group: str) -> None:
+        """Make ``conn``'s transaction see only ``group`` (checked by the caller)."""
+        if not self.distributed:
+            await conn.execute(TENANT_SETTINGS, (group,))
+            return
+        from ._distributed import citus_tenant_settings, mark_routed  # they build on this
+
+        mark_routed(conn)
+        for statement in citus_tenant_settings(group):
+            await conn.execute(statement)
 
     def small(self, group_id: str) -> bool:
         """Whether ``group_id`` was found to hold few facts (``note_small``) within the
@@ -795,7 +813,16 @@ class Database:
             raise ConnectionFailed(
                 f"cannot open a connection pool to {_redact(dsn)}: {exc}"
             ) from exc
-        return cls(dsn, pool)
+        db = cls(dsn, pool)
+        from ._distributed import is_distributed
+
+        try:
+            async with pool.connection() as conn, autocommit(conn):
+                db.distributed = await is_distributed(conn)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise wrap_db_error(exc, "reading the distribution of the schema") from exc
+        return db
 
     async def close(self) -> None:
         if self._analyzing is not None:
@@ -839,7 +866,7 @@ class Database:
         group = check_group(group_id)
         try:
             async with self.pool.connection() as conn, conn.transaction():
-                await conn.execute(TENANT_SETTINGS, (group,))
+                await self.set_group(conn, group)
                 if pipeline:
                     async with conn.pipeline() as statements:
                         try:

@@ -33,6 +33,7 @@ from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._vectors import VectorArray
 from ..ontology import Ontology
 from ._db import Conn
+from ._distributed import row_inserts
 from ._write import Write, as_stored, json_object, json_text, stored_order, vector_inserts
 
 __all__ = [
@@ -240,7 +241,7 @@ async def insert_mentions(
         )
     if mentions:
         await w.conn.execute(
-            _INSERT_MENTIONS,
+            row_inserts(w.conn, _INSERT_MENTIONS),
             {
                 "group": w.group_id,
                 "episode": episode_id,
@@ -339,11 +340,11 @@ async def read_entities(
             " e.attributes::text AS attributes, e.summary, e.created_at,"
             " e.name_embedding IS NOT NULL AS embedded,"
             " (SELECT max(m.recorded_at) FROM timestone.mentions AS m"
-            "  WHERE m.group_id = e.group_id AND m.entity_id = e.id AND m.expired_at IS NULL"
+            "  WHERE m.group_id = %s AND m.entity_id = e.id AND m.expired_at IS NULL"
             "  AND m.episode_id IS DISTINCT FROM %s::uuid) AS last_mention"
             " FROM timestone.entities AS e WHERE e.group_id = %s AND e.expired_at IS NULL"
             " AND e.id = ANY(%b::uuid[])",
-            (fresh.episode_id if fresh else None, w.group_id, ids),
+            (w.group_id, fresh.episode_id if fresh else None, w.group_id, ids),
         )
         rows_now = {row["id"]: row for row in await bcur.fetchall()}
         mentions, unread = _folded_so_far(ids, rows_now, fresh)
@@ -435,11 +436,11 @@ async def write_entities(
         params["embedding"] = VectorArray(
             [vectors[s.name] for _, s, _ in fresh_names], w.embedder.dimension
         )
-        await w.conn.execute(_INSERT_ENTITIES_EMBEDDED, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_EMBEDDED), params)
     if kept:
         params = _entity_params(w, kept)
         params["keep"] = [keep for _, _, keep in kept]
-        await w.conn.execute(_INSERT_ENTITIES_KEPT, params)
+        await w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_KEPT), params)
     expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
 
@@ -610,15 +611,16 @@ async def read_entity(
     return dataclasses.replace(entity, summary=compose_summary(entity.summary, sentences))
 
 
-async def near_entity(conn: Conn, name: str) -> uuid.UUID | None:
-    """The id of a current entity whose name is a near-identical spelling of ``name``."""
+async def near_entity(conn: Conn, group_id: str, name: str) -> uuid.UUID | None:
+    """The id of a current entity of ``group_id`` (the transaction's group) whose name is
+    a near-identical spelling of ``name``."""
     folded = fold(name)
     if folded:
+        # the group named, not read from the setting: Citus routes by a value (_distributed)
         cur = await conn.execute(
-            "SELECT id FROM timestone.entities WHERE group_id = current_setting("
-            "'timestone.group_id', true) AND expired_at IS NULL AND fold_name = %s"
-            " ORDER BY created_at, id LIMIT 1",
-            (folded,),
+            "SELECT id FROM timestone.entities WHERE group_id = %s"
+            " AND expired_at IS NULL AND fold_name = %s ORDER BY created_at, id LIMIT 1",
+            (group_id, folded),
         )
         row = await cur.fetchone()
         if row is not None:

@@ -59,6 +59,7 @@ from ._communities import (
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
+from ._distributed import check_workers
 from ._entities import near_entity, read_entity
 from ._extract import (
     MAX_EPISODE_CHARS,
@@ -205,6 +206,7 @@ class AsyncMemory:
             target = dsn or os.environ.get("TIMESTONE_DSN")
             if target is None:
                 target = await _compat.ato_thread(embedded_dsn, data_dir)
+            await check_workers(target)  # a Citus cluster: every worker answers
             await migrate(target)
             if reembed:
                 await reembed_all(target, chosen)
@@ -548,7 +550,7 @@ class AsyncMemory:
                 return await read_entity(conn, group_id, ref, system)
             found = await read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = await near_entity(conn, ref)
+                ident = await near_entity(conn, group_id, ref)
                 if ident is not None:
                     found = await read_entity(conn, group_id, ident, system)
             return found

@@ -28,7 +28,7 @@ import dataclasses
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, LiteralString
 
 import pydantic
 from psycopg import sql
@@ -40,6 +40,7 @@ from ..embedders import Embedder
 from ..errors import InvalidInput
 from ..llm import LLM, LLMRequest
 from ._db import Conn, Database
+from ._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed
 from ._write import Write, begin_write
 
 __all__ = [
@@ -132,7 +133,7 @@ _NOW = sql.SQL(
 # kept from the planner (an InitPlan): for a group its statistics have not seen, it
 # would estimate one row and could walk each step through an index keyed on the group
 # alone, reading the whole group for each entity reached.
-_COMPONENT = sql.SQL(
+_COMPONENT_TEXT: LiteralString = (
     "WITH RECURSIVE comp(id) AS (SELECT unnest(%(seeds)s::uuid[])"
     " UNION SELECT x.id FROM comp AS c CROSS JOIN LATERAL ("
     "  SELECT f.target_id FROM timestone.facts AS f"
@@ -143,7 +144,10 @@ _COMPONENT = sql.SQL(
     " SELECT f.source_id, f.target_id, f.fact FROM timestone.facts AS f"
     " WHERE f.group_id = (SELECT %(g)s::text) AND f.source_id IN (SELECT id FROM comp)"
     " AND {now}"
-).format(now=_NOW)
+)
+_COMPONENT = sql.SQL(_COMPONENT_TEXT).format(now=_NOW)
+# on a distributed database (``_distributed.routed``): the group's value named
+_COMPONENT_ROUTED = sql.SQL(_COMPONENT_TEXT.replace(HIDDEN_GROUP, ROUTED_GROUP)).format(now=_NOW)
 
 
 def _edges(conn: Conn, group_id: str, seeds: Sequence[uuid.UUID] | None) -> list[Edge]:
@@ -153,7 +157,7 @@ def _edges(conn: Conn, group_id: str, seeds: Sequence[uuid.UUID] | None) -> list
             " WHERE f.group_id = %(g)s AND {now}"
         ).format(now=_NOW)
     else:
-        query = _COMPONENT
+        query = _COMPONENT_ROUTED if routed(conn) else _COMPONENT
     cur = conn.execute(query, {"seeds": list(seeds or ()), "g": group_id})
     return [(r["source_id"], r["target_id"], r["fact"]) for r in cur.fetchall()]
 

@@ -340,8 +340,12 @@ def migrate(dsn: str) -> int:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             _ensure_extensions(conn)
+            from ._distributed import is_distributed, run_script  # they build on this module
+
+            # a distributed schema takes its scripts one statement at a time (run_script)
+            distributed = is_distributed(conn)
             try:
-                conn.execute(_BOOTSTRAP)
+                run_script(conn, _BOOTSTRAP, distributed)
             except psycopg.errors.InsufficientPrivilege as exc:
                 raise DatabaseError(
                     f"this user may not create the role {APP_ROLE} or grant it; ask an "
@@ -358,7 +362,7 @@ def migrate(dsn: str) -> int:
                 if number <= version:
                     continue
                 with conn.transaction():
-                    conn.execute(text)
+                    run_script(conn, text, distributed)
                     conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -649,6 +653,20 @@ class Database:
         self._large: dict[str, float] = {}  # group -> monotonic time it was found large
         # group -> (creation time of its n-th current fact, monotonic time it was read)
         self._horizons: dict[str, tuple[datetime, float]] = {}
+        # a Citus coordinator's distributed schema: the group is set with SET LOCAL, which
+        # reaches the workers (``_distributed``); found by ``open``
+        self.distributed = False
+
+    def set_group(self, conn: Conn, group: str) -> None:
+        """Make ``conn``'s transaction see only ``group`` (checked by the caller)."""
+        if not self.distributed:
+            conn.execute(TENANT_SETTINGS, (group,))
+            return
+        from ._distributed import citus_tenant_settings, mark_routed  # they build on this
+
+        mark_routed(conn)
+        for statement in citus_tenant_settings(group):
+            conn.execute(statement)
 
     def small(self, group_id: str) -> bool:
         """Whether ``group_id`` was found to hold few facts (``note_small``) within the
@@ -790,7 +808,16 @@ class Database:
             raise ConnectionFailed(
                 f"cannot open a connection pool to {_redact(dsn)}: {exc}"
             ) from exc
-        return cls(dsn, pool)
+        db = cls(dsn, pool)
+        from ._distributed import is_distributed
+
+        try:
+            with pool.connection() as conn, autocommit(conn):
+                db.distributed = is_distributed(conn)
+        except psycopg.Error as exc:
+            pool.close()
+            raise wrap_db_error(exc, "reading the distribution of the schema") from exc
+        return db
 
     def close(self) -> None:
         if self._analyzing is not None:
@@ -832,7 +859,7 @@ class Database:
         group = check_group(group_id)
         try:
             with self.pool.connection() as conn, conn.transaction():
-                conn.execute(TENANT_SETTINGS, (group,))
+                self.set_group(conn, group)
                 if pipeline:
                     with conn.pipeline() as statements:
                         try:

@@ -14,7 +14,7 @@ import dataclasses
 import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import sql
 from psycopg.rows import tuple_row
@@ -23,6 +23,7 @@ from .._ids import new_ids
 from .._models import Fact
 from .._timeline import Assertion, Period, attributes_key, compute_slot
 from .._vectors import VectorArray
+from ._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed, row_inserts
 from ._write import Write, as_stored, json_object, json_text, vector_inserts
 
 __all__ = [
@@ -108,7 +109,7 @@ def insert_assertions(w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionR
         )
     if rows:
         w.conn.execute(
-            _INSERT_ASSERTIONS,
+            row_inserts(w.conn, _INSERT_ASSERTIONS),
             {
                 "group": w.group_id,
                 "episode": episode_id,
@@ -292,7 +293,7 @@ _WINDOWS = (
 # in one pass over the pair. The bounds are CASE expressions, not coalesce: under row
 # level security the planner keeps a qual it cannot prove leakproof (coalesce, for one)
 # out of an index scan, and read the table whole.
-_SLOTS = sql.SQL(
+_SLOTS_TEXT: LiteralString = (
     " FROM unnest(%(sources)b::uuid[], %(relations)b::text[], %(targets)b::uuid[],"
     "   %(since)b::timestamptz[], %(until)b::timestamptz[], %(others)b::bool[])"
     "   AS s(source_id, relation, target_id, since, until, others)"
@@ -311,26 +312,37 @@ _SLOTS = sql.SQL(
     "    ELSE x.cardinality = 'one' OR x.target_id = s.target_id END"
     " ) AS {alias}"
 )
-_SLOT_ASSERTIONS = sql.SQL(
+
+
+def _slot_reads(slots: sql.SQL) -> tuple[sql.Composed, sql.Composed]:
+    """The two reads of a slot's fight (assertions, then facts) over ``slots``."""
+    return _SLOT_ASSERTIONS_OF.format(
+        # the winners on ``until`` too: they end the window's last period
+        slots=slots.format(
+            table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
+        )
+    ), _SLOT_FACTS_OF.format(
+        slots=slots.format(
+            table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
+        )
+    )
+
+
+_SLOT_ASSERTIONS_OF = sql.SQL(
     "SELECT a.id, a.episode_id, a.recorded_at, a.position, a.source_id, a.relation,"
     " a.target_id, a.cardinality, a.fact, a.attributes::text AS attributes, a.valid_at,"
     " a.invalid_at{slots} WHERE a.episode_id IS DISTINCT FROM %(episode)s::uuid"
-).format(
-    # the winners on ``until`` too: they end the window's last period
-    slots=_SLOTS.format(
-        table=sql.Identifier("assertions"), before=sql.SQL("<="), alias=sql.Identifier("a")
-    )
 )
 # vectors stay in the database: a kept one is copied there by the insert
-_SLOT_FACTS = sql.SQL(
+_SLOT_FACTS_OF = sql.SQL(
     "SELECT f.version_id, f.id, f.source_id, f.relation, f.target_id, f.cardinality,"
     " f.fact, f.attributes::text AS attributes, f.episodes, f.valid_at, f.invalid_at,"
     " f.embedding IS NOT NULL AS embedded{slots}"
-).format(
-    slots=_SLOTS.format(
-        table=sql.Identifier("facts"), before=sql.SQL("<"), alias=sql.Identifier("f")
-    )
 )
+_SLOT_ASSERTIONS, _SLOT_FACTS = _READS = _slot_reads(sql.SQL(_SLOTS_TEXT))
+# on a distributed database (``_distributed.routed``): the group's value named
+_READS_ROUTED = _slot_reads(sql.SQL(_SLOTS_TEXT.replace(HIDDEN_GROUP, ROUTED_GROUP)))
+_WINDOWS_ROUTED = _WINDOWS.replace(HIDDEN_GROUP, ROUTED_GROUP)
 
 
 def read_slots(
@@ -365,12 +377,14 @@ def read_slots(
     targets = [s[2] if len(s) == 3 else None for s in wanted]
     spans = [within.get(s) if within and len(s) == 2 else None for s in wanted]
     # binary: ids, times and arrays come back without text to parse
+    on_citus = routed(w.conn)
+    slot_assertions, slot_facts = _READS_ROUTED if on_citus else _READS
     with w.conn.cursor(binary=True) as bcur:
         sinces: list[datetime | None] = [None] * len(wanted)
         untils: list[datetime | None] = [None] * len(wanted)
         if any(span is not None for span in spans):
             bcur.execute(
-                _WINDOWS,
+                _WINDOWS_ROUTED if on_citus else _WINDOWS,
                 {
                     "g": w.group_id,
                     "sources": sources,
@@ -394,7 +408,7 @@ def read_slots(
             "until": untils,
             "others": [not (len(s) == 2 and s in only_one) for s in wanted],
         }
-        bcur.execute(_SLOT_ASSERTIONS, {**window, "episode": episode_id})
+        bcur.execute(slot_assertions, {**window, "episode": episode_id})
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
         for row in bcur.fetchall():
             if row["id"] in seen:
@@ -414,7 +428,7 @@ def read_slots(
                     attributes=json_object(row["attributes"]),
                 )
             )
-        bcur.execute(_SLOT_FACTS, window)
+        bcur.execute(slot_facts, window)
         reads.fact_rows = list({row["version_id"]: row for row in bcur.fetchall()}.values())
     return reads
 
@@ -492,11 +506,11 @@ def write_slots(w: Write, plan: SlotPlan) -> SlotChanges:
         params["embedding"] = VectorArray(
             [vectors[p.fact] for _, _, p, _ in fresh], w.embedder.dimension
         )
-        w.conn.execute(_INSERT_FACTS_EMBEDDED, params)
+        w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_EMBEDDED), params)
     if kept:
         params = _fact_params(w, changes, kept)
         params["keep"] = [keep for _, _, _, keep in kept]
-        w.conn.execute(_INSERT_FACTS_KEPT, params)
+        w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_KEPT), params)
     return changes
 
 
@@ -542,11 +556,13 @@ FACT_SELECT = sql.SQL(
     " f.target_id, t.name AS target, f.fact, f.valid_at, f.invalid_at, f.created_at,"
     " f.expired_at, f.episodes, f.attributes::text AS attributes"
     " FROM timestone.facts AS f"
+    # the group named, not taken from f: Citus routes the names' lookups to the group's
+    # shard only by a value it can read (``_distributed``)
     " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-    "   WHERE e.group_id = f.group_id AND e.id = f.source_id AND e.created_at <= {t}"
+    "   WHERE e.group_id = {g} AND e.id = f.source_id AND e.created_at <= {t}"
     "   ORDER BY e.created_at DESC LIMIT 1) AS s"
     " CROSS JOIN LATERAL (SELECT e.name FROM timestone.entities AS e"
-    "   WHERE e.group_id = f.group_id AND e.id = f.target_id AND e.created_at <= {t}"
+    "   WHERE e.group_id = {g} AND e.id = f.target_id AND e.created_at <= {t}"
     "   ORDER BY e.created_at DESC LIMIT 1) AS t"
 )
 
@@ -671,7 +687,7 @@ def read_facts(
         else sql.SQL("f.valid_at DESC, f.relation, f.id")
     )
     query = sql.SQL("{select} WHERE {where} ORDER BY {order}{limit}").format(
-        select=FACT_SELECT.format(t=sql.Literal(as_of or read_time)),
+        select=FACT_SELECT.format(t=sql.Literal(as_of or read_time), g=sql.Literal(group_id)),
         where=sql.SQL(" AND ").join(where),
         order=ordering,
         limit=sql.SQL(" LIMIT {}").format(sql.Literal(limit)) if limit is not None else sql.SQL(""),

@@ -60,6 +60,7 @@ from ._communities import (
 from ._correct import check_episode_id, purge, remove, rollback
 from ._db import Database, bind_embedder, migrate
 from ._db import reembed as reembed_all
+from ._distributed import check_workers
 from ._entities import near_entity, read_entity
 from ._extract import (
     MAX_EPISODE_CHARS,
@@ -206,6 +207,7 @@ class Memory:
             target = dsn or os.environ.get("TIMESTONE_DSN")
             if target is None:
                 target = _compat.to_thread(embedded_dsn, data_dir)
+            check_workers(target)  # a Citus cluster: every worker answers
             migrate(target)
             if reembed:
                 reembed_all(target, chosen)
@@ -547,7 +549,7 @@ class Memory:
                 return read_entity(conn, group_id, ref, system)
             found = read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = near_entity(conn, ref)
+                ident = near_entity(conn, group_id, ref)
                 if ident is not None:
                     found = read_entity(conn, group_id, ident, system)
             return found

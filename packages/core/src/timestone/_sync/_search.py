@@ -195,9 +195,12 @@ def _send_scopes(
     params: Mapping[str, Any],
     dimension: int,
     into: dict[str, RawCursor[DictRow]],
+    inline: bool = False,
 ) -> None:
+    """``inline``: the facts statement ranks its full-text list itself (no text first)."""
     for scope in scopes:
-        into[scope] = _send(conn, scope, req, params, dimension)
+        name = "facts:inline" if inline and scope == "facts" else scope
+        into[scope] = _send(conn, name, req, params, dimension)
 
 
 # The first step of a split search: its snapshot, and whether the group has fewer than
@@ -247,10 +250,13 @@ def run_search(
         if spare is not None:
             conn.execute(_BEGIN)
         conn.execute(_settings_of(req), settings)
+        distributed = db is not None and db.distributed
+        if db is not None and distributed:  # the group for the workers too
+            db.set_group(conn, group_id)
         probe = None
         if spare is not None:
             probe = conn.execute(_SPLIT_PROBE, {"g": group_id, "n": SPLIT_FACTS})
-        else:
+        elif not distributed:
             _send_text_first(conn, req, params, dimension)
         center_cur = None
         if req.center is not None:
@@ -264,7 +270,7 @@ def run_search(
                 raise TypeError("run_search needs the query's vector or an embedder")
             params["vec"] = np.asarray(embed_query(embedder, req.query), dtype=np.float32)
         if spare is None:
-            _send_scopes(conn, req.scopes, req, params, dimension, cursors)
+            _send_scopes(conn, req.scopes, req, params, dimension, cursors, distributed)
     if center_cur is not None:
         found = center_cur.fetchone()
         if found is None or found["n"] == 0:
@@ -376,7 +382,12 @@ def search_hits(
         # there is no BEGIN to send nor COMMIT to wait for. (A sync in the middle would
         # leave the later statements without a group: they would see no rows, not
         # another group's.) A large facts table: see ``SPLIT_ROWS``.
-        with db.pool.connection() as conn, autocommit(conn):
+        # On a distributed database, a transaction: the group reaches the workers only
+        # as a SET LOCAL in a transaction block (``_distributed``).
+        with (
+            db.pool.connection() as conn,
+            conn.transaction() if db.distributed else autocommit(conn),
+        ):
             large = (
                 "facts" in req.scopes and not db.small(group) and db.facts_rows(conn) >= SPLIT_ROWS
             )

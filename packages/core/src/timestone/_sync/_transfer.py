@@ -35,6 +35,7 @@ from .._models import Episode, Fact
 from .._names import stored_relation
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
 from ._db import Conn
+from ._distributed import row_inserts
 from ._episodes import EPISODE_COLUMNS, episode_from_row
 from ._facts import held_clause, read_facts
 from ._write import Write
@@ -313,7 +314,7 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
         for start in range(0, len(rows), _BATCH):
             batch = [{**row, "group_id": w.group_id} for row in rows[start : start + _BATCH]]
             try:
-                conn.execute(query, (json.dumps(batch),))
+                conn.execute(row_inserts(conn, query), (json.dumps(batch),))
             except (psycopg.errors.ExclusionViolation, psycopg.errors.UniqueViolation) as exc:
                 if name not in renamed:
                     raise
