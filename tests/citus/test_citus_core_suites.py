@@ -3,11 +3,11 @@
 From ``tests/core/test_bitemporal.py``, the property tests against the independent
 reference model: as-of after each episode, removal equals never ingesting, rollback
 equals as-of, timelines independent of ingestion order, re-ingestion writes nothing.
-From ``tests/core/test_concurrency.py``, eight writers on overlapping names and one
-idempotency key from many writers. From ``tests/core/test_tenancy.py``, the tenancy
+From ``tests/core/test_concurrency.py``, eight writers on overlapping names, one
+idempotency key from many writers, and a writer killed (SIGKILL) in the middle of its
+transaction. From ``tests/core/test_tenancy.py``, the tenancy
 tests that go through the library. Here each group's writes and reads run on its shard
-of a distributed schema. (The writer killed mid-transaction is not among them: its
-writer process opens the memory with the default embedder, not the cluster's.)
+of a distributed schema.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ test_eight_writers_on_overlapping_names: Any = _concurrency.test_eight_writers_o
 test_one_idempotency_key_from_many_writers: Any = (
     _concurrency.test_one_idempotency_key_from_many_writers
 )
+test_writer_killed_mid_transaction_leaves_nothing: Any = (
+    _concurrency.test_writer_killed_mid_transaction_leaves_nothing
+)
 # the tenancy tests through the library (the raw-connection ones set the group the way
 # of one server; test_citus_cluster.py checks the cluster's way)
 two_groups: Any = _tenancy.two_groups
@@ -58,6 +61,7 @@ __all__ = [
     "test_pool_connections_run_as_library_role",
     "test_reingestion_writes_nothing",
     "test_timeline_is_independent_of_ingestion_order",
+    "test_writer_killed_mid_transaction_leaves_nothing",
     "two_groups",
 ]
 

@@ -114,7 +114,9 @@ def stall(w, *args, **kwargs):
     time.sleep(600)
 
 _ingest.write_entities = stall
-mem = timestone.Memory.open(sys.argv[1])
+# the embedder of the memory under test: a HashEmbedder's dimension, or the default
+embedder = timestone.HashEmbedder(int(sys.argv[3])) if len(sys.argv) > 3 else None
+mem = timestone.Memory.open(sys.argv[1], embedder=embedder)
 facts = [timestone.FactInput(f"Person {i}", "KNOWS", "Mira") for i in range(50)]
 mem.add_facts(sys.argv[2], facts, reference_time=d.datetime(2020, 1, 1, tzinfo=d.UTC), name="doomed")
 """
@@ -132,8 +134,10 @@ def test_writer_killed_mid_transaction_leaves_nothing(
         ).fetchone()
     script = tmp_path / "writer.py"
     script.write_text(CRASHING_WRITER)
+    embedder = memory.embedder
+    hashed = [str(embedder.dimension)] if isinstance(embedder, timestone.HashEmbedder) else []
     with subprocess.Popen(
-        [sys.executable, str(script), dsn, group], stdout=subprocess.PIPE, text=True
+        [sys.executable, str(script), dsn, group, *hashed], stdout=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stdout is not None
         inside = proc.stdout.readline().split()
