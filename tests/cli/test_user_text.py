@@ -104,5 +104,5 @@ def test_other_files_and_dates_the_user_names_are_refused_by_name(
     assert not tmp_path.with_name(tmp_path.name + ".partial").exists()
     for bad in ("2019-13", "2019-02-30", "0000", "[/x]"):
         date = run_here("facts", "--valid-at", bad, check=3)
-        assert f"--valid-at: cannot read {bad!r} as a date" in date.stderr
+        assert f"--valid-at {bad!r} is not a date" in date.stderr
     _nothing_written(run_here)

@@ -119,7 +119,7 @@ def test_refused_arguments_go_back_to_the_model_and_write_nothing(
     assert len(answers) == 6
     assert answers[0].startswith("remember refused the fact: ")
     assert "relation 'likes wine' must be an identifier" in answers[0]
-    assert "valid_from 'last spring' is not an ISO 8601 date" in answers[1]
+    assert "valid_from 'last spring' is not a date" in answers[1]
     assert answers[2].startswith("search_memory refused the query: context query has 25,000")
     assert answers[3] == "search_memory needs a non-empty query"
     assert answers[4].startswith("entity_timeline refused the request: ")

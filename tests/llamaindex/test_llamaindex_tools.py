@@ -106,7 +106,7 @@ async def test_refused_arguments_reach_the_model_as_errors_and_write_nothing(
         outputs[0].content
     )
     assert outputs[1].content.startswith("search_memory refused the query: context query has")
-    assert "since 'last spring' is not an ISO 8601 date" in outputs[2].content
+    assert "since 'last spring' is not a date" in outputs[2].content
     assert memory.facts(group, valid_at=None) == []
     assert memory.episodes(group) == []
 

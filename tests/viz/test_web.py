@@ -64,14 +64,14 @@ def test_the_view_serves_the_graph_as_of_any_moment(memory: timestone.Memory, gr
         assert _get(base, "/timeline?entity=Nobody")[0] == 404
         status, body = _get(base, "/api/graph?as_of=someday")
         assert status == 400
-        assert "cannot read 'someday'" in body
+        assert "'someday' is not a date" in body
     finally:
         server.shutdown()
         server.server_close()
 
 
 def test_a_busy_port_is_refused_clearly(memory: timestone.Memory, group: str) -> None:
-    from timestone.cli._output import AddressInUse
+    from timestone.errors import AddressInUse
 
     first = make_server(memory, group, port=0)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from datetime import UTC, datetime
 
 from .errors import InvalidPeriod, NaiveDatetime
@@ -56,4 +57,31 @@ def parse_datetime(value: str | datetime, what: str) -> datetime:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except (ValueError, AttributeError) as exc:
         raise InvalidPeriod(f"{what}: cannot read {value!r:.80} as an ISO 8601 datetime") from exc
+    return aware(parsed, what)
+
+
+_YEAR = re.compile(r"\d{4}")
+_MONTH = re.compile(r"\d{4}-\d{2}")
+
+
+def parse_when(text: str, what: str) -> datetime:
+    """A point in time given as text (the command line, a model's tool call): ``now``,
+    ``2019``, ``2019-05``, ``2019-05-01``, or an ISO 8601 datetime. Without an offset, the
+    time is read as UTC."""
+    value = text.strip()
+    if value.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        if _YEAR.fullmatch(value):
+            return datetime(int(value), 1, 1, tzinfo=UTC)
+        if _MONTH.fullmatch(value):
+            return datetime(int(value[:4]), int(value[5:]), 1, tzinfo=UTC)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidPeriod(
+            f"{what} {text!r:.80} is not a date; use ISO 8601 such as 2019-05-01, "
+            "2019-05-01T12:00:00Z, 2019-05, 2019, or 'now'"
+        ) from exc
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
     return aware(parsed, what)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._groups import check_group
@@ -39,7 +39,6 @@ __all__ = [
     "episode_record",
     "fact_line",
     "fact_record",
-    "parse_when",
     "ranked_records",
 ]
 
@@ -56,15 +55,6 @@ def fact_line(fact: Fact) -> str:
     if fact.expired_at is not None:
         line += f" (superseded in the record on {day(fact.expired_at)})"
     return line
-
-
-def parse_when(text: str, what: str) -> datetime:
-    """An ISO 8601 date or datetime from a model; one without a zone is read as UTC."""
-    try:
-        parsed = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidInput(f"{what} {text!r:.80} is not an ISO 8601 date, like 2024-05-01") from exc
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 def check_tool_settings(

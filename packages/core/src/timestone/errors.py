@@ -18,6 +18,7 @@ The hierarchy::
     │   ├── SchemaTooNew             the database was migrated by a newer Timestone
     │   └── ConflictError            a constraint refused the write (a concurrent writer won)
     ├── EmbeddedServerError          the embedded Postgres could not start in the data dir
+    ├── AddressInUse                 the port a server (MCP over HTTP, the web view) is taken
     ├── EmbedderError                the embedder failed or returned bad vectors
     │   └── EmbedderMismatch         the stored embedder differs from the one passed
     ├── LLMError                     no model configured, or the model failed (``step`` says where)
@@ -35,6 +36,7 @@ exception stays reachable as ``__cause__``.
 from __future__ import annotations
 
 __all__ = [
+    "AddressInUse",
     "AlreadyRemoved",
     "BudgetExceeded",
     "ConflictError",
@@ -135,6 +137,10 @@ class ConflictError(DatabaseError):
 
 class EmbeddedServerError(TimestoneError):
     """The embedded Postgres could not be started in the data dir."""
+
+
+class AddressInUse(TimestoneError):
+    """The port a server should listen on is taken."""
 
 
 class EmbedderError(TimestoneError):

@@ -68,7 +68,8 @@ Opener = Callable[[], Awaitable[AsyncMemory]]
 
 def check_port(host: str, port: int) -> None:
     """Refuse a port that is already in use, before the server starts, with a clear error."""
-    from .cli._output import AddressInUse, check_port_number
+    from ._ports import check_port_number
+    from .errors import AddressInUse
 
     check_port_number(port)
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
@@ -153,7 +154,7 @@ def _auth(token: str | None) -> dict[str, Any]:
 
 
 def _when(value: str | None, what: str) -> datetime | None:
-    from .cli._store import parse_when
+    from ._time import parse_when
 
     if value is None or not value.strip():
         return None

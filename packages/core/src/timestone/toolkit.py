@@ -40,7 +40,7 @@ from ._names import relation_name
 from ._results import citation_of
 from ._search_request import MAX_QUERY_CHARS
 from ._sync._tools import entity_timeline, remember, search_memory
-from ._time import NOW, Now
+from ._time import NOW, Now, parse_when
 from ._time import aware as check_aware
 from ._toolkit import (
     DEFAULT_RETRIEVER_SCOPES,
@@ -54,7 +54,6 @@ from ._toolkit import (
     episode_record,
     fact_line,
     fact_record,
-    parse_when,
     ranked_records,
 )
 

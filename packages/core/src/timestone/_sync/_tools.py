@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from .._models import FactInput
-from .._time import NOW, Now
-from .._toolkit import fact_line, parse_when
+from .._time import NOW, Now, parse_when
+from .._toolkit import fact_line
 from ..errors import InvalidInput, ToolRefused
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from .._index_build import check_memory_setting, check_workers
 from .._sync._memory import Memory
-from .._time import NOW
+from .._time import NOW, parse_when
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ._options import (
     AsOf,
@@ -51,7 +51,6 @@ from ._signals import exit_code, stop_on_signals
 from ._store import (
     decode_utf8,
     embedder_for,
-    parse_when,
     read_text_file,
     resolve_group,
     save_ontology,

@@ -33,6 +33,7 @@ from rich.text import Text
 
 from .._models import Entity, Episode, Fact
 from ..errors import (
+    AddressInUse,
     ConflictError,
     DatabaseError,
     EmbeddedServerError,
@@ -41,7 +42,6 @@ from ..errors import (
     InvalidInput,
     LLMError,
     NotFound,
-    TimestoneError,
 )
 
 __all__ = [
@@ -84,18 +84,6 @@ class ExitCode(IntEnum):
     LLM = 7
     EMBEDDER = 8
     ADDRESS_IN_USE = 9
-
-
-class AddressInUse(TimestoneError):
-    """The port a server should listen on is taken."""
-
-
-def check_port_number(port: object) -> int:
-    """A TCP port, 0 (any free one) to 65535; anything else is refused by name (the socket
-    module would raise a bare ``OverflowError``)."""
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65_535:
-        raise InvalidInput(f"port must be an integer from 0 to 65535, got {port!r:.80}")
-    return port
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:

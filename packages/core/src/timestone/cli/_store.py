@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tomllib
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from .. import _embedded
-from .._time import aware
 from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
-from ..errors import DatabaseError, InvalidInput, InvalidPeriod
+from ..errors import DatabaseError, InvalidInput
 from ..ontology import EdgeType, EntityType, Ontology
 
 __all__ = [
@@ -32,7 +29,6 @@ __all__ = [
     "load_ontology_file",
     "ontology_document",
     "ontology_from_document",
-    "parse_when",
     "read_text_file",
     "resolve_dsn",
     "resolve_group",
@@ -258,28 +254,3 @@ def load_ontology_file(path: Path) -> dict[str, Any]:
 
 
 # -- dates --------------------------------------------------------------------------------
-
-_YEAR = re.compile(r"\d{4}")
-_MONTH = re.compile(r"\d{4}-\d{2}")
-
-
-def parse_when(text: str, what: str) -> datetime:
-    """A point in time from the command line: ``now``, ``2019``, ``2019-05``, ``2019-05-01``,
-    or an ISO 8601 datetime. Without an offset, the time is read as UTC."""
-    value = text.strip()
-    if value.lower() == "now":
-        return datetime.now(UTC)
-    try:
-        if _YEAR.fullmatch(value):
-            return datetime(int(value), 1, 1, tzinfo=UTC)
-        if _MONTH.fullmatch(value):
-            return datetime(int(value[:4]), int(value[5:]), 1, tzinfo=UTC)
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidPeriod(
-            f"{what}: cannot read {text!r:.80} as a date; use ISO 8601 such as 2019-05-01, "
-            "2019-05-01T12:00:00Z, 2019-05, 2019, or 'now'"
-        ) from exc
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return aware(parsed, what)

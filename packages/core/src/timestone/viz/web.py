@@ -64,7 +64,8 @@ def make_server(
     mem: Memory, group_id: str, *, host: str = "127.0.0.1", port: int = 8766
 ) -> ThreadingHTTPServer:
     """The HTTP server of the view, bound (``AddressInUse`` if the port is taken)."""
-    from ..cli._output import AddressInUse, check_port_number
+    from .._ports import check_port_number
+    from ..errors import AddressInUse
 
     check_port_number(port)
 
@@ -118,7 +119,7 @@ def make_server(
 
 
 def _parse(text: str) -> datetime:
-    from ..cli._store import parse_when
+    from .._time import parse_when
 
     return parse_when(text, "as_of")
 
