@@ -283,21 +283,25 @@ BEGIN
         RETURN;
     END IF;
     avgdl := greatest(total / n, 1);
-    SELECT array_agg(t.lexeme ORDER BY t.df, t.lexeme),
-           array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.df, t.lexeme),
-           array_agg(t.lexeme ORDER BY t.df, t.lexeme) FILTER (
+    -- the question's lexemes the group's rows hold (as of a moment, every lexeme: the
+    -- rows held then may hold others), the MAX_TERMS rarest, rarest first
+    SELECT array_agg(t.lexeme ORDER BY t.nr),
+           array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.nr),
+           array_agg(t.lexeme ORDER BY t.nr) FILTER (
                WHERE t.running <= common_rows::bigint AND (t.nr = 1 OR 2 * t.df <= n
                     OR t.running <= p_max_rows))
     INTO lexemes, idfs, chosen
-    FROM (SELECT u.lexeme, greatest(coalesce(d.docs, 0), 0)::double precision AS df,
-                 sum(greatest(coalesce(d.docs, 0), 0)) OVER (ORDER BY coalesce(d.docs, 0),
-                     u.lexeme) AS running,
-                 row_number() OVER (ORDER BY coalesce(d.docs, 0), u.lexeme) AS nr
-          FROM (SELECT DISTINCT x AS lexeme FROM unnest(p_terms) AS x
-                WHERE x IS NOT NULL AND x <> '') AS u
-          LEFT JOIN (SELECT s.lexeme, sum(s.docs) AS docs FROM timestone.term_stats AS s
-                     WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = ANY(p_terms)
-                     GROUP BY s.lexeme) AS d ON d.lexeme = u.lexeme) AS t;
+    FROM (SELECT k.lexeme, k.df, sum(k.df) OVER (ORDER BY k.df, k.lexeme) AS running,
+                 row_number() OVER (ORDER BY k.df, k.lexeme) AS nr
+          FROM (SELECT u.lexeme, greatest(coalesce(d.docs, 0), 0)::double precision AS df
+                FROM (SELECT DISTINCT x AS lexeme FROM unnest(p_terms) AS x
+                      WHERE x IS NOT NULL AND x <> '') AS u
+                LEFT JOIN (SELECT s.lexeme, sum(s.docs) AS docs
+                           FROM timestone.term_stats AS s
+                           WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = ANY(p_terms)
+                           GROUP BY s.lexeme) AS d ON d.lexeme = u.lexeme
+                WHERE coalesce(d.docs, 0) > 0 OR p_as_of IS NOT NULL
+                ORDER BY 2, 1 LIMIT 64) AS k) AS t;
     IF coalesce(cardinality(chosen), 0) = 0 THEN
         RETURN;
     END IF;
