@@ -11,6 +11,7 @@ import pytest
 
 import timestone
 from timestone import FactInput as F
+from timestone._question import time_window
 from timestone._search_request import MAX_QUERY_CHARS
 from timestone.errors import InvalidInput
 
@@ -247,3 +248,43 @@ def test_a_reply_that_names_nothing_is_found_through_the_turn_before(
         group, "When did Caroline go to the pride parade?", scopes=("episodes",), limit=2
     )
     assert set(_uris(found)) == {f"turn-{T0.date()}-0", f"turn-{T0.date()}-1"}
+
+
+@pytest.mark.parametrize(
+    ("question", "window"),
+    [
+        ("Who did Maria have dinner with on May 3, 2023?", ((2023, 5, 3), (2023, 5, 4))),
+        ("What did Gina find on 1 February, 2023?", ((2023, 2, 1), (2023, 2, 2))),
+        ("What did they paint in July 2023?", ((2023, 7, 1), (2023, 8, 1))),
+        ("What happened in Sept. 2022?", ((2022, 9, 1), (2022, 10, 1))),
+        ("How often did she swim in 2023?", ((2023, 1, 1), (2024, 1, 1))),
+        ("Who are the 2 kids of Maria in 2023?", ((2023, 1, 1), (2024, 1, 1))),
+        ("What may she do in 2022?", ((2022, 1, 1), (2023, 1, 1))),
+        ("When did she go camping in June?", None),
+        ("Where is room 2023?", None),
+        ("What did she do last year?", None),
+    ],
+)
+def test_a_question_names_a_window_of_time(
+    question: str, window: tuple[tuple[int, int, int], tuple[int, int, int]] | None
+) -> None:
+    expected = (
+        None if window is None else tuple(datetime(*d, tzinfo=UTC) for d in window)  # pyright: ignore[reportUnknownArgumentType]
+    )
+    assert time_window(question) == expected
+
+
+def test_a_turn_told_in_the_month_asked_leads(memory: timestone.Memory, group: str) -> None:
+    """The same words told in two months: the question names one, and its turn leads."""
+    may, june = datetime(2023, 5, 20, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
+    _turns(memory, group, ["Maria: we volunteered at the shelter today."], at=may)
+    _turns(memory, group, ["Maria: we volunteered at the shelter today."], at=june)
+    for month, at in (("May", may), ("June", june)):
+        found = memory.search(
+            group,
+            f"Where did Maria volunteer in {month} 2023?",
+            scopes=("episodes",),
+            valid_at=None,
+            limit=2,
+        )
+        assert found.episodes[0].reference_time == at

@@ -8,6 +8,9 @@ conversations of ``bench.conversations`` the text list held more of the evidence
 than the vector list (recall@10 0.58 against 0.40); reciprocal rank fusion gave the
 weak list the strong one's say and fell below the text list alone (0.51).
 
+A question that names a date ("in May 2023", ``timestone._question``) asks about what
+was told then: a candidate told in that window adds ``WINDOW_SHARE`` to its score.
+
 Then the neighbours of the best candidates: each of the ``NEIGHBOUR_LEADS`` best
 lends ``NEIGHBOUR_SHARE`` of its score to the episode just before it and the one just
 after it in the group's timeline (reference time, then id; an episode takes the
@@ -36,11 +39,18 @@ from ._search_sql import (
     walk_sql,
 )
 
-__all__ = ["NEIGHBOUR_LEADS", "NEIGHBOUR_SHARE", "SIMILARITY_WEIGHT", "episodes_statement"]
+__all__ = [
+    "NEIGHBOUR_LEADS",
+    "NEIGHBOUR_SHARE",
+    "SIMILARITY_WEIGHT",
+    "WINDOW_SHARE",
+    "episodes_statement",
+]
 
 SIMILARITY_WEIGHT = 0.35
 NEIGHBOUR_LEADS = 20
 NEIGHBOUR_SHARE = 0.4
+WINDOW_SHARE = 0.4
 
 _L = sql.Literal
 
@@ -89,6 +99,8 @@ def episodes_statement(req: SearchRequest, dimension: int) -> sql.Composed:
         " scored AS MATERIALIZED (SELECT b.*,"
         "  coalesce(b.s / nullif((SELECT max(m.s) FROM base AS m), 0), 0)"
         "  + {weight} * coalesce(b.sim / nullif((SELECT max(m.sim) FROM base AS m), 0), 0)"
+        "  + {in_window} * coalesce((b.reference_time >= %(window_from)s::timestamptz"
+        "   AND b.reference_time < %(window_to)s::timestamptz)::int, 0)"
         "  AS score FROM base AS b),"
         " lead AS (SELECT * FROM scored ORDER BY score DESC, version_id LIMIT {leads}),"
         " near AS (SELECT n.version_id, max({share} * l.score) AS credit FROM lead AS l"
@@ -111,6 +123,7 @@ def episodes_statement(req: SearchRequest, dimension: int) -> sql.Composed:
         walk=walk_sql(req),
         filters=filters,
         weight=_L(SIMILARITY_WEIGHT),
+        in_window=_L(WINDOW_SHARE),
         leads=_L(NEIGHBOUR_LEADS),
         share=_L(NEIGHBOUR_SHARE),
         before=_neighbour(told, before=True),
