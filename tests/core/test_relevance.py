@@ -288,3 +288,20 @@ def test_a_turn_told_in_the_month_asked_leads(memory: timestone.Memory, group: s
             limit=2,
         )
         assert found.episodes[0].reference_time == at
+
+
+def test_a_context_weighs_facts_and_episodes_each_against_its_best(
+    memory: timestone.Memory, group: str
+) -> None:
+    """Facts are fused by rank (scores near 0.03), episodes by score (near 1): merged as
+    they come, no fact would ever precede an episode under a small budget."""
+    memory.add_facts(
+        group,
+        [F("Ada", "WORKS_AT", "Analytical Engines", fact="Ada works at Analytical Engines.")],
+        reference_time=T0,
+    )
+    _turns(memory, group, [f"Ada: the weather was grey on walk {i}." for i in range(12)])
+    ctx = memory.context(group, "Where does Ada work?", token_budget=400, valid_at=None)
+    assert "Ada works at Analytical Engines." in [item.text for item in ctx.items]
+    for kind in ("fact", "episode"):
+        assert max(item.score for item in ctx.items if item.kind == kind) == pytest.approx(1.0)

@@ -2,10 +2,12 @@
 
 Every scope's statement gathers its candidates from three or four ranked lists:
 
-- full text through ``timestone.search_terms``, the SECURITY DEFINER function
-  that reaches the GIN indexes under row level security (a plain ``@@`` as the
-  library role would scan every row): any lexeme of the question may match, and
-  rows are ranked by BM25 over the group's term statistics (migration 0033);
+- full text through ``timestone.search_terms`` (entities, episodes,
+  communities: any lexeme of the question may match, rows ranked by BM25 over the
+  group's term statistics, migration 0033) or ``timestone.search_text`` (facts:
+  every word matched, ``websearch_to_tsquery``), the SECURITY DEFINER functions
+  that reach the GIN indexes under row level security (a plain ``@@`` as the
+  library role would scan every row);
 - vector similarity, ``ORDER BY keyed(embedding) <=> keyed(query) LIMIT k`` on
   the partial HNSW indexes (current rows; each vector keyed by its group,
   ``_vectors.keyed``, and ranked by the plain distance), with
@@ -214,10 +216,23 @@ def _walk(req: SearchRequest) -> sql.Composable:
 
 
 def _fts(kind: str, *, told: bool = False) -> sql.Composable:
-    """``fts``: the full-text list of ``kind``, ranked by BM25 over the group's term
-    statistics (``timestone.search_terms``, migration 0033: any lexeme of the question
-    may match), with its score ``s``; ``told``, of the episodes that are not records of
-    structured facts (``SearchRequest.fact_records``, migration 0031)."""
+    """``fts``: the full-text list of ``kind`` with its score ``s``; ``told``, of the
+    episodes that are not records of structured facts (``SearchRequest.fact_records``,
+    migration 0031).
+
+    Entities, episodes and communities are ranked by BM25 over the group's term
+    statistics (``timestone.search_terms``, migration 0033): any lexeme of the question
+    may match. Facts keep the match of every word (``timestone.search_text``): a fact
+    is one short sentence, and on the 100k-fact benchmark the OR of BM25 lowered the
+    answer's recall@10 from 1.00 to 0.986 (docs/decisions/049-relevance-on-conversations.md)."""
+    if kind == "facts":
+        return sql.SQL(
+            "fts AS (SELECT t.version_id, t.rank AS s,"
+            " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
+            " FROM timestone.search_text({kind}, websearch_to_tsquery({config}::regconfig,"
+            " %(text)s), %(as_of)s::timestamptz, %(valid_at)s::timestamptz,"
+            " %(relations)s::text[], %(labels)s::text[], %(k)s) AS t)"
+        ).format(kind=_L(kind), config=_L(_CONFIG[kind]))
     return sql.SQL(
         "fts AS (SELECT t.version_id, t.rank AS s,"
         " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
