@@ -305,3 +305,16 @@ def test_a_context_weighs_facts_and_episodes_each_against_its_best(
     assert "Ada works at Analytical Engines." in [item.text for item in ctx.items]
     for kind in ("fact", "episode"):
         assert max(item.score for item in ctx.items if item.kind == kind) == pytest.approx(1.0)
+
+
+def test_the_library_role_cannot_read_the_term_statistics(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Only the database's own functions read the statistics, each for its group."""
+    _turns(memory, group, ["Ana: the lighthouse keeper gave us a tour."])
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL ROLE timestone_app")
+        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM timestone.term_stats")
+        raise psycopg.Rollback()
