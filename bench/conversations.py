@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         with scratch_data_dir() as tmp, timestone.Memory.open(data_dir=tmp, llm=None) as mem:
             result = run(mem, data, log)
-    result["data"] = str(path)
+    result["data"] = path.name
     out = write_result("conversations", result)
     print(table(result))
     print(f"written to {out}")
