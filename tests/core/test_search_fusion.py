@@ -65,3 +65,21 @@ def test_name_ngrams_of_ascii_are_the_grams_each_normalized(query: str) -> None:
     """The ASCII path lowers the query once instead of normalizing each gram: the same
     list, in the same order, as normalizing each (any non-ASCII text takes that path)."""
     assert name_ngrams(query) == ngrams_with(query, 5, normalize)
+
+
+def test_a_score_fused_by_the_statement_leads_the_order() -> None:
+    """The episodes statement fuses scores, not ranks (``_episodes_sql``): a strong text
+    hit that the vector list missed outranks a candidate both lists hold at low ranks,
+    which reciprocal rank fusion would put first."""
+    strong = Candidate(key="strong", ranks={"fts_rank": 1}, fused=1.2)
+    both = Candidate(key="both", ranks={"fts_rank": 30, "vec_rank": 2}, fused=0.4)
+    assert rrf_score(both.ranks) > rrf_score(strong.ranks)
+    ordered = rerank([both, strong], "rrf", 2)
+    assert [c.key for c in ordered] == ["strong", "both"]
+    assert [c.score for c in ordered] == [1.2, 0.4]
+    # without a fused score, reciprocal rank fusion as before
+    plain = rerank(
+        [Candidate(key="a", ranks={"fts_rank": 1}), Candidate(key="b", ranks={})], "rrf", 2
+    )
+    assert plain[0].key == "a"
+    assert plain[0].score == rrf_score({"fts_rank": 1})

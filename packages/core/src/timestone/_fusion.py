@@ -3,7 +3,9 @@
 Each candidate comes from one or more ranked lists (full text, vector
 similarity, graph walk, exact name match). The rerankers order them:
 
-- ``rrf``: reciprocal rank fusion, ``sum(1 / (k + rank))`` over the lists;
+- ``rrf``: reciprocal rank fusion, ``sum(1 / (k + rank))`` over the lists, or the
+  score the statement fused when it fused scores (the episodes scope,
+  ``timestone._episodes_sql``);
 - ``mmr``: maximal marginal relevance over the embeddings (relevance to the
   query against similarity to what was already chosen);
 - ``node_distance``: fewest hops from the center (or the entities named in
@@ -51,6 +53,9 @@ class Candidate:
     mentions: int = 0
     embedding: Embedding | None = None
     score: float = 0.0
+    # the score the statement fused the lists into (the episodes scope fuses scores,
+    # not ranks: ``timestone._episodes_sql``); None: reciprocal rank fusion of ``ranks``
+    fused: float | None = None
 
     @property
     def similarity(self) -> float:
@@ -102,7 +107,7 @@ def mmr_order(
 def rerank(candidates: Sequence[Candidate], method: str, limit: int) -> list[Candidate]:
     """Order ``candidates`` by ``method`` and keep ``limit``; ``score`` is set on each."""
     for c in candidates:
-        c.score = rrf_score(c.ranks)
+        c.score = c.fused if c.fused is not None else rrf_score(c.ranks)
     by_rrf = sorted(candidates, key=lambda c: (-c.score, str(c.key)))
     if method in ("rrf", "cross_encoder"):
         return by_rrf[:limit]

@@ -2,9 +2,12 @@
 
 Every scope's statement gathers its candidates from three or four ranked lists:
 
-- full text (``websearch_to_tsquery``) through ``timestone.search_text``, the
-  SECURITY DEFINER function that reaches the GIN indexes under row level
-  security (a plain ``@@`` as the library role would scan every row);
+- full text through ``timestone.search_terms`` (entities, episodes,
+  communities: any lexeme of the question may match, rows ranked by BM25 over the
+  group's term statistics, migration 0036) or ``timestone.search_text`` (facts:
+  every word matched, ``websearch_to_tsquery``), the SECURITY DEFINER functions
+  that reach the GIN indexes under row level security (a plain ``@@`` as the
+  library role would scan every row);
 - vector similarity, ``ORDER BY keyed(embedding) <=> keyed(query) LIMIT k`` on
   the partial HNSW indexes (current rows; each vector keyed by its group,
   ``_vectors.keyed``, and ranked by the plain distance), with
@@ -44,6 +47,7 @@ from ._arrays import TextArray
 from ._fulltext import web_query
 from ._fusion import RRF_K
 from ._names import normalize
+from ._question import time_window
 from ._search_request import (
     CENTER_DEPTH,
     HOP_FACTS_CAP,
@@ -102,6 +106,7 @@ def search_params(
     no ``vector`` yet, ``vec`` is None until the caller sets it."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
+    window = time_window(req.query)
     return {
         "g": group_id,
         "text": web_query(req.query),
@@ -123,6 +128,9 @@ def search_params(
         "keep": keep_of(req),
         "exact_below": EXACT_BELOW if req.as_of is None else AS_OF_EXACT_BELOW,
         "content_chars": req.content_chars,
+        # the window of world time the question names (``_question``), for episodes
+        "window_from": window[0] if window is not None else None,
+        "window_to": window[1] if window is not None else None,
     }
 
 
@@ -209,11 +217,28 @@ def _walk(req: SearchRequest) -> sql.Composable:
 
 
 def _fts(kind: str, *, told: bool = False) -> sql.Composable:
-    """``fts``: the full-text list of ``kind``; ``told``, of the episodes that are not
-    records of structured facts (``SearchRequest.fact_records``, migration 0031)."""
+    """``fts``: the full-text list of ``kind`` with its score ``s``; ``told``, of the
+    episodes that are not records of structured facts (``SearchRequest.fact_records``,
+    migration 0031).
+
+    Entities, episodes and communities are ranked by BM25 over the group's term
+    statistics (``timestone.search_terms``, migration 0036): any lexeme of the question
+    may match. Facts keep the match of every word (``timestone.search_text``): a fact
+    is one short sentence, and on the 100k-fact benchmark the OR of BM25 lowered the
+    answer's recall@10 from 1.00 to 0.986 (docs/decisions/017-relevance-on-conversations.md)."""
+    if kind == "facts":
+        return sql.SQL(
+            "fts AS (SELECT t.version_id, t.rank AS s,"
+            " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
+            " FROM timestone.search_text({kind}, websearch_to_tsquery({config}::regconfig,"
+            " %(text)s), %(as_of)s::timestamptz, %(valid_at)s::timestamptz,"
+            " %(relations)s::text[], %(labels)s::text[], %(k)s) AS t)"
+        ).format(kind=_L(kind), config=_L(_CONFIG[kind]))
     return sql.SQL(
-        "fts AS (SELECT t.version_id, row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
-        " FROM timestone.search_text({kind}, websearch_to_tsquery({config}::regconfig, %(text)s),"
+        "fts AS (SELECT t.version_id, t.rank AS s,"
+        " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
+        " FROM timestone.search_terms({kind},"
+        " tsvector_to_array(to_tsvector({config}::regconfig, %(text)s)),"
         " %(as_of)s::timestamptz, %(valid_at)s::timestamptz, %(relations)s::text[],"
         " %(labels)s::text[], %(k)s) AS t)"
     ).format(kind=_L("told episodes" if told else kind), config=_L(_CONFIG[kind]))
@@ -984,57 +1009,19 @@ def _hop_of_mention() -> sql.Composable:
 
 
 def episodes_sql(req: SearchRequest, dimension: int) -> sql.Composed:
-    parts: list[sql.Composable] = [held_clause("p", req.as_of)]
-    if req.valid_at is not None:
-        parts.append(sql.SQL("p.reference_time <= %(valid_at)s::timestamptz"))
-    if req.ids is not None:
-        parts.append(sql.SQL("p.id = ANY(%(ids)s::uuid[])"))
-    told = not req.fact_records
-    if told:
-        parts.append(sql.SQL(_TOLD).format(sql.Identifier("p")))
-    filters = sql.SQL(" AND ").join(parts)
-    return sql.SQL(
-        "WITH RECURSIVE {fts}, {vec}, {walk},"
-        " {cand},"
-        " hits AS (SELECT p.id, p.group_id, p.name, {content}, p.source, p.source_description,"
-        "  p.reference_time, p.saga, p.idempotency_key, p.created_at, p.expired_at,"
-        "  p.document_uri, p.chunk_index, p.char_start, p.char_end, p.llm_calls, p.llm_tokens,"
-        "  cand.fts_rank, cand.vec_rank, p.embedding <=> %(vec)s::vector AS distance,"
-        "  {hops} AS hops, {mentions} AS mentions, {fused} AS fused{embedding}"
-        " FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
-        "  WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS p"
-        " WHERE {filters}) {kept}"
-    ).format(
-        fts=_fts("episodes", told=told),
-        vec=_vec("episodes", "p", "embedding", filters, req.as_of, dimension, told=told),
-        walk=_walk(req),
-        cand=candidates_sql("episodes"),
-        filters=filters,
-        hops=_only_for(
-            req,
-            "node_distance",
-            "(SELECT min({hop}) FROM timestone.mentions AS m"
-            " WHERE m.group_id = %(g)s AND m.episode_id = p.id AND {held_m})",
-            "integer",
-            hop=_hop_of_mention(),
-            held_m=held_clause("m", req.as_of),
-        ),
-        mentions=_only_for(
-            req,
-            "episode_mentions",
-            "(SELECT count(*) FROM timestone.mentions AS m WHERE m.group_id = %(g)s"
-            " AND m.episode_id = p.id AND {held_m})",
-            "bigint",
-            held_m=held_clause("m", req.as_of),
-        ),
-        embedding=sql.SQL(", p.embedding") if req.embeddings else sql.SQL(""),
-        # a prefix of a compressed value is decompressed only as far as it goes
-        content=sql.SQL("p.content")
-        if req.content_chars is None
-        else sql.SQL("left(p.content, %(content_chars)s) AS content"),
-        fused=fused_sql("episodes"),
-        kept=kept_sql("id", req),
-    )
+    """The episodes scope (``timestone._episodes_sql``: fusion led by the strong list,
+    and the neighbours of a hit)."""
+    from ._episodes_sql import episodes_statement
+
+    return episodes_statement(req, dimension)
+
+
+# for ``timestone._episodes_sql``, which composes the episodes statement of these parts
+fts_sql = _fts
+vec_sql = _vec
+walk_sql = _walk
+only_for_sql = _only_for
+hop_of_mention_sql = _hop_of_mention
 
 
 def communities_sql(req: SearchRequest, dimension: int) -> sql.Composed:

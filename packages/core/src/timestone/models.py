@@ -268,6 +268,21 @@ class LLMBudgetRow(TimestoneModel, table=True):
     expired_at: datetime | None = _tz(nullable=True)
 
 
+class TermStatsRow(TimestoneModel, table=True):
+    """Per group and kind, deltas of how many current rows hold a lexeme (lexeme ''
+    : the rows and their total length); a lexeme's count is the sum of its rows
+    (migration 0036). Read and written only by the database's own functions."""
+
+    __tablename__: ClassVar[str] = "term_stats"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    id: int = Field(sa_column=Column(BigInteger, primary_key=True))
+    group_id: str = _text()
+    kind: str = _text()
+    lexeme: str = _text()
+    docs: int = Field(sa_column=Column(BigInteger, nullable=False))
+    length: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
 class LLMLedgerRow(TimestoneModel, table=True):
     __tablename__: ClassVar[str] = "llm_ledger"  # pyright: ignore[reportIncompatibleVariableOverride]
 

@@ -5,7 +5,8 @@
    candidate list. Around a busy entity the graph walk's facts are ranked by
    similarity to the question, so the one relevant fact among hundreds of
    neighbours competes on relevance, not on a stored weight or degree.
-2. Merge both kinds by fused score; drop near-duplicates (same text, or
+2. Merge both kinds by fused score, each against the best of its kind (facts are
+   fused by rank, episodes by score); drop near-duplicates (same text, or
    embeddings closer than ``DUPLICATE_SIMILARITY`` with nearly the same words:
    "directs Château Nord" and "directs Château Sud" are both kept); pick by maximal marginal
    relevance so that the evidence stays diverse.
@@ -65,10 +66,19 @@ class _Piece:
     key: str
 
 
+def _top(scope: Any) -> float:
+    """The best score of a scope's hits (1 when it has none or none above zero)."""
+    best = max((c.score for c in scope.ranked), default=0.0) if scope is not None else 0.0
+    return best if best > 0 else 1.0
+
+
 def _pieces(hits: Any) -> list[_Piece]:
+    """Facts and episodes as pieces, each scored against its scope's best hit: facts are
+    fused by rank and episodes by score (``timestone._episodes_sql``), two scales."""
     pieces: list[_Piece] = []
     facts = hits.get("facts")
     if facts is not None:
+        top = _top(facts)
         for c in facts.ranked:
             row = facts.rows[c.key]
             pieces.append(
@@ -77,7 +87,7 @@ def _pieces(hits: Any) -> list[_Piece]:
                         citation=citation_of("fact", row["id"]),
                         kind="fact",
                         text=str(row["fact"]),
-                        score=c.score,
+                        score=c.score / top,
                         tokens=0,
                         fact_id=row["id"],
                         version_id=row["version_id"],
@@ -91,6 +101,7 @@ def _pieces(hits: Any) -> list[_Piece]:
             )
     episodes = hits.get("episodes")
     if episodes is not None:
+        top = _top(episodes)
         for c in episodes.ranked:
             row = episodes.rows[c.key]
             pieces.append(
@@ -99,7 +110,7 @@ def _pieces(hits: Any) -> list[_Piece]:
                         citation=citation_of("episode", row["id"]),
                         kind="episode",
                         text=_clip(" ".join(str(row["content"]).split())),
-                        score=c.score,
+                        score=c.score / top,
                         tokens=0,
                         episode_ids=(row["id"],),
                         document_uri=row["document_uri"],

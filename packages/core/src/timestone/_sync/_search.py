@@ -83,6 +83,7 @@ def candidate_of(row: Mapping[str, Any], key: Any) -> Candidate:
         hops=int(row["hops"]) if row.get("hops") is not None else None,
         mentions=int(row.get("mentions") or 0),
         embedding=_array(embedding) if embedding is not None else None,
+        fused=float(row["fused"]) if row.get("fused") is not None else None,
     )
 
 

@@ -1,0 +1,320 @@
+"""Relevance on small hand-made cases: full text ranked like BM25 over each group's own
+term statistics (migration 0036), the episodes scope fused by score with the
+neighbours of a hit (``timestone._episodes_sql``), and the bad input of a question."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+import timestone
+from timestone import FactInput as F
+from timestone._question import time_window
+from timestone._search_request import MAX_QUERY_CHARS
+from timestone.errors import InvalidInput
+
+T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+
+def _turns(
+    memory: timestone.Memory, group: str, lines: list[str], at: datetime = T0, first: int = 0
+) -> None:
+    """Each line a document of its own, as a conversation's turns are stored."""
+    for i, line in enumerate(lines, start=first):
+        memory.add_document(group, f"turn-{at.date()}-{i}", line, reference_time=at)
+
+
+def _uris(results: timestone.SearchResults) -> list[str]:
+    return [e.document_uri or "" for e in results.episodes]
+
+
+def _scores(conn: Conn, group: str, kind: str, question: str) -> dict[str, float]:
+    """BM25 scores of ``search_terms`` as the library role sees them: content -> score."""
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE timestone_app")
+        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        rows = conn.execute(
+            "SELECT p.content, t.rank FROM timestone.search_terms(%s,"
+            " tsvector_to_array(to_tsvector('english', %s)), NULL, NULL, NULL, NULL, 50) AS t"
+            " JOIN timestone.episodes AS p ON p.group_id = %s AND p.version_id = t.version_id",
+            (kind, question, group),
+        ).fetchall()
+    return {str(r[0]): float(str(r[1])) for r in rows}
+
+
+def _stats(conn: Conn, group: str) -> set[tuple[str, str, int, int]]:
+    """The group's term statistics as summed (kind, lexeme, rows, length), zeros left out."""
+    rows = conn.execute(
+        "SELECT kind, lexeme, sum(docs)::bigint, sum(length)::bigint FROM timestone.term_stats"
+        " WHERE group_id = %s GROUP BY kind, lexeme"
+        " HAVING sum(docs) <> 0 OR sum(length) <> 0",
+        (group,),
+    ).fetchall()
+    return {(str(k), str(x), int(str(d)), int(str(n))) for k, x, d, n in rows}
+
+
+def _recounted(conn: Conn, group: str) -> set[tuple[str, str, int, int]]:
+    """The same statistics counted afresh from the group's current rows."""
+    rows = conn.execute(
+        "WITH r AS ("
+        " SELECT 'facts' AS kind, fts FROM timestone.facts"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL"
+        " UNION ALL SELECT 'entities', fts FROM timestone.entities"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL"
+        " UNION ALL SELECT 'communities', fts FROM timestone.communities"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL"
+        " UNION ALL SELECT 'episodes', fts FROM timestone.episodes"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL"
+        " UNION ALL SELECT 'told episodes', fts FROM timestone.episodes"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL AND source <> 'facts')"
+        " SELECT r.kind, t.lexeme, count(*), 0 FROM r, unnest(tsvector_to_array(r.fts)) AS t(lexeme)"
+        " GROUP BY r.kind, t.lexeme"
+        " UNION ALL SELECT r.kind, '', count(*), sum(length(r.fts)) FROM r GROUP BY r.kind",
+        {"g": group},
+    ).fetchall()
+    return {(str(k), str(x), int(str(d)), int(str(n))) for k, x, d, n in rows}
+
+
+def test_a_question_whose_words_are_partly_in_the_turn_finds_it(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The question asks "go"; the turn says "went": with every word required, the turn
+    was not a text match at all."""
+    _turns(
+        memory,
+        group,
+        [
+            "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+            "Melanie: The kids and I painted a sunrise by the lake last weekend.",
+            "Caroline: I'm thinking about a career in counseling.",
+            "Melanie: Work has been busy, but the pottery class keeps me sane.",
+        ],
+    )
+    found = memory.search(
+        group,
+        "When did Caroline go to the LGBTQ support group?",
+        scopes=("episodes",),
+        valid_at=None,
+        limit=3,
+    )
+    assert _uris(found)[0] == f"turn-{T0.date()}-0"
+    assert found.episodes[0].content.startswith("Caroline: I went to a LGBTQ support group")
+
+
+def test_a_rare_word_outranks_a_common_one(memory: timestone.Memory, dsn: str, group: str) -> None:
+    """Each turn holds one word of the question: the one whose word few turns hold ranks
+    first (inverse document frequency), whatever the order of the words."""
+    common = [f"Jo: the garden was lovely on day {i}." for i in range(8)]
+    _turns(memory, group, [*common, "Jo: we saw a zeppelin over the hills."])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for question in ("garden zeppelin", "zeppelin garden"):
+            scores = _scores(conn, group, "told episodes", question)
+            ranked = sorted(scores, key=lambda c: -scores[c])
+            assert ranked[0] == "Jo: we saw a zeppelin over the hills."
+            assert len(ranked) == 9  # any word may match: every garden turn is ranked too
+            assert scores[ranked[0]] > 2 * scores[ranked[1]]
+
+
+def test_a_tenants_statistics_never_move_another_tenants_scores(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Two groups hold the same turn among different neighbours: each turn's score comes
+    from its own group's statistics only, and writes to one group leave the other's
+    scores as they were."""
+    same = "Ana: the lighthouse keeper gave us a tour of the lamp."
+    other = f"{group}-other"
+    _turns(memory, group, [same, "Ana: we had fish for dinner."])
+    _turns(memory, other, [same, *(f"Ben: the lighthouse {i} was closed." for i in range(6))])
+    question = "Who gave a tour of the lighthouse?"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        mine = _scores(conn, group, "told episodes", question)
+        theirs = _scores(conn, other, "told episodes", question)
+        # "lighthouse" is rare here and common there: the same text, different scores
+        assert mine[same] != theirs[same]
+        more = [f"Ben: a lighthouse tour, number {i}." for i in range(10)]
+        _turns(memory, other, more, first=7)
+        assert _scores(conn, group, "told episodes", question) == mine
+        assert _scores(conn, other, "told episodes", question)[same] != theirs[same]
+
+
+def test_term_statistics_stay_exact_through_removal_rollback_and_purge(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """The statistics kept by the writes' own transactions equal a fresh count of the
+    current rows after every kind of write: facts, documents, a removal, a rollback, a
+    purge, and a transaction that failed."""
+    first = memory.add_facts(
+        group,
+        [F("Ada", "KNOWS", "Grace"), F("Ada", "WORKS_AT", "Analytical Engines")],
+        reference_time=T0,
+    )
+    later = datetime.now(UTC)
+    memory.add_document(group, "doc-1", "Ada met Grace at the harbour.", reference_time=T0)
+    second = memory.add_facts(group, [F("Grace", "LIVES_IN", "Arlington")], reference_time=T0)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _stats(conn, group) == _recounted(conn, group)
+        memory.remove_episode(group, second.episode.id)
+        assert _stats(conn, group) == _recounted(conn, group)
+        memory.rollback(group, to=later)
+        assert _stats(conn, group) == _recounted(conn, group)
+        memory.purge_episode(group, first.episode.id)
+        assert _stats(conn, group) == _recounted(conn, group)
+        before = _stats(conn, group)
+        with conn.transaction():
+            conn.execute(
+                "INSERT INTO timestone.episodes (group_id, id, name, content, source,"
+                " reference_time, idempotency_key, recorded_at, created_at)"
+                " VALUES (%s, gen_random_uuid(), 'x', 'a zebra note', 'text', now(), 'k',"
+                " now(), now())",
+                (group,),
+            )
+            assert ("episodes", "zebra", 1, 0) in _stats(conn, group)  # counted in it
+            raise psycopg.Rollback()
+        assert _stats(conn, group) == before  # and gone with it
+
+
+def test_a_question_only_of_stop_words_still_gets_vector_results(
+    memory: timestone.Memory, group: str
+) -> None:
+    _turns(memory, group, ["Caroline: I went to a support group.", "Melanie: I paint."])
+    found = memory.search(group, "what was it that they did?", scopes=("episodes",), limit=5)
+    assert len(found.episodes) == 2
+
+
+def test_an_empty_or_overlong_question_is_a_clear_error(
+    memory: timestone.Memory, group: str
+) -> None:
+    with pytest.raises(InvalidInput, match="search query"):
+        memory.search(group, "   ", scopes=("episodes",))
+    with pytest.raises(InvalidInput, match=f"{MAX_QUERY_CHARS:,}|{MAX_QUERY_CHARS}"):
+        memory.search(group, "word " * (MAX_QUERY_CHARS // 5) + "x", scopes=("episodes",))
+
+
+def test_a_long_question_is_read_for_its_rarest_words(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """A question at the length limit, of hundreds of different words: it is answered,
+    and the turn that holds its rare word leads."""
+    _turns(memory, group, [f"Kim: note {i} about the weather." for i in range(5)])
+    _turns(memory, group, ["Kim: the quokka smiled at us."], at=T0 + timedelta(days=1))
+    words = " ".join(f"w{i}x" for i in range(1200)) + " weather quokka"
+    question = words[-MAX_QUERY_CHARS:]
+    found = memory.search(group, question, scopes=("episodes",), valid_at=None, limit=3)
+    assert found.episodes[0].content == "Kim: the quokka smiled at us."
+
+
+def test_a_search_writes_nothing(memory: timestone.Memory, dsn: str, group: str) -> None:
+    _turns(memory, group, ["Caroline: I went to a support group.", "Melanie: I paint."])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def written() -> tuple[object, ...]:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM timestone.term_stats),"
+                " (SELECT max(id) FROM timestone.term_stats),"
+                " (SELECT count(*) FROM timestone.episodes WHERE group_id = %s)",
+                (group,),
+            ).fetchone()
+            assert row is not None
+            return tuple(row)
+
+        before = written()
+        for q in ("support group", "what did they do?", "paint"):
+            memory.search(group, q, scopes=("facts", "entities", "episodes", "communities"))
+            memory.context(group, q, token_budget=500)
+        assert written() == before
+
+
+def test_a_reply_that_names_nothing_is_found_through_the_turn_before(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The neighbours of a hit share its score: the answer ("Yes! I went yesterday") names
+    nothing of its subject; the question before it does."""
+    _turns(
+        memory,
+        group,
+        [
+            "Melanie: Did you make it to the pride parade this weekend?",
+            "Caroline: Yes! I went yesterday, it was so powerful.",
+            "Melanie: I baked bread with the kids today.",
+            "Caroline: My dog chewed my shoes again.",
+            "Melanie: We planted tomatoes in the garden.",
+        ],
+    )
+    found = memory.search(
+        group, "When did Caroline go to the pride parade?", scopes=("episodes",), limit=2
+    )
+    assert set(_uris(found)) == {f"turn-{T0.date()}-0", f"turn-{T0.date()}-1"}
+
+
+@pytest.mark.parametrize(
+    ("question", "window"),
+    [
+        ("Who did Maria have dinner with on May 3, 2023?", ((2023, 5, 3), (2023, 5, 4))),
+        ("What did Gina find on 1 February, 2023?", ((2023, 2, 1), (2023, 2, 2))),
+        ("What did they paint in July 2023?", ((2023, 7, 1), (2023, 8, 1))),
+        ("What happened in Sept. 2022?", ((2022, 9, 1), (2022, 10, 1))),
+        ("How often did she swim in 2023?", ((2023, 1, 1), (2024, 1, 1))),
+        ("Who are the 2 kids of Maria in 2023?", ((2023, 1, 1), (2024, 1, 1))),
+        ("What may she do in 2022?", ((2022, 1, 1), (2023, 1, 1))),
+        ("When did she go camping in June?", None),
+        ("Where is room 2023?", None),
+        ("What did she do last year?", None),
+    ],
+)
+def test_a_question_names_a_window_of_time(
+    question: str, window: tuple[tuple[int, int, int], tuple[int, int, int]] | None
+) -> None:
+    expected = (
+        None if window is None else tuple(datetime(*d, tzinfo=UTC) for d in window)  # pyright: ignore[reportUnknownArgumentType]
+    )
+    assert time_window(question) == expected
+
+
+def test_a_turn_told_in_the_month_asked_leads(memory: timestone.Memory, group: str) -> None:
+    """The same words told in two months: the question names one, and its turn leads."""
+    may, june = datetime(2023, 5, 20, tzinfo=UTC), datetime(2023, 6, 20, tzinfo=UTC)
+    _turns(memory, group, ["Maria: we volunteered at the shelter today."], at=may)
+    _turns(memory, group, ["Maria: we volunteered at the shelter today."], at=june)
+    for month, at in (("May", may), ("June", june)):
+        found = memory.search(
+            group,
+            f"Where did Maria volunteer in {month} 2023?",
+            scopes=("episodes",),
+            valid_at=None,
+            limit=2,
+        )
+        assert found.episodes[0].reference_time == at
+
+
+def test_a_context_weighs_facts_and_episodes_each_against_its_best(
+    memory: timestone.Memory, group: str
+) -> None:
+    """Facts are fused by rank (scores near 0.03), episodes by score (near 1): merged as
+    they come, no fact would ever precede an episode under a small budget."""
+    memory.add_facts(
+        group,
+        [F("Ada", "WORKS_AT", "Analytical Engines", fact="Ada works at Analytical Engines.")],
+        reference_time=T0,
+    )
+    _turns(memory, group, [f"Ada: the weather was grey on walk {i}." for i in range(12)])
+    ctx = memory.context(group, "Where does Ada work?", token_budget=400, valid_at=None)
+    assert "Ada works at Analytical Engines." in [item.text for item in ctx.items]
+    for kind in ("fact", "episode"):
+        assert max(item.score for item in ctx.items if item.kind == kind) == pytest.approx(1.0)
+
+
+def test_the_library_role_cannot_read_the_term_statistics(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Only the database's own functions read the statistics, each for its group."""
+    _turns(memory, group, ["Ana: the lighthouse keeper gave us a tour."])
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL ROLE timestone_app")
+        conn.execute("SELECT set_config('timestone.group_id', %s, true)", (group,))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT count(*) FROM timestone.term_stats")
+        raise psycopg.Rollback()
