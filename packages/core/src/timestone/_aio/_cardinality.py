@@ -16,6 +16,11 @@ asks nothing. A declared edge type always wins, and is never asked about. An
 answer that is malformed (asked again, at most twice) or unusable (a refusal, a
 cut-off) fails the write with an ``LLMError``: nothing is written, and the next
 write asks again. Without an LLM, a name with no stored answer is ``many``.
+
+Only structured writes (``add_facts``, ``add_fact_batches``) ask: an extracted
+fact already goes to the model's fact resolution, which judges what it
+contradicts. Every write (extraction, documents, the property graph store) uses
+the stored answers.
 """
 
 from __future__ import annotations
@@ -92,26 +97,36 @@ class Cardinalities:
         self.llm = llm  # the model to ask now; None: nothing is asked (answers are still read)
         self._known: dict[tuple[str, str], Cardinality] = {}  # answers never change
 
-    async def of(self, group_id: str, relations: Iterable[str]) -> dict[str, Cardinality]:
-        """The stored or newly asked cardinality of each undeclared name in ``relations``;
-        a name missing from the result is ``many`` (no answer, and no model to ask)."""
-        names = sorted({r for r in relations if self.ontology.edge(r) is None})
-        out: dict[str, Cardinality] = {
-            r: self._known[group_id, r] for r in names if (group_id, r) in self._known
-        }
-        missing = [r for r in names if r not in out]
-        if not missing:
-            return out
+    def _unknown(self, group_id: str, relations: Iterable[str]) -> list[str]:
+        """The names of ``relations`` that are not declared and have no answer known here."""
+        names = {r for r in relations if self.ontology.edge(r) is None}
+        return sorted(r for r in names if (group_id, r) not in self._known)
+
+    async def ask(self, group_id: str, relations: Iterable[str]) -> None:
+        """Before a structured write: ask about each undeclared name with no stored answer
+        (nothing without a model)."""
+        llm = self.llm()
+        missing = self._unknown(group_id, relations)
+        if llm is None or not missing:
+            return
         async with self.db.transaction(group_id, "reading relation cardinalities") as conn:
             found = await _stored(conn, group_id, missing)
-        llm = self.llm()
-        if llm is not None:
-            for relation in missing:
-                if relation not in found:
-                    found[relation] = await self._ask(group_id, relation, llm)
-        for relation, cardinality in found.items():
-            self._known[group_id, relation] = cardinality
-        return out | found
+        for relation in missing:
+            if relation not in found:
+                found[relation] = await self._ask(group_id, relation, llm)
+        self._known.update(((group_id, r), c) for r, c in found.items())
+
+    async def read(
+        self, conn: Conn, group_id: str, relations: Iterable[str]
+    ) -> dict[str, Cardinality]:
+        """In a write: the answered cardinality of the undeclared names of ``relations``; a
+        name missing from the result is ``many``. Answers are read once per process."""
+        relations = list(relations)
+        missing = self._unknown(group_id, relations)
+        if missing:
+            found = await _stored(conn, group_id, missing)
+            self._known.update(((group_id, r), c) for r, c in found.items())
+        return {r: self._known[group_id, r] for r in relations if (group_id, r) in self._known}
 
     async def _ask(self, group_id: str, relation: str, llm: LLM) -> Cardinality:
         """Ask once, under the lock of the group and name; record the answer and the call."""

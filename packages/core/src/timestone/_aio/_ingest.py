@@ -45,7 +45,7 @@ from .._time import aware
 from ..embedders import Embedder, aembed_rows
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..llm import LLM
-from ..ontology import Cardinality, Ontology
+from ..ontology import Ontology
 from ._cardinality import Cardinalities
 from ._db import Conn, Database
 from ._entities import (
@@ -434,7 +434,7 @@ class Ingest:
         facts and entities it wrote are then not built, nor the facts it closed read."""
         group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
         entities = [e for p in prepared for e in (p.source, p.target)]
-        learned = await self.learned.of(group_id, (p.relation for p in prepared))
+        await self.learned.ask(group_id, (p.relation for p in prepared))
         for attempt in range(_RETRIES):
             try:
                 async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
@@ -453,12 +453,7 @@ class Ingest:
                     relations = (p.relation for p in prepared)
                     order = await send_relation_order(w, relations) if outcome else None
                     written = await self._write_episode(
-                        w,
-                        batch.episode,
-                        batch.vectors[batch.episode_text],
-                        prepared,
-                        keep=outcome,
-                        learned=learned,
+                        w, batch.episode, batch.vectors[batch.episode_text], prepared, keep=outcome
                     )
                     # built while the database stores the write; the episode's row comes last
                     result = (
@@ -483,7 +478,6 @@ class Ingest:
         decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
         *,
         keep: bool = True,
-        learned: Mapping[str, Cardinality] | None = None,
     ) -> _Written:
         """``entities_``: entities the episode names besides its facts' endpoints (extraction);
         ``decided``: the LLM tier's choices for ambiguous names, made before the write;
@@ -512,13 +506,13 @@ class Ingest:
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
         ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
+        learned = await self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
             AssertionRow(
                 source_id=source_id,
                 relation=p.relation,
                 target_id=target_id,
-                cardinality=(learned or {}).get(p.relation)
-                or self.ontology.cardinality(p.relation),
+                cardinality=learned.get(p.relation) or self.ontology.cardinality(p.relation),
                 fact=p.sentence,
                 attributes=p.attributes,
                 valid_at=p.valid_at,
@@ -596,7 +590,6 @@ class Ingest:
                 group_id, llm, uri, digest, title_, chunks, ref
             )
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
-        learned = await self.learned.of(group_id, (x.relation for pre in prepared for x in pre))
         names = [e for p, pre in zip(plans, prepared, strict=True) for e in _named(p, pre)]
         vectors = await self.vectors(
             [
@@ -652,7 +645,7 @@ class Ingest:
                     llm_tokens=ledger.tokens if chunk.index == 0 else 0,
                 )
                 written = await self._write_episode(
-                    w, row, vectors[chunk.text], pre, p.entities, p.decided, learned=learned
+                    w, row, vectors[chunk.text], pre, p.entities, p.decided
                 )
                 if chunk.index == 0:
                     await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
@@ -747,7 +740,6 @@ class Ingest:
             vectors = await self.vectors(
                 [text, *(p.sentence for p in prepared), *(e.name for e in planned.entities)]
             )
-            learned = await self.learned.of(group_id, (p.relation for p in prepared))
         except BaseException:
             await record_spent(self.db, group_id, ledger)
             raise
@@ -772,13 +764,7 @@ class Ingest:
                             return await _existing_result(conn, group_id, existing)
                         order = await send_relation_order(w, (p.relation for p in prepared))
                         written = await self._write_episode(
-                            w,
-                            row,
-                            vectors[text],
-                            prepared,
-                            planned.entities,
-                            planned.decided,
-                            learned=learned,
+                            w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                         return await _created(

@@ -46,7 +46,7 @@ from .._time import aware
 from ..embedders import Embedder, embed_rows
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..llm import LLM
-from ..ontology import Cardinality, Ontology
+from ..ontology import Ontology
 from ._cardinality import Cardinalities
 from ._db import Conn, Database
 from ._entities import (
@@ -433,7 +433,7 @@ class Ingest:
         facts and entities it wrote are then not built, nor the facts it closed read."""
         group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
         entities = [e for p in prepared for e in (p.source, p.target)]
-        learned = self.learned.of(group_id, (p.relation for p in prepared))
+        self.learned.ask(group_id, (p.relation for p in prepared))
         for attempt in range(_RETRIES):
             try:
                 with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
@@ -452,12 +452,7 @@ class Ingest:
                     relations = (p.relation for p in prepared)
                     order = send_relation_order(w, relations) if outcome else None
                     written = self._write_episode(
-                        w,
-                        batch.episode,
-                        batch.vectors[batch.episode_text],
-                        prepared,
-                        keep=outcome,
-                        learned=learned,
+                        w, batch.episode, batch.vectors[batch.episode_text], prepared, keep=outcome
                     )
                     # built while the database stores the write; the episode's row comes last
                     result = (
@@ -480,7 +475,6 @@ class Ingest:
         decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
         *,
         keep: bool = True,
-        learned: Mapping[str, Cardinality] | None = None,
     ) -> _Written:
         """``entities_``: entities the episode names besides its facts' endpoints (extraction);
         ``decided``: the LLM tier's choices for ambiguous names, made before the write;
@@ -509,13 +503,13 @@ class Ingest:
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
         ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
+        learned = self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
             AssertionRow(
                 source_id=source_id,
                 relation=p.relation,
                 target_id=target_id,
-                cardinality=(learned or {}).get(p.relation)
-                or self.ontology.cardinality(p.relation),
+                cardinality=learned.get(p.relation) or self.ontology.cardinality(p.relation),
                 fact=p.sentence,
                 attributes=p.attributes,
                 valid_at=p.valid_at,
@@ -591,7 +585,6 @@ class Ingest:
         if llm is not None:
             ledger, plans = self._document_plans(group_id, llm, uri, digest, title_, chunks, ref)
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
-        learned = self.learned.of(group_id, (x.relation for pre in prepared for x in pre))
         names = [e for p, pre in zip(plans, prepared, strict=True) for e in _named(p, pre)]
         vectors = self.vectors(
             [
@@ -645,7 +638,7 @@ class Ingest:
                     llm_tokens=ledger.tokens if chunk.index == 0 else 0,
                 )
                 written = self._write_episode(
-                    w, row, vectors[chunk.text], pre, p.entities, p.decided, learned=learned
+                    w, row, vectors[chunk.text], pre, p.entities, p.decided
                 )
                 if chunk.index == 0:
                     write_ledger(conn, group_id, ledger, written.episode_id, w.now)
@@ -738,7 +731,6 @@ class Ingest:
             vectors = self.vectors(
                 [text, *(p.sentence for p in prepared), *(e.name for e in planned.entities)]
             )
-            learned = self.learned.of(group_id, (p.relation for p in prepared))
         except BaseException:
             record_spent(self.db, group_id, ledger)
             raise
@@ -761,13 +753,7 @@ class Ingest:
                             return _existing_result(conn, group_id, existing)
                         order = send_relation_order(w, (p.relation for p in prepared))
                         written = self._write_episode(
-                            w,
-                            row,
-                            vectors[text],
-                            prepared,
-                            planned.entities,
-                            planned.decided,
-                            learned=learned,
+                            w, row, vectors[text], prepared, planned.entities, planned.decided
                         )
                         write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                         return _created(
