@@ -270,3 +270,62 @@ def test_a_bad_answer_is_a_clear_error_and_writes_nothing(
     transport.extend([answer("one")])
     mem.add_facts(group, works_at("Nord", 2020), reference_time=at(2020))
     assert stored(mem, group) == [("WORKS_AT", "one")]
+
+
+def test_an_extracted_fact_uses_the_answer_and_asks_nothing(
+    mem: timestone.Memory, transport: ReplayTransport, group: str
+) -> None:
+    transport.extend([answer("one")])
+    mem.add_facts(group, works_at("Nord", 2020), reference_time=at(2020))
+    extracted = {
+        "entities": [
+            {"name": "Mira", "type": "Person", "attributes": []},
+            {"name": "Sud", "type": "Organization", "attributes": []},
+        ],
+        "facts": [
+            {
+                "source": "Mira",
+                "relation": "WORKS_AT",
+                "target": "Sud",
+                "fact": "Mira works at Sud.",
+                "valid_at": "2022-01-01T00:00:00Z",
+                "invalid_at": None,
+                "attributes": [],
+            }
+        ],
+    }
+    # no fact resolution: the slot's date fight closes Nord, as "one" answered says
+    transport.extend([{"step": "extraction", **chat_completion(extracted)}])
+    result = mem.add_episode(group, "Mira works at Sud now.", reference_time=at(2022))
+    assert [f.target for f in result.invalidated] == ["Nord"]
+    assert open_targets(mem, group) == ["Sud"]
+    steps = [r["response_format"]["json_schema"]["name"] for r in transport.requests]
+    assert steps == ["relation_cardinality", "extraction"]
+
+
+def test_extraction_does_not_ask(
+    mem: timestone.Memory, transport: ReplayTransport, group: str
+) -> None:
+    extracted = {
+        "entities": [
+            {"name": "Mira", "type": "Person", "attributes": []},
+            {"name": "Lyon", "type": "Place", "attributes": []},
+        ],
+        "facts": [
+            {
+                "source": "Mira",
+                "relation": "VISITS",
+                "target": "Lyon",
+                "fact": "Mira visits Lyon.",
+                "valid_at": None,
+                "invalid_at": None,
+                "attributes": [],
+            }
+        ],
+    }
+    transport.extend([{"step": "extraction", **chat_completion(extracted)}])
+    mem.add_episode(group, "Mira visits Lyon.", reference_time=at(2022))
+    assert [r["response_format"]["json_schema"]["name"] for r in transport.requests] == [
+        "extraction"
+    ]
+    assert stored(mem, group) == []
