@@ -8,6 +8,7 @@ test that expects no question scripts none.
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -329,3 +330,21 @@ def test_extraction_does_not_ask(
         "extraction"
     ]
     assert stored(mem, group) == []
+
+
+def test_an_exported_group_keeps_its_answers(
+    dsn: str, mem: timestone.Memory, transport: ReplayTransport, group: str
+) -> None:
+    transport.extend([answer("one")])
+    mem.add_facts(group, works_at("Nord", 2020), reference_time=at(2020))
+    out = io.StringIO()
+    rows = mem.export_group(group, out)
+    assert rows["relation_cardinalities"] == 1
+    copy = group + "-copy"
+    silent = ReplayTransport()
+    with timestone.Memory.open(dsn, llm=replay_llm(silent), warm=False) as m:
+        m.import_group(out.getvalue().splitlines(), group_id=copy)
+        assert stored(m, copy) == [("WORKS_AT", "one")]
+        m.add_facts(copy, works_at("Sud", 2022), reference_time=at(2022))
+        assert open_targets(m, copy) == ["Sud"]
+    silent.check()
