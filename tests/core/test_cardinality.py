@@ -278,7 +278,7 @@ def test_an_extracted_fact_uses_the_answer_and_asks_nothing(
 ) -> None:
     transport.extend([answer("one")])
     mem.add_facts(group, works_at("Nord", 2020), reference_time=at(2020))
-    extracted = {
+    extracted: dict[str, Any] = {
         "entities": [
             {"name": "Mira", "type": "Person", "attributes": []},
             {"name": "Sud", "type": "Organization", "attributes": []},
@@ -307,7 +307,7 @@ def test_an_extracted_fact_uses_the_answer_and_asks_nothing(
 def test_extraction_does_not_ask(
     mem: timestone.Memory, transport: ReplayTransport, group: str
 ) -> None:
-    extracted = {
+    extracted: dict[str, Any] = {
         "entities": [
             {"name": "Mira", "type": "Person", "attributes": []},
             {"name": "Lyon", "type": "Place", "attributes": []},
