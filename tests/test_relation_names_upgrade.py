@@ -29,6 +29,7 @@ from timestone import EdgeType, FactInput, GraphChunk, GraphRelation, Ontology
 from timestone._models import check_relation
 from timestone._names import stored_relation
 from timestone._sync import _db as sync_db
+from timestone._sync._cardinality import Cardinalities
 from timestone.errors import DatabaseError, InvalidInput
 
 _OURS = next(m for m in sync_db.MIGRATIONS if m[1].endswith("_relation_names_normal_form.sql"))
@@ -40,6 +41,10 @@ def _y(year: int) -> datetime:
     return datetime(year, 1, 1, tzinfo=UTC)
 
 
+def _no_answers(*_: object) -> dict[str, str]:
+    return {}
+
+
 @contextlib.contextmanager
 def _earlier(dsn: str, ontology: Ontology | None = None) -> Generator[timestone.Memory]:
     """A memory on ``dsn`` migrated to the schema before the renaming migration only."""
@@ -47,10 +52,14 @@ def _earlier(dsn: str, ontology: Ontology | None = None) -> Generator[timestone.
         patch.setattr(sync_db, "MIGRATIONS", _BEFORE)
         patch.setattr(sync_db, "SCHEMA_VERSION", _BEFORE[-1][0])
         mem = timestone.Memory.open(dsn, ontology=ontology)
-    try:
-        yield mem
-    finally:
-        mem.close()
+    # that schema has no table of answered relation cardinalities (a later migration): a
+    # write of that version read none
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Cardinalities, "read", _no_answers)
+        try:
+            yield mem
+        finally:
+            mem.close()
 
 
 def _version(dsn: str) -> int:

@@ -198,7 +198,9 @@ FIXTURE = Path(__file__).parent.parent / "fixtures" / "llm" / "community_names.j
 
 def test_llm_names_communities_in_one_batched_call(dsn: str, group: str) -> None:
     transport = ReplayTransport.from_file(FIXTURE)
-    with timestone.Memory.open(dsn, llm=replay_llm(transport, backoff=0.0)) as mem:
+    # the naming call only: the relations' cardinality is not asked (test_cardinality.py)
+    llm = replay_llm(transport, backoff=0.0)
+    with timestone.Memory.open(dsn, llm=llm, infer_cardinality=False) as mem:
         mem.add_facts(group, WINE + ENGINE, reference_time=T2015)
         report = mem.build_communities(group)
         assert report.created == 2

@@ -299,6 +299,18 @@ class LLMLedgerRow(TimestoneModel, table=True):
     created_at: datetime = _tz()
 
 
+class RelationCardinalityRow(TimestoneModel, table=True):
+    """A model's answer for a relation the ontology does not declare (``one`` or ``many``)."""
+
+    __tablename__: ClassVar[str] = "relation_cardinalities"  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    group_id: str = Field(sa_column=Column(Text, primary_key=True))
+    relation: str = Field(sa_column=Column(Text, primary_key=True))
+    cardinality: str = _text()
+    model: str = _text()
+    created_at: datetime = _tz()
+
+
 def engine(dsn: str, **kwargs: Any) -> Engine:
     """An SQLAlchemy engine on ``dsn`` (``Memory.dsn``: a URL or ``key=value`` string)
     through psycopg. Its connections act as the DSN's user, the schema's owner, who sees

@@ -47,6 +47,7 @@ from ..embedders import Embedder, embed_rows
 from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..llm import LLM
 from ..ontology import Ontology
+from ._cardinality import Cardinalities
 from ._db import Conn, Database
 from ._entities import (
     ENTITY_COLUMNS,
@@ -219,10 +220,13 @@ class _Written:
 class Ingest:
     """The write paths of one memory: its database, embedder and ontology."""
 
-    def __init__(self, db: Database, embedder: Embedder, ontology: Ontology) -> None:
+    def __init__(
+        self, db: Database, embedder: Embedder, ontology: Ontology, learned: Cardinalities
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.ontology = ontology
+        self.learned = learned  # undeclared relations' cardinality (``_cardinality``)
 
     # -- validation (no I/O) ---------------------------------------------------------
 
@@ -429,6 +433,7 @@ class Ingest:
         facts and entities it wrote are then not built, nor the facts it closed read."""
         group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
         entities = [e for p in prepared for e in (p.source, p.target)]
+        self.learned.ask(group_id, (p.relation for p in prepared))
         for attempt in range(_RETRIES):
             try:
                 with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
@@ -498,12 +503,13 @@ class Ingest:
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
         ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
+        learned = self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
             AssertionRow(
                 source_id=source_id,
                 relation=p.relation,
                 target_id=target_id,
-                cardinality=self.ontology.cardinality(p.relation),
+                cardinality=learned.get(p.relation) or self.ontology.cardinality(p.relation),
                 fact=p.sentence,
                 attributes=p.attributes,
                 valid_at=p.valid_at,

@@ -51,6 +51,7 @@ from ..errors import InvalidInput, InvalidPeriod, LLMError
 from ..llm import LLM, LLMBudget, LLMUsage, OpenAICompatibleLLM
 from ..ontology import Ontology
 from ._bulk import bulk_load, rebuild_vector_indexes
+from ._cardinality import Cardinalities
 from ._communities import (
     MAX_UPDATE_ENTITIES,
     build_communities,
@@ -149,14 +150,21 @@ class Memory:
         ontology: Ontology,
         llm: Any = None,
         communities: str = "manual",
+        infer_cardinality: bool = True,
     ) -> None:
         _check_communities(communities)
+        if not isinstance(cast(object, infer_cardinality), bool):
+            raise InvalidInput("infer_cardinality must be True or False")
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
         self.llm = llm
         self.communities = communities
-        self._ingest = Ingest(db, embedder, ontology)
+        self.infer_cardinality = infer_cardinality
+        self._learned = Cardinalities(
+            db, ontology, lambda: self.llm if self.infer_cardinality else None
+        )
+        self._ingest = Ingest(db, embedder, ontology, self._learned)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -174,6 +182,7 @@ class Memory:
         communities: str = "manual",
         warm: bool = True,
         prepared_statements: bool | None = None,
+        infer_cardinality: bool = True,
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
@@ -192,7 +201,11 @@ class Memory:
         False behind a pooler in transaction mode that does not carry prepared statements
         from one server connection to another (PgBouncer before 1.21): every statement is
         then planned each time it runs. None: the ``TIMESTONE_PREPARED_STATEMENTS``
-        environment variable, ``on`` or ``off`` (unset: on).
+        environment variable, ``on`` or ``off`` (unset: on). ``infer_cardinality``: with an
+        LLM, a relation the ontology does not declare is asked about once per group (can a
+        subject hold several at once?) and the answer kept, so that a later fact of a
+        single-valued relation supersedes the earlier (docs/llm.md); without an LLM, or
+        with False, such relations are ``many`` and their facts accumulate.
         """
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
@@ -223,6 +236,7 @@ class Memory:
             ontology=kinds,
             llm=model,
             communities=communities,
+            infer_cardinality=infer_cardinality,
         )
 
     @property
@@ -257,7 +271,7 @@ class Memory:
         """Move every stored vector to ``embedder`` and use it from now on; returns rows done."""
         done = reembed_all(self._db.dsn, check_embedder(embedder))
         self.embedder = embedder
-        self._ingest = Ingest(self._db, embedder, self.ontology)
+        self._ingest = Ingest(self._db, embedder, self.ontology, self._learned)
         return done
 
     @contextmanager
