@@ -42,13 +42,32 @@ CALLS: dict[str, list[sql.SQL | sql.Composed]] = {
     "similar_entities": [
         sql.SQL("SELECT count(*) FROM timestone.similar_entities(ARRAY['mira'], 5, 0.1)")
     ],
-    "graph_ids_elsewhere": [
+    "search_terms": [
         sql.SQL(
-            "SELECT count(*) FROM timestone.graph_ids_elsewhere("
-            "ARRAY['chunk-1', gen_random_uuid()::text])"
-        )
+            "SELECT count(*) FROM timestone.search_terms({}, ARRAY['mira', 'direct', 'winery'],"
+            " {}, {}, NULL, NULL, 30)"
+        ).format(kind, as_of, valid_at)
+        for kind in ("facts", "entities", "episodes", "told episodes", "communities")
+        for as_of, valid_at in ((None, _NOW), (_NOW, None), (None, None))
     ],
 }
+# The term statistics' trigger functions, and note_terms that they call, run when the
+# library role writes a row of a table that carries them.
+_COMMUNITY = sql.SQL(
+    "WITH x AS (INSERT INTO timestone.communities (group_id, id, name, members, created_at)"
+    " VALUES (current_setting('timestone.group_id'), gen_random_uuid(), 'Mira directs',"
+    " ARRAY[gen_random_uuid()], now()) RETURNING 1) SELECT count(*) FROM x"
+)
+_EPISODE = sql.SQL(
+    "WITH x AS (INSERT INTO timestone.episodes (group_id, id, name, content, source,"
+    " reference_time, idempotency_key, recorded_at, created_at)"
+    " VALUES (current_setting('timestone.group_id'), gen_random_uuid(), 'note',"
+    " 'Mira directs the winery', 'text', now(), gen_random_uuid()::text, now(), now())"
+    " RETURNING 1) SELECT count(*) FROM x"
+)
+CALLS["count_terms"] = [_COMMUNITY]
+CALLS["count_episode_terms"] = [_EPISODE]
+CALLS["note_terms"] = [_COMMUNITY, _EPISODE]
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +108,7 @@ def _definer_functions(conn: psycopg.Connection[tuple[object, ...]]) -> dict[str
 def test_every_definer_function_lists_pg_temp_last(two_tenants: str) -> None:
     with psycopg.connect(two_tenants) as conn:
         definers = _definer_functions(conn)
-        assert {"search_text", "similar_entities", "graph_ids_elsewhere"} <= set(definers)
+        assert {"search_text", "similar_entities", "search_terms", "note_terms"} <= set(definers)
         for name, (signature, *config) in definers.items():
             paths = [c.removeprefix("search_path=") for c in config if c.startswith("search_path=")]
             assert paths == [PATH], (name, signature, config)

@@ -49,6 +49,7 @@ AS $fn$
     ) AS s
     WHERE name COLLATE "C" ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'
 $fn$;
+REVOKE ALL ON FUNCTION timestone.normal_relation(text) FROM PUBLIC;
 
 -- The stored names that change, old and new: a few distinct values, each renamed once; the
 -- tables are then read once each, joined to this list.

@@ -29,12 +29,13 @@
 -- has no privilege on it), and each reads only the group of its transaction.
 
 CREATE TABLE timestone.term_stats (
-    id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id       bigint GENERATED ALWAYS AS IDENTITY,
     group_id text   NOT NULL,
     kind     text   NOT NULL,
     lexeme   text   NOT NULL,
     docs     bigint NOT NULL,
-    length   bigint NOT NULL
+    length   bigint NOT NULL,
+    PRIMARY KEY (group_id, id)  -- group first, as every key (a tenant's rows on one shard)
 );
 CREATE INDEX term_stats_key ON timestone.term_stats (group_id, kind, lexeme);
 ALTER TABLE timestone.term_stats ENABLE ROW LEVEL SECURITY;
@@ -76,7 +77,8 @@ BEGIN
         WHERE r.group_id = p_groups[1]
     ), gone AS (
         DELETE FROM timestone.term_stats AS s USING touched AS t
-        WHERE s.group_id = t.group_id AND s.kind = t.kind AND s.lexeme = t.lexeme
+        WHERE s.group_id = p_groups[1]  -- one group's rows: one shard on Citus
+          AND s.group_id = t.group_id AND s.kind = t.kind AND s.lexeme = t.lexeme
         RETURNING s.group_id, s.kind, s.lexeme, s.docs, s.length
     )
     INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
