@@ -165,3 +165,20 @@ def test_one_spelling_of_a_relation_across_adapters(memory: timestone.Memory, gr
         assert len(memory.facts(group, relation=spelling)) == 1
         docs, _ = _both(memory, group, "Mira", scopes=("facts",))
         assert [d.metadata["relation"] for d in docs] == ["DIRECTS"]
+
+
+def test_the_scopes_stand_side_by_side_by_rank_not_by_their_scores_scales(
+    memory: timestone.Memory, mira: str
+) -> None:
+    """Episodes are scored by text (about 0 to 2), facts by a fused rank (about 0.03): by
+    score alone every passage would stand before every fact. A scope's n-th record
+    stands beside the other scopes' n-th."""
+    memory.add_document(mira, "notes://sud", "Mira directs Château Sud and walks its vines.",
+                        reference_time=REF)  # fmt: skip
+    found = memory.search(mira, "Who directs Château Sud?", scopes=("facts", "episodes"))
+    assert found.facts
+    assert found.episodes
+    assert max(e.score or 0.0 for e in found.episodes) > max(f.score or 0.0 for f in found.facts)
+    docs, nodes = _both(memory, mira, "Who directs Château Sud?", k=4)
+    for ranked in ([d.metadata["kind"] for d in docs], [n.node.metadata["kind"] for n in nodes]):
+        assert ranked[:2] == ["fact", "episode"]

@@ -77,8 +77,13 @@ def test_scopes_mix_entities_and_episodes(memory: timestone.Memory, mira: str) -
     )
     docs = retriever.invoke("Château Sud")
     assert {d.metadata["kind"] for d in docs} >= {"fact", "entity"}
-    scores = [d.metadata["score"] for d in docs]
-    assert scores == sorted(scores, reverse=True)
+    # each scope best first; the scopes stand side by side by rank (their scores have
+    # scales of their own: tests/test_retrievers_agree.py)
+    for kind in ("fact", "entity", "episode"):
+        scores = [d.metadata["score"] for d in docs if d.metadata["kind"] == kind]
+        assert scores == sorted(scores, reverse=True)
+    kinds = [d.metadata["kind"] for d in docs]
+    assert kinds[:2] == ["fact", "entity"]
     assert all(isinstance(d, Document) for d in docs)
 
 

@@ -252,13 +252,16 @@ class Found(Protocol):
 
 
 def ranked_records(results: Found, k: int) -> list[Retrieved]:
-    """The ``k`` best records of a search across its scopes, ranked together by score (a
-    tie keeps the order facts, entities, episodes, each best first)."""
-    records = [
-        *(fact_record(f) for f in results.facts),
-        *(entity_record(e) for e in results.entities),
-        *(episode_record(e) for e in results.episodes),
+    """The ``k`` best records of a search across its scopes, ranked together by their
+    rank in their own scope (reciprocal rank fusion of the scopes' lists): the scopes'
+    scores are on scales of their own (a fused rank of facts, a text score of episodes),
+    so a scope's n-th record stands beside the other scopes' n-th. A tie keeps the order
+    facts, entities, episodes. Each record keeps its own ``score``."""
+    scopes = [
+        [fact_record(f) for f in results.facts],
+        [entity_record(e) for e in results.entities],
+        [episode_record(e) for e in results.episodes],
     ]
-    order = {id(r): i for i, r in enumerate(records)}
-    records.sort(key=lambda r: (-(r.score or 0.0), order[id(r)]))
-    return records[:k]
+    ranked = [(rank, scope, r) for scope, rs in enumerate(scopes) for rank, r in enumerate(rs)]
+    ranked.sort(key=lambda t: (t[0], t[1]))
+    return [r for _, _, r in ranked[:k]]
