@@ -1,0 +1,35 @@
+"""The table of ``bench.conversations`` (evidence recall on real conversations), for
+the README and docs/benchmarks.md."""
+
+from __future__ import annotations
+
+from bench._report_tables import Lines, Result, ms, ratio, table
+
+SYSTEMS = (
+    ("timestone", "Timestone `search`"),
+    ("bm25", "Okapi BM25 (k1 1.2, b 0.75)"),
+    ("dense", "dense: exact cosine, same embedder"),
+    ("rrf", "RRF (k = 60) of the two"),
+)
+COLUMNS = ("R@5", "R@10", "R@20", "multi-hop", "temporal", "open-domain", "single-hop")
+
+
+def conversations_table(r: Result) -> Lines:
+    """Recall of each system, then ``context()``'s recall and the search's latency."""
+    rows = [
+        [name, *(ratio(r["systems"][key].get(c), 3) for c in COLUMNS)]
+        for key, name in SYSTEMS
+        if key in r["systems"]
+    ]
+    out = table(["system", *COLUMNS], rows, [False, *([True] * len(COLUMNS))])
+    held = r.get("context_recall", {})
+    latency = r.get("search_latency", {})
+    out += [
+        "",
+        f"{r['questions']} questions with evidence (categories 1 to 4, per-category columns at "
+        "10). `context(token_budget=N, valid_at=None)` holds "
+        + ", ".join(f"{ratio(v, 3)} at {int(k):,} tokens" for k, v in held.items())
+        + f" of the evidence; a search took {ms(latency.get('p50_ms'))} / "
+        f"{ms(latency.get('p95_ms'))} ms p50 / p95.",
+    ]
+    return out
