@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -56,9 +57,6 @@ COMMANDS = {
     "ingest": ".venv/bin/python -m bench.ingest",
     "floor": ".venv/bin/python -m bench.floor --rounds 3",
     "llm_calls": ".venv/bin/python -m bench.llm_calls",
-    "search": (
-        ".venv/bin/python -m bench.search --sizes 10000 100000 1000000 --keep /tmp/bench-keep"
-    ),
     "context": (".venv/bin/python -m bench.context /tmp/bench-keep/100000 /tmp/bench-keep/1000000"),
     "reindex": (".venv/bin/python -m bench.reindex /tmp/bench-keep/100000 /tmp/bench-keep/1000000"),
     "wear-100000": (
@@ -78,6 +76,12 @@ COMMANDS = {
 
 
 # The headline: the README's one table ----------------------------------------------
+
+
+def _sizes(search: Result) -> str:
+    """The ``--sizes`` of the run that wrote ``search.json`` (the corpora it built)."""
+    # the corpora are asked for as powers of ten and hold slightly fewer facts
+    return " ".join(str(10 ** math.ceil(math.log10(s["facts_ingested"]))) for s in search["sizes"])
 
 
 def headline() -> Lines:
@@ -106,7 +110,7 @@ def headline() -> Lines:
                     f"`search`, {count(size['facts_ingested'])} facts, p50 / p95 ms",
                     f"{p50_p95(size)} (recall@10 {ratio(size.get('recall_at_10'))}, "
                     f"ANN recall@10 {ratio(size.get('ann_recall_at_10'), 3)})",
-                    "`bench.search --sizes 10000 100000 1000000`",
+                    f"`bench.search --sizes {_sizes(search)}`",
                 )
             )
     context = load("context")
@@ -288,6 +292,8 @@ def render() -> str:
         if result is None:
             continue
         command = COMMANDS.get(name, "")
+        if name == "search":  # the sizes of the run that wrote the file
+            command = f".venv/bin/python -m bench.search --sizes {_sizes(result)}"
         lines += ["", f"## {title}", "", f"`{command}`", "", what, "", *render_table(result)]
     for path in sorted(RESULTS.glob("*.json")):
         if path.stem in known:
