@@ -120,10 +120,12 @@ def main() -> None:
                 reference_time=datetime.fromisoformat(day).replace(tzinfo=UTC),
             )
 
-        # 1. A retriever: facts as Documents, with both clocks in metadata.
+        # 1. A retriever: facts and passages as Documents, with both clocks in metadata
+        # (a fact is true from its valid_at; a passage was told at its reference_time).
         retriever = TimestoneRetriever(memory=memory, group_id=GROUP, k=2)
         for doc in retriever.invoke("Where does Mira work?"):
-            print(f"retrieved: {doc.page_content}  (true from {doc.metadata['valid_at'][:10]})")
+            when = doc.metadata.get("valid_at") or doc.metadata["reference_time"]
+            print(f"retrieved: {doc.page_content[:80]}  ({doc.metadata['kind']}, {when[:10]})")
 
         # 2. An agent with memory: recall before the model, record after the agent.
         agent = create_agent(
