@@ -12,7 +12,7 @@ import pytest
 import timestone
 from timestone import FactInput as F
 from timestone._question import time_window
-from timestone._search_request import MAX_QUERY_CHARS
+from timestone._search_request import MAX_QUERY_CHARS, prepare_search
 from timestone.errors import InvalidInput
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
@@ -250,6 +250,10 @@ def test_a_reply_that_names_nothing_is_found_through_the_turn_before(
     assert set(_uris(found)) == {f"turn-{T0.date()}-0", f"turn-{T0.date()}-1"}
 
 
+# the reference moment of relative words: a Friday in August
+REF = datetime(2023, 8, 11, 12, tzinfo=UTC)
+
+
 @pytest.mark.parametrize(
     ("question", "window"),
     [
@@ -257,12 +261,39 @@ def test_a_reply_that_names_nothing_is_found_through_the_turn_before(
         ("What did Gina find on 1 February, 2023?", ((2023, 2, 1), (2023, 2, 2))),
         ("What did they paint in July 2023?", ((2023, 7, 1), (2023, 8, 1))),
         ("What happened in Sept. 2022?", ((2022, 9, 1), (2022, 10, 1))),
+        ("What happened in May of 2022?", ((2022, 5, 1), (2022, 6, 1))),
         ("How often did she swim in 2023?", ((2023, 1, 1), (2024, 1, 1))),
         ("Who are the 2 kids of Maria in 2023?", ((2023, 1, 1), (2024, 1, 1))),
         ("What may she do in 2022?", ((2022, 1, 1), (2023, 1, 1))),
-        ("When did she go camping in June?", None),
         ("Where is room 2023?", None),
-        ("What did she do last year?", None),
+        # relative words, read against the reference moment
+        ("What did she do last year?", ((2022, 1, 1), (2023, 1, 1))),
+        ("What did she buy this month?", ((2023, 8, 1), (2023, 9, 1))),
+        ("Who called two weeks ago?", ((2023, 7, 24), (2023, 7, 31))),
+        ("Who called 3 days ago?", ((2023, 8, 8), (2023, 8, 9))),
+        ("What did she cook yesterday?", ((2023, 8, 10), (2023, 8, 11))),
+        ("What did she do last Friday?", ((2023, 8, 4), (2023, 8, 5))),
+        ("What did they do last weekend?", ((2023, 8, 5), (2023, 8, 7))),
+        ("What is planned for next month?", ((2023, 9, 1), (2023, 10, 1))),
+        ("When did she go camping in June?", ((2023, 6, 1), (2023, 7, 1))),
+        ("What did she do in December?", ((2022, 12, 1), (2023, 1, 1))),
+        ("Where did they go last summer?", ((2022, 6, 1), (2022, 9, 1))),
+        ("Where did they go this summer?", ((2023, 6, 1), (2023, 9, 1))),
+        ("Where did they ski last winter?", ((2022, 12, 1), (2023, 3, 1))),
+        ("What state did Joanna visit in summer 2021?", ((2021, 6, 1), (2021, 9, 1))),
+        # a date written out wins over relative words
+        ("What did she do last weekend before April 10, 2023?", ((2023, 4, 10), (2023, 4, 11))),
+        # no time: a modal "may", a verb "march", an ordinal "second", a lower-case month
+        # with no year, an event, a bare number
+        ("May I ask what she painted?", None),
+        ("Did they march in the parade?", None),
+        ("Who came second in the race?", None),
+        ("Who came in second place at the fair?", None),
+        ("What did she say in may?", None),
+        ("What did she do before she moved?", None),
+        ("What happened after the wedding?", None),
+        ("What did she do in 3 weeks?", None),
+        ("Does she march every spring?", None),
     ],
 )
 def test_a_question_names_a_window_of_time(
@@ -271,7 +302,21 @@ def test_a_question_names_a_window_of_time(
     expected = (
         None if window is None else tuple(datetime(*d, tzinfo=UTC) for d in window)  # pyright: ignore[reportUnknownArgumentType]
     )
-    assert time_window(question) == expected
+    assert time_window(question, REF) == expected
+
+
+def test_relative_words_are_read_against_valid_at_else_now() -> None:
+    """The reference moment of a search is its ``valid_at``, else the moment of the call;
+    a search over any time (``valid_at=None``) reads them against now too."""
+    at = datetime(2021, 3, 15, tzinfo=UTC)
+    req = prepare_search("What did she do last year?", valid_at=at)
+    assert req.window == (datetime(2020, 1, 1, tzinfo=UTC), datetime(2021, 1, 1, tzinfo=UTC))
+    this_year = datetime.now(UTC).year
+    for when in ({}, {"valid_at": None}):
+        req = prepare_search("What did she do last year?", **when)  # pyright: ignore[reportArgumentType]
+        assert req.window is not None
+        assert req.window[0] == datetime(this_year - 1, 1, 1, tzinfo=UTC)
+    assert prepare_search("What did she paint?").window is None
 
 
 def test_a_turn_told_in_the_month_asked_leads(memory: timestone.Memory, group: str) -> None:
@@ -288,6 +333,22 @@ def test_a_turn_told_in_the_month_asked_leads(memory: timestone.Memory, group: s
             limit=2,
         )
         assert found.episodes[0].reference_time == at
+
+
+def test_a_turn_told_in_the_relative_window_leads(memory: timestone.Memory, group: str) -> None:
+    """The same words told two summers running: "last summer", read against ``valid_at``,
+    names the first, and its turn leads; without the time words the one written first
+    (the later summer) does."""
+    summers = datetime(2022, 7, 20, tzinfo=UTC), datetime(2023, 7, 20, tzinfo=UTC)
+    for at in reversed(summers):
+        _turns(memory, group, ["Maria: we hiked up to the glacier lake."], at=at)
+    asked = datetime(2023, 8, 11, tzinfo=UTC)
+    leads: list[datetime] = []
+    for question in ("Where did Maria hike last summer?", "Where did Maria hike?"):
+        found = memory.search(group, question, scopes=("episodes",), valid_at=asked, limit=2)
+        leads.append(found.episodes[0].reference_time)
+    assert leads[0] == summers[0], leads
+    assert leads[1] == summers[1], leads
 
 
 def test_a_context_weighs_facts_and_episodes_each_against_its_best(

@@ -14,6 +14,7 @@ from ._fulltext import check_alternatives
 from ._fusion import RERANKERS
 from ._models import check_relation, check_text, check_uuid
 from ._names import normalize
+from ._question import time_window
 from ._time import NOW, Now, aware, utcnow
 from .errors import InvalidInput
 from .rerankers import Reranker
@@ -79,6 +80,9 @@ class SearchRequest:
     # whether the records of structured facts (episodes of source ``facts``) are episode
     # candidates; ``context`` leaves them out, their facts being candidates of their own
     fact_records: bool = True
+    # the window of world time the question names (``timestone._question``), read
+    # against ``valid_at`` (else the moment of the call); episodes told in it are favoured
+    window: tuple[datetime, datetime] | None = None
 
     @property
     def method(self) -> str:
@@ -186,6 +190,7 @@ def prepare_search(
         embeddings=embeddings or chosen == "mmr",
         content_chars=content_chars,
         fact_records=fact_records,
+        window=time_window(text, world or utcnow()),
     )
 
 

@@ -47,7 +47,6 @@ from ._arrays import TextArray
 from ._fulltext import web_query
 from ._fusion import RRF_K
 from ._names import normalize
-from ._question import time_window
 from ._search_request import (
     CENTER_DEPTH,
     HOP_FACTS_CAP,
@@ -106,7 +105,6 @@ def search_params(
     no ``vector`` yet, ``vec`` is None until the caller sets it."""
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
-    window = time_window(req.query)
     return {
         "g": group_id,
         "text": web_query(req.query),
@@ -129,8 +127,8 @@ def search_params(
         "exact_below": EXACT_BELOW if req.as_of is None else AS_OF_EXACT_BELOW,
         "content_chars": req.content_chars,
         # the window of world time the question names (``_question``), for episodes
-        "window_from": window[0] if window is not None else None,
-        "window_to": window[1] if window is not None else None,
+        "window_from": req.window[0] if req.window is not None else None,
+        "window_to": req.window[1] if req.window is not None else None,
     }
 
 
