@@ -19,17 +19,22 @@ __all__ = [
     "ENTITY_RESOLUTION",
     "EXTRACTION",
     "FACT_RESOLUTION",
+    "QUESTION_REWRITE",
+    "REWRITE_ALTERNATIVES",
+    "REWRITE_SCHEMA",
     "SAGA_SUMMARY",
     "Condensed",
     "EntityDecisions",
     "Extraction",
     "FactJudgements",
+    "Rewrite",
     "SagaSummary",
     "condense_messages",
     "entity_resolution_messages",
     "extraction_messages",
     "extraction_schema",
     "fact_resolution_messages",
+    "rewrite_messages",
     "saga_messages",
 ]
 
@@ -345,4 +350,51 @@ def saga_messages(
     return [
         {"role": "system", "content": _SAGA_SYSTEM.format(limit=limit)},
         {"role": "user", "content": f"<SAGA name={json.dumps(saga)}>\n{body}\n</SAGA>"},
+    ]
+
+
+# -- the optional rewrite of a search question (``_aio._rewrite``) ----------------------
+
+QUESTION_REWRITE = "question_rewrite"
+REWRITE_ALTERNATIVES = 3
+
+REWRITE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "alternatives": {"type": "array", "items": {"type": "string"}},
+        "after": {"type": ["string", "null"]},
+        "before": {"type": ["string", "null"]},
+    },
+    "required": ["alternatives", "after", "before"],
+    "additionalProperties": False,
+}
+
+_REWRITE_SYSTEM = """\
+You help a search over a memory of conversations, documents and facts. Given a \
+question, write up to {n} alternative phrasings of it that the memory's text may \
+hold: the statement an answer would be written in, synonyms, names written out. \
+Keep each short; do not answer the question and do not add facts. When the \
+question asks about a period of time, give it as "after" (first day, included) and \
+"before" (first day after it), dates in YYYY-MM-DD, reading relative words ("last \
+year", "two weeks ago") against the reference moment; otherwise null for both.\
+"""
+
+
+class Rewrite(pydantic.BaseModel):
+    """A rewrite's answer: alternative phrasings and, optionally, a window of dates."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    alternatives: list[str]
+    after: datetime | None
+    before: datetime | None
+
+
+def rewrite_messages(question: str, reference: datetime) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": _REWRITE_SYSTEM.format(n=REWRITE_ALTERNATIVES)},
+        {
+            "role": "user",
+            "content": f"Reference moment: {reference.date().isoformat()}\n"
+            f"<QUESTION>\n{question}\n</QUESTION>",
+        },
     ]

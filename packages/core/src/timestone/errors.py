@@ -28,6 +28,7 @@ The hierarchy::
     └── RerankerError                the cross-encoder reranker failed or answered badly
 
     ExtractionWarning                (a warning) model output dropped: outside the ontology, etc.
+    RewriteWarning                   (a warning) a search's rewrite fell back to the plain search
 
 Database errors raised by psycopg are wrapped, never leaked: the psycopg
 exception stays reachable as ``__cause__``.
@@ -56,6 +57,7 @@ __all__ = [
     "NotFound",
     "OntologyViolation",
     "RerankerError",
+    "RewriteWarning",
     "SchemaTooNew",
     "TimestoneError",
     "ToolRefused",
@@ -196,6 +198,12 @@ class UnusableAnswer(LLMError):
 class ExtractionWarning(UserWarning):
     """Model output that was dropped, not written: an entity outside the ontology, a fact on
     an unknown entity, an unknown relation, attributes that fail their model, a bad date."""
+
+
+class RewriteWarning(UserWarning):
+    """``search(..., rewrite=True)`` searched the question alone: no model is configured,
+    or its answer failed, was refused, cut off or malformed, or the budget refused the
+    call. The message says which; nothing but the call's ledger row was written."""
 
 
 class RerankerError(TimestoneError):

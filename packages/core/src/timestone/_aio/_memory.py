@@ -1004,12 +1004,17 @@ class AsyncMemory:
         labels: Sequence[str] | None = None,
         ids: Sequence[uuid.UUID | str] | None = None,
         fact_records: bool = True,
+        rewrite: bool = False,
     ) -> SearchResults:
         """Hybrid search (full text, vectors, graph walk) over ``scopes``: facts, entities,
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
-        ``as_of`` (system time). ``fact_records=False``: the episodes that only record
-        structured facts (``add_facts``) are not searched, only told ones and chunks."""
+        ``as_of`` (system time); time words of the question ("last year") are read against
+        ``valid_at``, else now. ``fact_records=False``: the episodes that only record
+        structured facts (``add_facts``) are not searched, only told ones and chunks.
+        ``rewrite=True``: one small call to the LLM adds phrasings of the question, searched
+        beside it (``timestone._aio._rewrite``; without a model, or on a failed answer, a
+        ``RewriteWarning`` and the plain search)."""
         from .._search_request import prepare_search
         from ._search import search
 
@@ -1026,6 +1031,12 @@ class AsyncMemory:
             ids=ids,
             fact_records=fact_records,
         )
+        if not isinstance(cast(object, rewrite), bool):
+            raise InvalidInput(f"rewrite must be True or False, got {rewrite!r:.80}")
+        if rewrite:
+            from ._rewrite import rewritten_search
+
+            return await rewritten_search(self._db, self.embedder, self.llm, group_id, req)
         return await search(self._db, self.embedder, group_id, req)
 
     async def context(

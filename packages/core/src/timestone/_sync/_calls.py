@@ -35,6 +35,7 @@ STEPS = {
     P.FACT_RESOLUTION: "fact resolution",
     P.CONDENSE: "summary condensation",
     P.SAGA_SUMMARY: "saga summary",
+    P.QUESTION_REWRITE: "question rewrite",
 }
 
 
@@ -96,17 +97,19 @@ def call(
     request: LLMRequest,
     answer: type[Answer],
     check: Callable[[Answer], str | None] | None = None,
+    retries: int = OUTPUT_RETRIES,
 ) -> Answer:
     """One structured call: budget check, the model, parse and validate, bounded re-asks.
 
     ``check`` says what is wrong with an answer that fits the schema but cannot be used
     (``_answers``: a number naming an item that was not asked about), or ``None``; such an
     answer is asked again like malformed output. An answer with nothing usable (a refusal,
-    a cut-off) fails at once; every answer is in the ledger.
+    a cut-off) fails at once; every answer is in the ledger. ``retries``: how many times
+    a malformed answer is asked again.
     """
     step = request.step
     last = ""
-    for _ in range(1 + OUTPUT_RETRIES):
+    for _ in range(1 + retries):
         ledger.admit(request)
         try:
             reply = llm.complete(request)
@@ -136,7 +139,8 @@ def call(
         ledger.add(reply, step, ok=True)
         return result
     raise LLMError(
-        f"{step}: the model returned malformed output {1 + OUTPUT_RETRIES} times "
+        f"{step}: the model returned malformed output {1 + retries} "
+        f"time{'s' if retries else ''} "
         f"(last: {last}); nothing was written",
         step=step,
     )
