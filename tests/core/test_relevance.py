@@ -351,6 +351,38 @@ def test_a_turn_told_in_the_relative_window_leads(memory: timestone.Memory, grou
     assert leads[1] == summers[1], leads
 
 
+def test_facts_true_in_the_window_asked_lead(memory: timestone.Memory, group: str) -> None:
+    """Two employers in turn: the year the question names puts the fact true then first,
+    whichever that is; the facts are the same, only the window moves."""
+
+    def at(year: int) -> datetime:
+        return datetime(year, 1, 1, tzinfo=UTC)
+
+    memory.add_facts(
+        group,
+        [
+            F(
+                "Mira",
+                "WORKS_AT",
+                "Nord",
+                fact="Mira works at Nord.",
+                valid_at=at(2015),
+                invalid_at=at(2023),
+            ),
+            F("Mira", "WORKS_AT", "Sud", fact="Mira works at Sud.", valid_at=at(2023)),
+        ],
+        reference_time=at(2023),
+    )
+    firsts: list[str] = []
+    for year in (2019, 2024):
+        found = memory.search(group, f"Where did Mira work in {year}?", valid_at=None, limit=1)
+        firsts.append(found.facts[0].target)
+    assert firsts == ["Nord", "Sud"]
+    # ``valid_at`` a moment: only what is true then, and the window cannot change that
+    found = memory.search(group, "Where did Mira work in 2019?", valid_at=at(2024))
+    assert [f.target for f in found.facts] == ["Sud"]
+
+
 def test_a_context_weighs_facts_and_episodes_each_against_its_best(
     memory: timestone.Memory, group: str
 ) -> None:

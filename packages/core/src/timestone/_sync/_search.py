@@ -32,6 +32,7 @@ from .._models import Entity, Episode, Fact
 from .._results import Community, SearchResults
 from .._search_request import SPLIT_ROWS, SearchRequest
 from .._search_sql import EXACT_BELOW, keep_of, search_params, statement
+from .._window import favour_window, favoured_keep
 from ..embedders import Embedder, embed_rows
 from ..errors import NotFound, TimestoneError
 from ._db import TENANT_SETTINGS, Conn, Database, autocommit, wrap_db_error
@@ -240,6 +241,9 @@ def run_search(
     reads the other lists (and the other scopes), then ``conn`` fuses the three in its
     transaction. Either way the result is the one statement's, read in one snapshot."""
     params = search_params(req, group_id, vector)
+    widened = favoured_keep(req)  # facts in the window the question names (``_window``)
+    if widened is not None:
+        params["keep"] = widened
     large = db is not None and db.large(group_id)
     # ranked through the index: no count to make (as of a moment, the count is of the
     # rows created by then, which a large group may still have held few of)
@@ -311,7 +315,12 @@ def run_search(
             _note_horizon(db, group_id, rows[0])
         keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
         candidates = [candidate_of(row, key) for key, row in keyed.items()]
-        out[scope] = ScopeHits(scope, keyed, rerank(candidates, req.method, keep_of(req)))
+        if scope == "facts" and widened is not None and req.window is not None:
+            ranked = rerank(candidates, req.method, widened)
+            ranked = favour_window(ranked, keyed, req.window, keep_of(req))
+        else:
+            ranked = rerank(candidates, req.method, keep_of(req))
+        out[scope] = ScopeHits(scope, keyed, ranked)
     return out
 
 
