@@ -31,6 +31,8 @@ verb "march" (a month with no year must be capitalised and follow "in", "during"
 search of its own.
 """
 
+# why: docs/decisions/019-time-words-and-question-rewrite.md
+
 from __future__ import annotations
 
 import re

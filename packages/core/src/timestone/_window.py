@@ -14,6 +14,8 @@ Only the reciprocal-rank order is favoured: the other rerankers order by what th
 name (hops, mentions, diversity, a cross-encoder's score).
 """
 
+# why: docs/decisions/019-time-words-and-question-rewrite.md
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

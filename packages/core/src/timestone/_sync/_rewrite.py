@@ -20,6 +20,8 @@ option, and nothing but the ledger row is written. A malformed answer is not ask
 again: a search waits on it.
 """
 
+# why: docs/decisions/019-time-words-and-question-rewrite.md
+
 from __future__ import annotations
 
 import dataclasses
