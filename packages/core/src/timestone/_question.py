@@ -4,10 +4,11 @@ A question that names a time ("What did Maria donate in December 2023?", "Who di
 Maria have dinner with on May 3, 2023?", "What did she do last year?") asks about what
 was true or told then: ``time_window`` turns it into a window of world time, the day,
 week, month, season or year it names. The episodes scope gives the candidates told in
-that window a share of the best score (``timestone._episodes_sql``): a preference, not
-a filter, since an episode may tell of a date other than its own.
+that window a share of the best score (``timestone._episodes_sql``), the facts scope
+the facts true in it (``timestone._window``): a preference, not a filter, since an
+episode may tell of a date other than its own.
 
-Two kinds of time words, the first found in the question deciding:
+Two kinds of time words; a written date wins, else the first relative phrase:
 
 - **A date written out with its year** ("May 3, 2023", "3 June, 2023", "July 2023",
   "in 2023"), found by a pattern and read by ``dateutil``. When a question writes one,
@@ -23,7 +24,7 @@ Two kinds of time words, the first found in the question deciding:
   February) have no reading there and are computed here.
 
 The words are found by the patterns below, not by ``dateparser``'s own search, which
-reads "May I ask" as a month and "second" as a time. A number alone is no date ("the
+reads the "May" of "May I ask" as a month. A number alone is no date ("the
 2 kids of Maria in 2023" names the year, not February), nor is a modal "may" or a
 verb "march" (a month with no year must be capitalised and follow "in", "during" or
 "since"), nor an ordinal "second". Words relative to an event ("before she moved",
