@@ -29,6 +29,7 @@ from timestone import EdgeType, FactInput, GraphChunk, GraphRelation, Ontology
 from timestone._models import check_relation
 from timestone._names import stored_relation
 from timestone._sync import _db as sync_db
+from timestone._sync import _functions as sync_functions
 from timestone._sync._cardinality import Cardinalities
 from timestone.errors import DatabaseError, InvalidInput
 
@@ -51,6 +52,8 @@ def _earlier(dsn: str, ontology: Ontology | None = None) -> Generator[timestone.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sync_db, "MIGRATIONS", _BEFORE)
         patch.setattr(sync_db, "SCHEMA_VERSION", _BEFORE[-1][0])
+        # the function files are the current schema's: an earlier one has its migrations'
+        patch.setattr(sync_functions, "FUNCTIONS", ())
         mem = timestone.Memory.open(dsn, ontology=ontology)
     # that schema has no table of answered relation cardinalities (a later migration): a
     # write of that version read none

@@ -134,6 +134,55 @@ def test_a_group_search_is_one_task_on_one_worker(
         assert plan.count("->  Task") == 1, name
 
 
+def _bodies(dsn: str, name: str) -> list[str]:
+    """The body of ``timestone.<name>`` on the coordinator, then on each worker."""
+    with psycopg.connect(dsn) as conn:
+        mine = conn.execute(
+            "SELECT prosrc FROM pg_proc WHERE oid = to_regproc(%s)", (f"timestone.{name}",)
+        ).fetchone()
+        theirs = conn.execute(
+            "SELECT result FROM run_command_on_workers(format("
+            "  'SELECT prosrc FROM pg_proc WHERE oid = to_regproc(%%L)', %s::text))"
+            " ORDER BY nodeport",
+            (f"timestone.{name}",),
+        ).fetchall()
+    assert mine is not None
+    return [str(mine[0]), *(str(r[0]) for r in theirs)]
+
+
+def test_a_changed_function_file_reaches_every_worker(
+    memory: timestone.Memory,
+    cluster: Cluster,
+    open_memory: Callable[[str], timestone.Memory],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the search function a routed search calls on the group's worker: a changed file is
+    # applied at the next open, on the coordinator and on every worker; the old one back
+    from timestone._sync import _functions as sync_functions
+
+    files = sync_functions.FUNCTIONS
+    before = _bodies(cluster.dsn, "search_text")
+    assert len(before) == 3
+    assert len(set(before)) == 1
+    original = dict(files)["search_text"]
+    edited = original.replace(b"AS $fn$\n", b"AS $fn$\n-- edited in its file\n", 1)
+    assert edited != original
+    monkeypatch.setattr(
+        sync_functions,
+        "FUNCTIONS",
+        tuple(f._replace(text=edited) if f.name == "search_text" else f for f in files),
+    )
+    open_memory(cluster.dsn).close()
+    changed = _bodies(cluster.dsn, "search_text")
+    assert all(body.startswith("\n-- edited in its file\n") for body in changed), changed
+    assert memory.search(MIRA, "Which chateau does Mira direct?").facts[0].fact == (
+        "Mira directs Chateau Sud."
+    )
+    monkeypatch.setattr(sync_functions, "FUNCTIONS", files)
+    open_memory(cluster.dsn).close()
+    assert _bodies(cluster.dsn, "search_text") == before
+
+
 def _day(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 

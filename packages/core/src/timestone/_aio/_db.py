@@ -342,6 +342,7 @@ async def migrate(dsn: str) -> int:
         try:
             await _ensure_extensions(conn)
             from ._distributed import is_distributed, run_script  # they build on this module
+            from ._functions import apply_functions
 
             # a distributed schema takes its scripts one statement at a time (run_script)
             distributed = await is_distributed(conn)
@@ -370,6 +371,8 @@ async def migrate(dsn: str) -> int:
                         (json.dumps(number),),
                     )
                 del name
+            # the functions' current definitions: the repeatable migrations (_functions)
+            await apply_functions(conn, distributed, SCHEMA_VERSION)
             return max(version, SCHEMA_VERSION)
         except psycopg.Error as exc:
             raise wrap_db_error(exc, "migrating the schema") from exc

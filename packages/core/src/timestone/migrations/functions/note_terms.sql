@@ -1,0 +1,51 @@
+-- timestone.note_terms: its current definition, a repeatable migration (README.md here).
+-- Earlier definitions, kept as history: migration(s) 0036.
+
+-- Add the rows (sign 1) or remove them (sign -1), then fold what they touched.
+CREATE OR REPLACE FUNCTION timestone.note_terms(
+    p_groups text[], p_kinds text[], p_fts tsvector[], p_signs integer[]
+)
+RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $fn$
+BEGIN
+    IF coalesce(cardinality(p_groups), 0) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
+    SELECT d.group_id, d.kind, d.lexeme, sum(d.docs), sum(d.length)
+    FROM (
+        SELECT r.group_id, r.kind, t.lexeme, r.sign::bigint AS docs, 0::bigint AS length
+        FROM unnest(p_groups, p_kinds, p_fts, p_signs) AS r(group_id, kind, fts, sign),
+             unnest(tsvector_to_array(r.fts)) AS t(lexeme)
+        UNION ALL
+        SELECT r.group_id, r.kind, '', r.sign, r.sign * length(r.fts)
+        FROM unnest(p_groups, p_kinds, p_fts, p_signs) AS r(group_id, kind, fts, sign)
+    ) AS d
+    GROUP BY d.group_id, d.kind, d.lexeme
+    HAVING sum(d.docs) <> 0 OR sum(d.length) <> 0;
+    -- the fold, of the first group's rows (a write is of one group)
+    IF NOT pg_try_advisory_xact_lock(
+            hashtextextended('timestone-term-stats' || chr(31) || p_groups[1], 0)) THEN
+        RETURN;  -- another writer is folding: these deltas are folded by a later write
+    END IF;
+    WITH touched AS (
+        SELECT DISTINCT r.group_id, r.kind, t.lexeme
+        FROM unnest(p_groups, p_kinds, p_fts) AS r(group_id, kind, fts),
+             unnest(array_append(tsvector_to_array(r.fts), '')) AS t(lexeme)
+        WHERE r.group_id = p_groups[1]
+    ), gone AS (
+        DELETE FROM timestone.term_stats AS s USING touched AS t
+        WHERE s.group_id = p_groups[1]  -- one group's rows: one shard on Citus
+          AND s.group_id = t.group_id AND s.kind = t.kind AND s.lexeme = t.lexeme
+        RETURNING s.group_id, s.kind, s.lexeme, s.docs, s.length
+    )
+    INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
+    SELECT g.group_id, g.kind, g.lexeme, sum(g.docs), sum(g.length)
+    FROM gone AS g GROUP BY g.group_id, g.kind, g.lexeme
+    HAVING sum(g.docs) <> 0 OR sum(g.length) <> 0;
+END
+$fn$;
+
+REVOKE ALL ON FUNCTION timestone.note_terms(text[],text[],tsvector[],integer[]) FROM PUBLIC;

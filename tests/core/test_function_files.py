@@ -1,0 +1,297 @@
+"""The schema's functions live in one current file each (repeatable migrations).
+
+``timestone/migrations/functions/<name>.sql`` holds each function's current definition;
+an open applies the files after the numbered migrations when their checksum (or the
+schema version) differs from what ``timestone.meta`` records. Databases are built here
+at earlier schema versions, with rows the library wrote then, and opened with every
+migration and the current files: each ends with the files' definitions, the same as a
+fresh database's, and searches and writes as the fresh one does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator
+from datetime import UTC, datetime
+from typing import cast
+
+import psycopg
+import pytest
+
+import timestone
+from timestone._sync import _db as sync_db
+from timestone._sync import _functions as sync_functions
+from timestone._sync._cardinality import Cardinalities
+from timestone._sync._distributed import run_script
+
+FILES = sync_functions.FUNCTIONS
+NAMES = {name for name, _ in FILES}
+GROUP = "upgraded"
+
+# Every function of the schema, as the catalog holds it: the text PostgreSQL gives back,
+# who may call it, and the settings and attributes it runs with.
+_DEFINITIONS = """
+SELECT p.oid::regprocedure::text AS signature, pg_catalog.pg_get_functiondef(p.oid) AS text,
+       p.prosrc AS body, p.prosqlbody IS NOT NULL AS standard_body,
+       coalesce(p.proacl::text[], '{}') AS acl, p.prosecdef AS definer,
+       coalesce(p.proconfig, '{}') AS config,
+       pg_catalog.pg_get_userbyid(p.proowner) = current_user AS owned
+FROM pg_catalog.pg_proc AS p
+WHERE p.pronamespace = 'timestone'::pg_catalog.regnamespace
+ORDER BY 1
+"""
+
+
+def _definitions(conn: psycopg.Connection[tuple[object, ...]]) -> dict[str, tuple[object, ...]]:
+    return {str(row[0]): tuple(row[1:]) for row in conn.execute(_DEFINITIONS).fetchall()}
+
+
+def _catalog(dsn: str) -> dict[str, tuple[object, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return _definitions(conn)
+
+
+def _name(signature: str) -> str:
+    return signature.removeprefix("timestone.").split("(", 1)[0]
+
+
+def _stamp(dsn: str) -> object:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT value FROM timestone.meta WHERE key = 'functions'").fetchone()
+    return None if row is None else row[0]
+
+
+def _holds_the_files(dsn: str) -> None:
+    """The catalog holds exactly what the files define: applying them again changes no
+    definition, grant or setting (tried in a transaction rolled back), and each
+    function's body is its file's text."""
+    with psycopg.connect(dsn) as conn:
+        held = _definitions(conn)
+        with conn.transaction(force_rollback=True):
+            for _, text in FILES:
+                run_script(conn, text, False)  # pyright: ignore[reportArgumentType]
+            again = _definitions(conn)
+    assert again == held
+    assert {_name(signature) for signature in held} == NAMES  # one file each, no more
+    for signature, (_, body, standard, *_rest) in held.items():
+        text = dict(FILES)[_name(signature)].decode()
+        if not standard:  # a body in quotes is kept as written
+            assert str(body) in text, signature
+
+
+def _no_answers(*_: object) -> dict[str, str]:
+    return {}
+
+
+@contextlib.contextmanager
+def _at(version: int) -> Generator[None]:
+    """This library as one built at schema ``version``: its migrations up to it, no
+    function files (the files are the current schema's), and no table of answered
+    relation cardinalities when it is older than that table."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sync_db, "MIGRATIONS", [m for m in sync_db.MIGRATIONS if m[0] <= version])
+        patch.setattr(sync_db, "SCHEMA_VERSION", version)
+        patch.setattr(sync_functions, "FUNCTIONS", ())
+        patch.setattr(Cardinalities, "read", _no_answers)
+        yield
+
+
+@pytest.fixture(scope="module")
+def reference(module_dsn: str) -> dict[str, tuple[object, ...]]:
+    """The functions of a fresh database opened with the current code."""
+    timestone.Memory.open(module_dsn).close()
+    return _catalog(module_dsn)
+
+
+# -- the files ---------------------------------------------------------------------------
+
+
+def test_a_fresh_database_holds_the_files_definitions(
+    reference: dict[str, tuple[object, ...]], module_dsn: str
+) -> None:
+    assert len(reference) == len(FILES) == 10
+    _holds_the_files(module_dsn)
+    for signature, (_, _, _, acl, definer, config, owned) in reference.items():
+        assert owned, signature
+        assert not any(a.startswith("=") for a in cast(list[str], acl)), signature  # PUBLIC
+        if definer:
+            assert "search_path=pg_catalog, public, pg_temp" in cast(list[str], config)
+    stamp = _stamp(module_dsn)
+    assert stamp == {
+        "sha256": sync_functions.checksum(FILES),
+        "schema_version": sync_db.SCHEMA_VERSION,
+    }
+
+
+def test_the_search_functions_are_one_file_each_with_their_history_named() -> None:
+    # the two that were redefined most: each file names the migrations that defined it
+    text = dict(FILES)["search_text"].decode()
+    assert "0003, 0014, 0015, 0025, 0029, 0030, 0031, 0032" in text
+    assert sync_functions.defined_functions(text) == {"search_text"}
+    assert "0002, 0006, 0035" in dict(FILES)["similar_entities"].decode()
+    for name, file_text in FILES:
+        assert sync_functions.defined_functions(file_text.decode()) == {name}, name
+
+
+def test_a_numbered_migration_after_the_cut_over_defines_no_function_that_has_a_file() -> None:
+    """A function change edits its file: a numbered migration after 0037 that creates or
+    replaces a function with a file fails here (migrations/functions/README.md)."""
+    later = [m for m in sync_db.MIGRATIONS if m[0] > sync_functions.CUT_OVER]
+    for _, name, text in later:
+        assert not sync_functions.defined_functions(text.decode()) & NAMES, name
+    # the check reads the definitions the migrations before the cut-over hold ...
+    defined: dict[str, list[int]] = {}
+    for number, _, text in sync_db.MIGRATIONS:
+        if number <= sync_functions.CUT_OVER:
+            for function in sync_functions.defined_functions(text.decode()):
+                defined.setdefault(function, []).append(number)
+    assert defined["search_text"] == [3, 14, 15, 25, 29, 30, 31, 32]
+    assert defined["similar_entities"] == [2, 6, 35]
+    assert set(defined) == NAMES | {"graph_ids_elsewhere"}  # dropped by 0034
+    # ... in any spelling, and not in a comment
+    spelled = [
+        "create or replace function timestone.search_terms(p text)",
+        'CREATE FUNCTION "timestone".search_text (',
+        "CREATE\n  OR REPLACE\n  FUNCTION timestone . uuid_v7()",
+    ]
+    assert [sync_functions.defined_functions(s) for s in spelled] == [
+        {"search_terms"},
+        {"search_text"},
+        {"uuid_v7"},
+    ]
+    assert sync_functions.defined_functions("-- CREATE FUNCTION timestone.search_text(") == set()
+    assert sync_functions.defined_functions("CREATE FUNCTION pg_temp.helper()") == set()
+
+
+# -- a changed file is applied at the next open, and only then ------------------------------
+
+
+def _xmins(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT oid::regprocedure::text, xmin::text::bigint FROM pg_catalog.pg_proc"
+            " WHERE pronamespace = 'timestone'::regnamespace"
+        ).fetchall()
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+def test_a_changed_file_is_applied_at_the_next_open(
+    fresh_dsn: str, reference: dict[str, tuple[object, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timestone.Memory.open(fresh_dsn).close()
+    written = _xmins(fresh_dsn)
+    timestone.Memory.open(fresh_dsn).close()
+    assert _xmins(fresh_dsn) == written  # the same files: nothing applied again
+
+    original = dict(FILES)["normal_relation"]
+    changed = original.replace(b"$fn$\n    SELECT", b"$fn$\n    -- edited in its file\n    SELECT")
+    assert changed != original
+    edited = tuple(f._replace(text=changed) if f.name == "normal_relation" else f for f in FILES)
+    monkeypatch.setattr(sync_functions, "FUNCTIONS", edited)
+    timestone.Memory.open(fresh_dsn).close()
+    catalog = _catalog(fresh_dsn)
+    assert "-- edited in its file" in str(catalog["timestone.normal_relation(text)"][1])
+    stamp = _stamp(fresh_dsn)
+    assert isinstance(stamp, dict)
+    assert stamp["sha256"] == sync_functions.checksum(edited) != sync_functions.checksum(FILES)
+    with psycopg.connect(fresh_dsn) as conn:  # and it is the function that runs
+        row = conn.execute("SELECT timestone.normal_relation('worksAt')").fetchone()
+    assert row == ("WORKS_AT",)
+
+    monkeypatch.setattr(sync_functions, "FUNCTIONS", FILES)
+    timestone.Memory.open(fresh_dsn).close()
+    assert _catalog(fresh_dsn) == reference
+
+
+def test_a_file_drops_the_overload_an_earlier_schema_had(
+    fresh_dsn: str, reference: dict[str, tuple[object, ...]]
+) -> None:
+    timestone.Memory.open(fresh_dsn).close()
+    # the similar_entities of migration 0002 (text[], integer), beside today's, as a
+    # schema that had it; the files, applied again, drop it (and again: idempotent)
+    first = next(text for number, _, text in sync_db.MIGRATIONS if number == 2)
+    for _ in range(2):
+        with psycopg.connect(fresh_dsn) as conn:
+            conn.execute(first)
+            conn.execute("DELETE FROM timestone.meta WHERE key = 'functions'")
+        assert "timestone.similar_entities(text[],integer)" in _catalog(fresh_dsn)
+        timestone.Memory.open(fresh_dsn).close()
+        assert _catalog(fresh_dsn) == reference
+
+
+# -- upgrades from earlier schemas ---------------------------------------------------------
+
+# Schemas before and after the functions' main changes: 3 (search_text's first
+# version, similar_entities of two arguments), 8, 14, 24, 31, 33, 36 (the last before the
+# cut-over's own migration). The library writes documents from schema 3, facts from 8.
+VERSIONS = [3, 8, 14, 24, 31, 36]
+
+
+def _y(year: int) -> datetime:
+    return datetime(year, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_upgrade_ends_with_the_files_definitions_and_searches(
+    fresh_dsn: str, reference: dict[str, tuple[object, ...]], version: int
+) -> None:
+    with _at(version):
+        mem = timestone.Memory.open(fresh_dsn)
+        try:
+            mem.add_document(
+                GROUP, "doc-1", "Mira moved to Lisbon to open a bakery.", reference_time=_y(2021)
+            )
+            if version >= 8:
+                mem.add_facts(
+                    GROUP,
+                    [{"source": "Mira", "relation": "WORKS_AT", "target": "Heron Labs"}],
+                    reference_time=_y(2020),
+                )
+        finally:
+            mem.close()
+        earlier = _catalog(fresh_dsn)
+        assert _stamp(fresh_dsn) == {
+            "sha256": sync_functions.checksum(()),
+            "schema_version": version,
+        }
+    # the upgrade has functions to change, but from 36 (the last to change one is 0036)
+    assert (earlier == reference) == (version >= 36)
+
+    mem = timestone.Memory.open(fresh_dsn)
+    try:
+        with psycopg.connect(fresh_dsn) as conn:
+            row = conn.execute(
+                "SELECT value FROM timestone.meta WHERE key = 'schema_version'"
+            ).fetchone()
+        assert row is not None
+        assert int(row[0]) == sync_db.SCHEMA_VERSION
+        assert _catalog(fresh_dsn) == reference  # the same as a fresh database's
+        _holds_the_files(fresh_dsn)
+
+        found = mem.search(GROUP, "bakery in Lisbon", scopes=("episodes",), valid_at=None)
+        assert [e.document_uri for e in found.episodes][:1] == ["doc-1"]
+        if version >= 8:
+            facts = mem.search(GROUP, "Mira Heron Labs")
+            assert [(f.relation, f.target) for f in facts.facts][:1] == [("WORKS_AT", "Heron Labs")]
+        # a write after the upgrade, found by the current functions
+        mem.add_facts(
+            GROUP,
+            [{"source": "Mira", "relation": "OWNS", "target": "Harbour Bakery"}],
+            reference_time=_y(2022),
+        )
+        owns = mem.search(GROUP, "harbour bakery", valid_at=None)
+        assert ("OWNS", "Harbour Bakery") in [(f.relation, f.target) for f in owns.facts]
+        entities = mem.search(GROUP, "Harbour Bakery", scopes=("entities",))
+        assert "Harbour Bakery" in [e.name for e in entities.entities]
+    finally:
+        mem.close()
+    # the term statistics the upgrade filled (0036) and the trigger functions keep
+    with psycopg.connect(fresh_dsn) as conn:
+        rows = conn.execute(
+            "SELECT kind, sum(docs) FROM timestone.term_stats"
+            " WHERE group_id = %s AND lexeme = '' GROUP BY kind",
+            (GROUP,),
+        ).fetchall()
+    counted = {str(kind): int(docs) for kind, docs in rows}
+    assert counted["episodes"] >= 2  # the document's chunk, and the facts' record
+    assert counted["facts"] == (2 if version >= 8 else 1)
