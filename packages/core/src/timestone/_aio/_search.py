@@ -28,9 +28,10 @@ from .._compat import ajoin, asettle, aspawn
 from .._fusion import Candidate, Embedding, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact
+from .._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
 from .._results import Community, SearchResults
 from .._search_request import SPLIT_ROWS, SearchRequest
-from .._search_sql import EXACT_BELOW, keep_of, search_params, statement
+from .._search_sql import statement
 from ..embedders import Embedder, aembed_rows
 from ..errors import NotFound, TimestoneError
 from ._db import TENANT_SETTINGS, Conn, Database, autocommit, wrap_db_error
