@@ -15,7 +15,7 @@ import numpy as np
 from psycopg import sql
 
 from ._arrays import TextArray
-from ._fulltext import web_query
+from ._fulltext import any_words, web_query
 from ._fusion import RRF_K
 from ._names import normalize
 from ._question import time_window
@@ -43,6 +43,7 @@ __all__ = [
     "by_index_sql",
     "candidates_sql",
     "every_sql",
+    "facts_fts_sql",
     "few_sql",
     "fts_sql",
     "fused_sql",
@@ -76,9 +77,15 @@ def search_params(
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     window = time_window(req.query)
+    any_text, none_text = any_words(req.query)
     return {
         "g": group_id,
         "text": web_query(req.query),
+        # the words any of which a fact may hold in the facts' fallback, and those it must
+        # not (``facts_fts_sql``)
+        "any_text": any_text,
+        "none_text": none_text,
+        "limit": req.limit,
         # a numpy array goes over the wire as a vector (the pool registers pgvector): no
         # text parse per row, as a cast of a text parameter would cost in a prepared plan
         "vec": None if vector is None else np.asarray(vector, dtype=np.float32),
@@ -174,17 +181,9 @@ def fts_sql(kind: str, *, told: bool = False) -> sql.Composable:
 
     Entities, episodes and communities are ranked by BM25 over the group's term
     statistics (``timestone.search_terms``, migration 0036): any lexeme of the question
-    may match. Facts keep the match of every word (``timestone.search_text``): a fact
-    is one short sentence, and on the 100k-fact benchmark the OR of BM25 lowered the
-    answer's recall@10 from 1.00 to 0.986 (docs/decisions/017-relevance-on-conversations.md)."""
+    may match. Facts: ``facts_fts_sql``."""
     if kind == "facts":
-        return sql.SQL(
-            "fts AS (SELECT t.version_id, t.rank AS s,"
-            " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
-            " FROM timestone.search_text({kind}, websearch_to_tsquery({config}::regconfig,"
-            " %(text)s), %(as_of)s::timestamptz, %(valid_at)s::timestamptz,"
-            " %(relations)s::text[], %(labels)s::text[], %(k)s) AS t)"
-        ).format(kind=_L(kind), config=_L(_CONFIG[kind]))
+        return facts_fts_sql()
     return sql.SQL(
         "fts AS (SELECT t.version_id, t.rank AS s,"
         " row_number() OVER (ORDER BY t.rank DESC, t.version_id) AS r"
@@ -193,6 +192,43 @@ def fts_sql(kind: str, *, told: bool = False) -> sql.Composable:
         " %(as_of)s::timestamptz, %(valid_at)s::timestamptz, %(relations)s::text[],"
         " %(labels)s::text[], %(k)s) AS t)"
     ).format(kind=_L("told episodes" if told else kind), config=_L(_CONFIG[kind]))
+
+
+def facts_fts_sql() -> sql.Composable:
+    """``fts`` of facts: the match of every word first (``timestone.search_text``), and,
+    when it finds fewer facts than the search returns (``%(limit)s``), the facts that
+    hold any word of the question and none it negates (``any_words``), ranked by BM25
+    (``timestone.search_terms``), below every fact of the first list, up to ``%(k)s``.
+
+    A fact is one short sentence, and its questions usually name it whole ("Where does
+    Karin Tal 11 work now?"): BM25 alone, on the 100k-fact benchmark, brought in the facts
+    of every other Karin and every other "11" and lowered the answer's recall@10 from
+    1.00 to 0.986 (decision 017). A question that says it otherwise ("Where is Karin Tal
+    11 employed?") finds nothing through the match of every word: the fallback finds the
+    fact by the words it shares. The count gates the fallback once per statement (a
+    one-time filter): a question the first list answers never runs it
+    (docs/decisions/018-facts-any-word-fallback.md)."""
+    return sql.SQL(
+        "fts_all AS MATERIALIZED (SELECT t.version_id, t.rank"
+        " FROM timestone.search_text('facts', websearch_to_tsquery('english'::regconfig,"
+        " %(text)s), %(as_of)s::timestamptz, %(valid_at)s::timestamptz,"
+        " %(relations)s::text[], %(labels)s::text[], %(k)s) AS t),"
+        " fts_any AS MATERIALIZED (SELECT t.version_id, t.rank"
+        " FROM timestone.search_terms('facts',"
+        " tsvector_to_array(to_tsvector('english'::regconfig, %(any_text)s)),"
+        " %(as_of)s::timestamptz, %(valid_at)s::timestamptz, %(relations)s::text[],"
+        " %(labels)s::text[], %(k)s) AS t"
+        " WHERE (SELECT count(*) FROM fts_all) < %(limit)s"
+        " AND (%(none_text)s::text IS NULL OR NOT EXISTS (SELECT 1 FROM timestone.facts AS x"
+        " WHERE x.group_id = %(g)s AND x.version_id = t.version_id"
+        " AND x.fts @@ websearch_to_tsquery('english'::regconfig, %(none_text)s::text)))),"
+        " fts AS (SELECT u.version_id, u.s,"
+        " row_number() OVER (ORDER BY u.tier, u.s DESC, u.version_id) AS r FROM ("
+        "SELECT a.version_id, a.rank AS s, 0 AS tier FROM fts_all AS a"
+        " UNION ALL SELECT b.version_id, b.rank, 1 FROM fts_any AS b"
+        " WHERE b.version_id NOT IN (SELECT a.version_id FROM fts_all AS a)) AS u"
+        " ORDER BY u.tier, u.s DESC, u.version_id LIMIT %(k)s)"
+    )
 
 
 # A group with fewer current rows than this is ranked exactly, not through the HNSW index

@@ -29,9 +29,9 @@ from .._compat import join, settle, spawn
 from .._fusion import Candidate, Embedding, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact
+from .._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
 from .._results import Community, SearchResults
 from .._search_request import SPLIT_ROWS, SearchRequest
-from .._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
 from .._search_sql import statement
 from ..embedders import Embedder, embed_rows
 from ..errors import NotFound, TimestoneError
