@@ -207,7 +207,7 @@ def facts_fts_sql() -> sql.Composable:
     11 employed?") finds nothing through the match of every word: the fallback finds the
     fact by the words it shares. The count gates the fallback once per statement (a
     one-time filter): a question the first list answers never runs it
-    (docs/decisions/018-facts-any-word-fallback.md)."""
+    (docs/decisions/018-facts-fallback-and-names.md)."""
     return sql.SQL(
         "fts_all AS MATERIALIZED (SELECT t.version_id, t.rank"
         " FROM timestone.search_text('facts', websearch_to_tsquery('english'::regconfig,"

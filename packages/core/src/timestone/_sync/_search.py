@@ -213,7 +213,7 @@ def _send_scopes(
 # the names it writes (``_question.without_names``). A name says whose, not what; in a
 # vector of averaged word pieces it weighs as a word of meaning, and drew the vector list
 # to any turn of the person named. The names are matched by the text list (BM25 weighs
-# them by their rarity). On the dev conversations, recall@10 0.694 -> 0.70x
+# them by their rarity). On the dev conversations, recall@10 0.694 -> 0.701
 # (docs/decisions/018-facts-fallback-and-names.md). Facts and entities keep the whole
 # question: their questions name what they are about ("Where does Karin Tal work?").
 _MEANING = "episodes_vec"
