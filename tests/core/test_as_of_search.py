@@ -174,7 +174,12 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
         reference_time=T2015,
     )
     early = datetime.now(UTC)
+    # As of a moment, facts keep the match of every word: the any-word fallback ranks by
+    # today's term statistics (decision 018). The live search then, to compare, without it.
+    monkeypatch.setattr(lists_sql, "FALLBACK_BELOW", 0)
+    monkeypatch.setattr(search_sql, "_STATEMENTS", {})
     then = _searched(own_memory, group)  # live, 44 facts: ranked exactly
+    monkeypatch.setattr(lists_sql, "FALLBACK_BELOW", 1)
     corrected = [
         F(f.source, f.relation, f.target, fact=f"{f.source} grows Gamay on old vines.")
         for f in growers

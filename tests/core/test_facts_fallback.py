@@ -84,6 +84,11 @@ def test_a_fact_question_whose_words_are_only_partly_in_the_fact_finds_it(
     assert "Tomas works at Mill Four." not in ranks
     found = memory.search(group, "Where is Karin Tal employed?", valid_at=None, limit=1)
     assert [f.fact for f in found.facts] == ["Karin Tal works at Quarry Nine."]
+    # as of a moment, no fallback: it would rank by today's statistics, not those of then
+    req = prepare_search("Where is Karin Tal employed?", valid_at=None, as_of=datetime.now(UTC))
+    db = memory._db  # pyright: ignore[reportPrivateUsage]
+    rows = search_hits(db, memory.embedder, group, req)["facts"].rows.values()
+    assert all(r["fts_rank"] is None for r in rows)
 
 
 def test_every_word_matches_rank_first(memory: timestone.Memory, dsn: str, group: str) -> None:

@@ -213,8 +213,9 @@ def facts_fts_sql() -> sql.Composable:
     1.00 to 0.986 (decision 017). A question that says it otherwise ("Where is Karin Tal
     11 employed?") finds nothing through the match of every word: the fallback finds the
     fact by the words it shares. The count gates the fallback once per statement (a
-    one-time filter): a question the first list answers never runs it
-    (docs/decisions/018-facts-fallback-and-names.md)."""
+    one-time filter): a question the first list answers never runs it. Nor does a
+    search as of a past moment: BM25 reads today's statistics, and such a search
+    returns what a search then returned (docs/decisions/018-facts-fallback-and-names.md)."""
     return sql.SQL(
         "fts_all AS MATERIALIZED (SELECT t.version_id, t.rank"
         " FROM timestone.search_text('facts', websearch_to_tsquery('english'::regconfig,"
@@ -225,7 +226,7 @@ def facts_fts_sql() -> sql.Composable:
         " tsvector_to_array(to_tsvector('english'::regconfig, %(any_text)s)),"
         " %(as_of)s::timestamptz, %(valid_at)s::timestamptz, %(relations)s::text[],"
         " %(labels)s::text[], %(k)s) AS t"
-        " WHERE (SELECT count(*) FROM fts_all) < {below}"
+        " WHERE %(as_of)s::timestamptz IS NULL AND (SELECT count(*) FROM fts_all) < {below}"
         " AND (%(none_text)s::text IS NULL OR NOT EXISTS (SELECT 1 FROM timestone.facts AS x"
         " WHERE x.group_id = %(g)s AND x.version_id = t.version_id"
         " AND x.fts @@ websearch_to_tsquery('english'::regconfig, %(none_text)s::text)))),"

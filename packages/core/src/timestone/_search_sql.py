@@ -5,7 +5,8 @@ Every scope's statement gathers its candidates from three or four ranked lists:
 - full text through ``timestone.search_terms`` (entities, episodes,
   communities: any lexeme of the question may match, rows ranked by BM25 over the
   group's term statistics, migration 0036) or ``timestone.search_text`` (facts:
-  every word matched, ``websearch_to_tsquery``), the SECURITY DEFINER functions
+  every word matched, ``websearch_to_tsquery``; when no fact holds every word, any
+  word by ``search_terms``), the SECURITY DEFINER functions
   that reach the GIN indexes under row level security (a plain ``@@`` as the
   library role would scan every row);
 - vector similarity, ``ORDER BY keyed(embedding) <=> keyed(query) LIMIT k`` on
