@@ -737,11 +737,11 @@ def mid_groups(mem: timestone.Memory, big: str, n_questions: int = 100) -> dict[
     facts, through the HNSW indexes keyed by group; the group remembered as large, as it
     is between searches), and exactly (the same search with the bound raised above the
     group, counted each time), each question both ways in turn."""
-    from timestone import _search_sql
+    from timestone import _ranked_lists_sql
 
     reference = datetime(2025, 1, 1, tzinfo=UTC)
     out: dict[str, Any] = {}
-    bound = _search_sql.EXACT_BELOW
+    bound = _ranked_lists_sql.EXACT_BELOW
     large: dict[str, float] = mem._db._large  # pyright: ignore[reportPrivateUsage]
     for n in MID_FACTS:
         group = f"{big}-mid-{n}"
@@ -758,7 +758,7 @@ def mid_groups(mem: timestone.Memory, big: str, n_questions: int = 100) -> dict[
         try:
             for i, (q, answer) in enumerate([*sample[:10], *sample]):
                 for way in ("index", "exact") if i % 2 else ("exact", "index"):
-                    _search_sql.EXACT_BELOW = bound if way == "index" else 10**9
+                    _ranked_lists_sql.EXACT_BELOW = bound if way == "index" else 10**9
                     if way == "exact":  # else remembered as large, and not counted
                         large.pop(group, None)
                     t0 = time.perf_counter()
@@ -767,7 +767,7 @@ def mid_groups(mem: timestone.Memory, big: str, n_questions: int = 100) -> dict[
                         latencies[way].append((time.perf_counter() - t0) * 1000)
                         found[way] += answer in [f.fact for f in result.facts]
         finally:
-            _search_sql.EXACT_BELOW = bound
+            _ranked_lists_sql.EXACT_BELOW = bound
         out[str(n)] = {
             "facts_current": mem.stats(group).get("facts", {}).get("current"),
             **{

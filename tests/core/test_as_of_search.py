@@ -28,6 +28,7 @@ from psycopg.rows import DictRow, dict_row
 import timestone
 from timestone import EdgeType, Ontology
 from timestone import FactInput as F
+from timestone import _ranked_lists_sql as lists_sql
 from timestone import _search_sql as search_sql
 from timestone._search_request import prepare_search
 from timestone._sync import _search as ssearch
@@ -124,8 +125,8 @@ def test_as_of_search_through_the_indexes_ranks_what_the_exact_ranking_does(
 ) -> None:
     steps = _history(own_memory, group, live=False)
     exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
-    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)  # the group is ranked through the indexes
-    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 3)  # and so is what it held then
+    monkeypatch.setattr(lists_sql, "EXACT_BELOW", 3)  # the group is ranked through the indexes
+    monkeypatch.setattr(lists_sql, "AS_OF_EXACT_BELOW", 3)  # and so is what it held then
     monkeypatch.setattr(search_sql, "_STATEMENTS", {})  # composed again with the bound
     indexed = [_searched(own_memory, group, as_of=at) for at, _ in steps]
     assert indexed == exact
@@ -146,10 +147,10 @@ def test_as_of_search_past_the_bound_of_ended_versions_scans_them(
     the facts around the walked entities read them by a scan: the same answers."""
     steps = _history(own_memory, group, live=False)
     exact = [_searched(own_memory, group, as_of=at) for at, _ in steps]
-    monkeypatch.setattr(search_sql, "ENDED_EXACT_BELOW", 1)
+    monkeypatch.setattr(lists_sql, "ENDED_EXACT_BELOW", 1)
     for exact_below in (1000, 3):  # ranked exactly, and through the indexes
-        monkeypatch.setattr(search_sql, "EXACT_BELOW", exact_below)
-        monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", exact_below)
+        monkeypatch.setattr(lists_sql, "EXACT_BELOW", exact_below)
+        monkeypatch.setattr(lists_sql, "AS_OF_EXACT_BELOW", exact_below)
         monkeypatch.setattr(search_sql, "_STATEMENTS", {})
         assert [_searched(own_memory, group, as_of=at) for at, _ in steps] == exact
 
@@ -173,7 +174,12 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
         reference_time=T2015,
     )
     early = datetime.now(UTC)
+    # As of a moment, facts keep the match of every word: the any-word fallback ranks by
+    # today's term statistics (decision 018). The live search then, to compare, without it.
+    monkeypatch.setattr(lists_sql, "FALLBACK_BELOW", 0)
+    monkeypatch.setattr(search_sql, "_STATEMENTS", {})
     then = _searched(own_memory, group)  # live, 44 facts: ranked exactly
+    monkeypatch.setattr(lists_sql, "FALLBACK_BELOW", 1)
     corrected = [
         F(f.source, f.relation, f.target, fact=f"{f.source} grows Gamay on old vines.")
         for f in growers
@@ -184,9 +190,9 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
         reference_time=T2015,
     )
     later = datetime.now(UTC)
-    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)  # today's group goes through the indexes
+    monkeypatch.setattr(lists_sql, "EXACT_BELOW", 3)  # today's group goes through the indexes
     # held early: 30 growers' versions since ended, 14 current; later 70 current
-    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 20)
+    monkeypatch.setattr(lists_sql, "AS_OF_EXACT_BELOW", 20)
     monkeypatch.setattr(search_sql, "_STATEMENTS", {})
     db = own_memory._db  # pyright: ignore[reportPrivateUsage]
     monkeypatch.setattr(db, "_horizons", {})
@@ -204,7 +210,7 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
     # a bound above all 70: the 14 held early are still ranked exactly (56 created since,
     # four times as many), the 70 held later are not (none since), and from then on
     # no moment is counted again
-    monkeypatch.setattr(search_sql, "AS_OF_EXACT_BELOW", 100)
+    monkeypatch.setattr(lists_sql, "AS_OF_EXACT_BELOW", 100)
     monkeypatch.setattr(db, "_horizons", {})
     assert _searched(own_memory, group, as_of=early) == then
     assert db._horizons == {}  # pyright: ignore[reportPrivateUsage]

@@ -13,8 +13,9 @@ import timestone
 from timestone import FactInput as F
 from timestone._aio._context import MAX_EPISODE_CHARS, edge_order
 from timestone._arrays import register_text_array
+from timestone._ranked_lists_sql import EXACT_BELOW, search_params
 from timestone._search_request import SearchRequest, prepare_search
-from timestone._search_sql import EXACT_BELOW, search_params, statement
+from timestone._search_sql import statement
 from timestone._sync import _context as sync_context
 from timestone._sync._search import _settings_of, search, search_hits  # pyright: ignore[reportPrivateUsage]
 from timestone._tokens import default_counter

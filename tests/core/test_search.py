@@ -601,7 +601,7 @@ async def test_vector_list_reads_open_and_closed_periods_by_the_time_asked(
     one plus the periods that end later; the past and all history read the closed one. A
     group with few facts is ranked exactly (``others`` = 0); with many, through the
     indexes."""
-    from timestone._search_sql import EXACT_BELOW
+    from timestone._ranked_lists_sql import EXACT_BELOW
 
     assert others in (0, EXACT_BELOW)
     if others:
@@ -648,7 +648,7 @@ async def test_a_search_of_the_present_with_many_periods_ending_later(
 ) -> None:
     """More periods end later than are ranked exactly: the other branch searches them
     (every fact here is such a period, so nothing is found unless it does)."""
-    from timestone._search_sql import EXACT_BELOW
+    from timestone._ranked_lists_sql import EXACT_BELOW
 
     end = datetime.now(UTC) + timedelta(days=365)
     names = _distinct(EXACT_BELOW + 20, group)
@@ -674,9 +674,9 @@ async def test_sentences_many_groups_share_stay_in_the_vector_index(
     its own. Four draws of twelve groups, each draw's groups sharing its twenty
     sentences, and every group the probe: each group's search through the index (the
     exact bound at 0) ranks its probe first."""
-    from timestone import _search_sql
+    from timestone import _ranked_lists_sql
 
-    monkeypatch.setattr(_search_sql, "EXACT_BELOW", 0)  # every group through the index
+    monkeypatch.setattr(_ranked_lists_sql, "EXACT_BELOW", 0)  # every group through the index
     probe = "Mira directs Château Sud."
     groups = [f"{group}-{draw}-{k}" for draw in range(4) for k in range(12)]
     for name in groups:
@@ -784,7 +784,7 @@ async def test_a_group_past_the_bound_is_ranked_through_the_index_whatever_the_t
     ranked through the index in a table of ten million rows as in a small one (it was
     ranked exactly there, past a bound of 24,494). A group found too large is
     remembered for a minute, and its next searches skip the count."""
-    from timestone._search_sql import EXACT_BELOW
+    from timestone._ranked_lists_sql import EXACT_BELOW
 
     await amemory.add_facts(
         group,
@@ -806,11 +806,11 @@ async def test_a_group_past_the_bound_is_ranked_through_the_index_whatever_the_t
     assert all(r["few"] is False for r in facts.values())  # counted: past the bound
     assert db.large(group)
 
-    from timestone import _search_sql
+    from timestone import _ranked_lists_sql
 
     # a bound the group is under: counted, it would be ranked exactly; remembered as
     # large, it is not counted, and goes through the index again
-    monkeypatch.setattr(_search_sql, "EXACT_BELOW", 10 * EXACT_BELOW)
+    monkeypatch.setattr(_ranked_lists_sql, "EXACT_BELOW", 10 * EXACT_BELOW)
     scans, facts = await _hnsw_scans(app_conn, amemory, group, query)
     assert scans > 0
     assert "Walker 517 works at Quarry 36." in facts
@@ -835,7 +835,7 @@ def test_a_large_group_among_many_groups_is_ranked_through_the_vector_index(
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row as sync_dict_row
 
-    from timestone._search_sql import EXACT_BELOW
+    from timestone._ranked_lists_sql import EXACT_BELOW
     from timestone._sync._search import run_search as run_search_sync
 
     with timestone.Memory.open(fresh_dsn) as mem:

@@ -26,6 +26,7 @@ from psycopg.rows import DictRow
 import timestone
 from timestone import EntityInput as E
 from timestone import FactInput as F
+from timestone import _ranked_lists_sql as lists_sql
 from timestone import _search_sql as search_sql
 from timestone._aio import _db as adb
 from timestone._aio import _search as asearch
@@ -160,7 +161,7 @@ def test_the_split_ranks_a_group_of_many_facts_through_the_index_as_the_statemen
     vector list through the HNSW indexes, and agree."""
     between = _seed(split_memory, group)
     calls = _splits(monkeypatch, ssearch)
-    monkeypatch.setattr(search_sql, "EXACT_BELOW", 3)
+    monkeypatch.setattr(lists_sql, "EXACT_BELOW", 3)
     monkeypatch.setattr(search_sql, "_STATEMENTS", {})  # composed again with the bound
     db = split_memory._db  # pyright: ignore[reportPrivateUsage]
     monkeypatch.setattr(db, "_large", {})

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ._search_request import TOLD, SearchRequest
-from ._search_sql import (
+from ._ranked_lists_sql import (
     fts_sql,
     held_clause,
     hop_of_mention_sql,
@@ -38,6 +37,7 @@ from ._search_sql import (
     vec_sql,
     walk_sql,
 )
+from ._search_request import TOLD, SearchRequest
 
 __all__ = [
     "NEIGHBOUR_LEADS",

@@ -27,7 +27,7 @@ import re
 
 from .errors import InvalidInput
 
-__all__ = ["MAX_ALTERNATIVES", "MAX_NEGATIONS", "check_alternatives", "web_query"]
+__all__ = ["MAX_ALTERNATIVES", "MAX_NEGATIONS", "any_words", "check_alternatives", "web_query"]
 
 MAX_NEGATIONS = 16
 MAX_ALTERNATIVES = 64
@@ -44,6 +44,8 @@ _NEGATION = f"-[{_IN_CLASS}]*"
 _LONG_RUN = re.compile(f"(?<![^{_IN_CLASS}])(?:{_NEGATION}){{{MAX_NEGATIONS + 1},}}")
 _ONE = re.compile(_NEGATION)
 _NO_SKIPPED = str.maketrans("", "", _SKIPPED)
+# a run of negations where an operand may start, and the operand it negates
+_NEGATED = re.compile(f'(?<![^{_IN_CLASS}])((?:{_NEGATION})+)([^{_IN_CLASS}"]*)')
 
 
 def _cut(run: re.Match[str]) -> str:
@@ -72,3 +74,25 @@ def check_alternatives(text: str, what: str = "search query") -> None:
             f"{what} has {ors + 1:,} alternatives (words joined by 'or'); the limit is "
             f"{MAX_ALTERNATIVES}: ask several questions, or fewer alternatives"
         )
+
+
+def any_words(text: str) -> tuple[str, str | None]:
+    """What the facts' fallback (any word may match,
+    ``timestone._ranked_lists_sql.facts_fts_sql``) reads of ``text``: the words a row
+    may hold, and those it must not (``None``: none), joined by ``or``. A word the
+    web-search syntax negates (``-word``, outside quotes; two negations cancel) is one
+    the row must not hold, as in the match of every word."""
+    if "-" not in text:
+        return text, None
+    negated: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        if len(_ONE.findall(m.group(1))) % 2 == 0:
+            return " " + m.group(2)
+        if m.group(2):
+            negated.append(m.group(2))
+        return " "
+
+    parts = text.split('"')
+    parts[::2] = [_NEGATED.sub(keep, p) for p in parts[::2]]
+    return '"'.join(parts), " or ".join(negated) or None

@@ -46,7 +46,7 @@ from dateutil.relativedelta import relativedelta
 if TYPE_CHECKING:
     from dateparser.date import DateData
 
-__all__ = ["time_window"]
+__all__ = ["names_in", "time_window", "without_names"]
 
 Window = tuple[datetime, datetime]
 
@@ -196,3 +196,33 @@ def _season_near(season: str, which: str, reference: datetime) -> Window:
         while _season(season, year)[1] > reference:
             year -= 1
     return _season(season, year)
+
+
+# a word written with a capital: a name unless it starts a sentence ("When did Caroline
+# go to the LGBTQ support group?": Caroline, LGBTQ)
+_CAPITAL = re.compile(r"\b[A-Z][\w'\u2019-]*")
+_SENTENCE_END = re.compile(r"(?:^|[.!?:;\"(\n])\s*$")
+
+
+def names_in(question: str) -> list[str]:
+    """The names ``question`` writes: its words that begin with a capital letter and do
+    not begin a sentence, each once, without a possessive ("Caroline's": Caroline);
+    "I" is no name."""
+    out: dict[str, None] = {}
+    for m in _CAPITAL.finditer(question):
+        word = re.sub(r"['\u2019]s$", "", m.group()).strip("'\u2019-")
+        if len(word) < 2 or _SENTENCE_END.search(question[: m.start()]):
+            continue
+        out.setdefault(word, None)
+    return list(out)
+
+
+def without_names(question: str) -> str | None:
+    """``question`` with the names it writes left out (``names_in``), for the vector of
+    what it asks about; None when it writes no name, or nothing but names."""
+    names = names_in(question)
+    if not names:
+        return None
+    pattern = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")(?:['\u2019]s)?(?!\w)"
+    left = re.sub(pattern, " ", question)
+    return left if re.search(r"\w", left) else None

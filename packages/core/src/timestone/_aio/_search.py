@@ -28,9 +28,11 @@ from .._compat import ajoin, asettle, aspawn
 from .._fusion import Candidate, Embedding, rerank
 from .._groups import check_group
 from .._models import Entity, Episode, Fact
+from .._question import without_names
+from .._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
 from .._results import Community, SearchResults
 from .._search_request import SPLIT_ROWS, SearchRequest
-from .._search_sql import EXACT_BELOW, keep_of, search_params, statement
+from .._search_sql import statement
 from .._window import favour_window, favoured_keep
 from ..embedders import Embedder, aembed_rows
 from ..errors import NotFound, TimestoneError
@@ -201,7 +203,30 @@ async def _send_scopes(
     """``inline``: the facts statement ranks its full-text list itself (no text first)."""
     for scope in scopes:
         name = "facts:inline" if inline and scope == "facts" else scope
-        into[scope] = await _send(conn, name, req, params, dimension)
+        given = params
+        if scope == "episodes" and params.get(_MEANING) is not None:
+            given = {**params, "vec": params[_MEANING]}
+        into[scope] = await _send(conn, name, req, given, dimension)
+
+
+# The vector of what a question asks about, for the episodes scope: the question without
+# the names it writes (``_question.without_names``). A name says whose, not what; in a
+# vector of averaged word pieces it weighs as a word of meaning, and drew the vector list
+# to any turn of the person named. The names are matched by the text list (BM25 weighs
+# them by their rarity). On the dev conversations, recall@10 0.694 -> 0.701
+# (docs/decisions/018-facts-fallback-and-names.md). Facts and entities keep the whole
+# question: their questions name what they are about ("Where does Karin Tal work?").
+_MEANING = "episodes_vec"
+
+
+async def _embed_meaning(embedder: Embedder, req: SearchRequest, params: dict[str, Any]) -> None:
+    """``params[_MEANING]``: the episodes scope's query vector, when the question names
+    someone (else the whole question's, ``vec``, serves)."""
+    if "episodes" not in req.scopes:
+        return
+    meaning = without_names(req.query)
+    if meaning is not None:
+        params[_MEANING] = np.asarray(await embed_query(embedder, meaning), dtype=np.float32)
 
 
 # The first step of a split search: its snapshot, and whether the group has fewer than
@@ -273,6 +298,8 @@ async def run_search(
             if embedder is None:
                 raise TypeError("run_search needs the query's vector or an embedder")
             params["vec"] = np.asarray(await embed_query(embedder, req.query), dtype=np.float32)
+        if embedder is not None:
+            await _embed_meaning(embedder, req, params)
         if spare is None:
             await _send_scopes(conn, req.scopes, req, params, dimension, cursors, distributed)
     if center_cur is not None:

@@ -1,0 +1,89 @@
+"""Names in a question (``timestone._question.names_in``): the episodes scope ranks its
+vector list by the question without them (decision 018); facts and entities keep the
+whole question."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import timestone
+from timestone._question import names_in, without_names
+from timestone._search_request import prepare_search
+from timestone._sync._db import Database
+from timestone._sync._search import search_hits
+from timestone.embedders import HashEmbedder
+
+T0 = datetime(2023, 5, 8, tzinfo=UTC)
+
+
+class _Recording(HashEmbedder):
+    """A hash embedder that keeps every text it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(16)
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return super().embed(texts)
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return await super().aembed(texts)
+
+
+def test_the_names_a_question_writes() -> None:
+    assert names_in("When did Caroline go to the LGBTQ support group?") == ["Caroline", "LGBTQ"]
+    assert names_in("What did Melanie's kids paint? Did Caroline see it?") == [
+        "Melanie",
+        "Caroline",
+    ]
+    assert names_in("Caroline said what?") == []  # a sentence's first word is no name
+    assert names_in("what did they do? I wonder") == []  # "I" is no name
+    assert without_names("When did Caroline go to the LGBTQ support group?") == (
+        "When did   go to the   support group?"
+    )
+    assert without_names("What is Caroline's identity?") == "What is   identity?"
+    assert without_names("what did they do?") is None  # no name: the question as it is
+    assert without_names("And Caroline?") is not None
+    assert without_names("Caroline? Melanie?") is None  # nothing but names
+
+
+def test_the_episodes_vector_leaves_the_names_out(fresh_dsn: str, group: str) -> None:
+    """The episodes statement is sent the vector of the question without its names;
+    a search of facts only embeds the whole question, and a question that names no one
+    is embedded once."""
+    embedder = _Recording()
+    with timestone.Memory.open(fresh_dsn, embedder=embedder) as memory:
+        memory.add_document(group, "t1", "Caroline: I went to a support group.", reference_time=T0)
+        question = "When did Caroline go to the support group?"
+        embedder.texts.clear()
+        found = memory.search(group, question, scopes=("episodes",), valid_at=None)
+        assert embedder.texts == [question, "When did   go to the support group?"]
+        assert [e.document_uri for e in found.episodes] == ["t1"]
+        # ranked by the vector of the question without the name, to the bit
+        db = memory._db  # pyright: ignore[reportPrivateUsage]
+        (named,) = _distances(memory, db, group, question)
+        (unnamed,) = _distances(memory, db, group, "When did   go to the support group?")
+        (whole,) = _distances(memory, db, group, question, scopes=("facts", "episodes"))
+        assert named == unnamed == whole
+        embedder.texts.clear()
+        memory.search(group, question, scopes=("facts", "entities"), valid_at=None)
+        assert embedder.texts == [question]
+        embedder.texts.clear()
+        memory.search(group, "what did they do?", scopes=("episodes",), valid_at=None)
+        assert embedder.texts == ["what did they do?"]
+
+
+def _distances(
+    memory: timestone.Memory,
+    db: Database,
+    group: str,
+    question: str,
+    scopes: tuple[str, ...] = ("episodes",),
+) -> list[float]:
+    """The vector distance of each episode hit, as the episodes statement computed it."""
+    req = prepare_search(question, scopes=scopes, valid_at=None)
+    rows = search_hits(db, memory.embedder, group, req)["episodes"].rows.values()
+    return [float(r["distance"]) for r in rows]
