@@ -31,7 +31,7 @@ TURNS = [
     "Caroline: I read a novel about a lighthouse keeper.",
     "Melanie: My painting of a sunset is almost done.",
 ]
-QUESTION = "Which animal joined Caroline's household?"
+QUESTION = "What did Caroline take home from the shelter?"
 
 
 def answer(content: Any, **options: Any) -> dict[str, Any]:
