@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from timestone._embedded import release_embedded
+from timestone.db._embedded import release_embedded
 
 if TYPE_CHECKING:
     import psycopg

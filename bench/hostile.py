@@ -46,7 +46,7 @@ from psycopg import sql
 import timestone
 from bench._common import cpu_pace_ms, scratch_data_dir, settled, write_result
 from timestone import EdgeType, FactInput, Ontology
-from timestone._sync import _db as sync_db
+from timestone.db import _database as sync_db
 
 T0 = datetime(2016, 1, 1, tzinfo=UTC)
 HUB = "Hub Corp"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import timestone
-from timestone._embedded import embedded_dsn
+from timestone.db._embedded import embedded_dsn
 from timestone.llm import ReplayTransport, replay_llm
 
 from ._common import scratch_data_dir, write_result

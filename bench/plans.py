@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, LiteralString
 
 import timestone
-from timestone import _search_request, _search_sql
+from timestone.search import _request as _search_request
+from timestone.search import _sql as _search_sql
 
 from ._common import kept_databases, write_result
 from .search import ONTOLOGY

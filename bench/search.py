@@ -66,11 +66,11 @@ from psycopg.rows import DictRow, dict_row
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
-from timestone._aio._db import VECTOR_INDEXES
-from timestone._search_request import prepare_search
-from timestone._search_sql import fact_vectors, search_params
-from timestone._sync._search import run_search
-from timestone._tokens import default_counter
+from timestone.db._database_async import VECTOR_INDEXES
+from timestone.search._request import prepare_search
+from timestone.search._run import run_search
+from timestone.search._sql import fact_vectors, search_params
+from timestone.search._tokens import default_counter
 
 from ._common import (
     cpu_pace_ms,
@@ -737,7 +737,7 @@ def mid_groups(mem: timestone.Memory, big: str, n_questions: int = 100) -> dict[
     facts, through the HNSW indexes keyed by group; the group remembered as large, as it
     is between searches), and exactly (the same search with the bound raised above the
     group, counted each time), each question both ways in turn."""
-    from timestone import _ranked_lists_sql
+    from timestone.search import _ranked_lists_sql
 
     reference = datetime(2025, 1, 1, tzinfo=UTC)
     out: dict[str, Any] = {}

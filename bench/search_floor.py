@@ -40,8 +40,8 @@ from psycopg import sql
 
 import timestone
 from timestone._arrays import TextArray, register_text_array
-from timestone._search_request import name_ngrams, prepare_search
 from timestone._vectors import keyed
+from timestone.search._request import name_ngrams, prepare_search
 
 from ._common import cpu_pace_ms, percentiles, prewarm, write_result
 from .search import ONTOLOGY
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
         register_vector(conn)
         register_text_array(conn)
         prewarm(conn)
-        # a search's own settings (``_aio._search``), for the session: a list of 30 reads
+        # a search's own settings (``search._run_async``), for the session: a list of 30 reads
         # the HNSW index as far as ef_search 40; one plan for every call
         conn.execute("SET hnsw.ef_search = 40")
         conn.execute("SET hnsw.iterative_scan = relaxed_order")

@@ -35,7 +35,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import timestone
-from timestone._embedded import embedded_dsn
+from timestone.db._embedded import embedded_dsn
 
 pytest_plugins = ("pytester",)
 

@@ -77,7 +77,7 @@ def test_the_check_finds_each_kind_of_private_use() -> None:
     source = "\n".join(
         [
             "import timestone._time",
-            "from timestone._aio import _tools",
+            "from timestone.search._run_async import _settings_of",
             "from timestone import _compat",
             "from timestone.toolkit import _private, check_group",
             "import timestone",

@@ -26,12 +26,12 @@ from llama_index.graph_stores.timestone import TimestonePropertyGraphStore
 
 import timestone
 from timestone import EdgeType, FactInput, GraphChunk, GraphRelation, Ontology
-from timestone._models import check_relation
 from timestone._names import stored_relation
-from timestone._sync import _db as sync_db
-from timestone._sync import _functions as sync_functions
-from timestone._sync._cardinality import Cardinalities
+from timestone._records import check_relation
+from timestone.db import _database as sync_db
+from timestone.db import _functions as sync_functions
 from timestone.errors import DatabaseError, InvalidInput
+from timestone.extract._cardinality import Cardinalities
 
 _OURS = next(m for m in sync_db.MIGRATIONS if m[1].endswith("_relation_names_normal_form.sql"))
 _BEFORE = [m for m in sync_db.MIGRATIONS if m[0] < _OURS[0]]

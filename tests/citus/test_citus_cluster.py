@@ -15,11 +15,11 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 import timestone
-from timestone._aio._distributed import GROUP_TABLES, citus_tenant_settings
-from timestone._search_request import prepare_search
-from timestone._search_sql import search_params, statement
+from timestone.db._distributed_async import GROUP_TABLES, citus_tenant_settings
 from timestone.distributed import Distribution, distribute
 from timestone.errors import ConnectionFailed, InvalidInput, MissingExtension, SchemaTooNew
+from timestone.search._request import prepare_search
+from timestone.search._sql import search_params, statement
 from tools.citus.build import Build, ensure_built
 from tools.citus.cluster import Cluster
 
@@ -158,7 +158,7 @@ def test_a_changed_function_file_reaches_every_worker(
 ) -> None:
     # the search function a routed search calls on the group's worker: a changed file is
     # applied at the next open, on the coordinator and on every worker; the old one back
-    from timestone._sync import _functions as sync_functions
+    from timestone.db import _functions as sync_functions
 
     files = sync_functions.FUNCTIONS
     before = _bodies(cluster.dsn, "search_text")
@@ -237,7 +237,7 @@ def test_a_timestone_without_the_distributed_mode_is_refused(
     # (similar_entities by the group's value) no Timestone before the distributed mode
     # has (schema 31 and older): such a Timestone, opening the cluster, is refused before
     # it reads or writes anything
-    from timestone._sync import _db as sync_db
+    from timestone.db import _database as sync_db
 
     current = sync_db.SCHEMA_VERSION
     assert 35 in {number for number, _, _ in sync_db.MIGRATIONS}

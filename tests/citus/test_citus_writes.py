@@ -17,12 +17,13 @@ from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
 import timestone
-from timestone._aio import _communities, _facts
-from timestone._aio._distributed import citus_tenant_settings, split_statements
-from timestone._sync._distributed import run_script
+from timestone.db._distributed import run_script
+from timestone.db._distributed_async import citus_tenant_settings, split_statements
 from timestone.distributed import Distribution
 from timestone.errors import TimestoneError
+from timestone.graph import _communities_async as _communities
 from timestone.llm import ReplayTransport, replay_llm
+from timestone.write import _facts_async as _facts
 from tools.citus.cluster import Cluster, Node
 
 pytestmark = pytest.mark.citus

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from timestone._embedded import embedded_dsn
+from timestone.db._embedded import embedded_dsn
 
 MIRA = Path(__file__).parent / "mira.jsonl"  # the running example of the design
 ONTOLOGY = """\

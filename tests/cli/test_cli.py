@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from timestone._embedded import embedded_dsn
+from timestone.db._embedded import embedded_dsn
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 Here = Callable[..., Any]

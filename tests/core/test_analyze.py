@@ -19,8 +19,8 @@ from psycopg import sql
 
 import timestone
 from timestone import FactInput
-from timestone._aio import _db as aio_db
-from timestone._sync import _db as sync_db
+from timestone.db import _database as sync_db
+from timestone.db import _database_async as aio_db
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
 MARK = 50

@@ -28,10 +28,10 @@ from psycopg.rows import DictRow, dict_row
 import timestone
 from timestone import EdgeType, Ontology
 from timestone import FactInput as F
-from timestone import _ranked_lists_sql as lists_sql
-from timestone import _search_sql as search_sql
-from timestone._search_request import prepare_search
-from timestone._sync import _search as ssearch
+from timestone.search import _ranked_lists_sql as lists_sql
+from timestone.search import _run as ssearch
+from timestone.search import _sql as search_sql
+from timestone.search._request import prepare_search
 
 LARGE = 8_000  # a group past the bound of exact ranking, in a table of thousands of rows
 

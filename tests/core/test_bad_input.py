@@ -14,7 +14,7 @@ import pytest
 
 import timestone
 from timestone import EdgeType, EntityInput, EntityType, FactInput, Ontology
-from timestone._models import MAX_ATTRIBUTES_CHARS
+from timestone._records import MAX_ATTRIBUTES_CHARS
 from timestone.errors import (
     AlreadyRemoved,
     InvalidInput,
@@ -358,7 +358,7 @@ def test_only_a_lost_connection_is_reported_as_one(error: psycopg.Error, lost: b
     """psycopg files a statement over a limit (a ``tsvector`` over 1 MB) and a statement
     timeout under ``OperationalError`` with a dropped connection: only the second is
     ``ConnectionFailed``."""
-    from timestone._aio._db import wrap_db_error
+    from timestone.db._database_async import wrap_db_error
 
     wrapped = wrap_db_error(error, "adding facts")
     assert isinstance(wrapped, timestone.errors.ConnectionFailed) is lost

@@ -24,14 +24,14 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import timestone
-from timestone import FactInput, _index_build
-from timestone._aio._db import LOAD_INDEXES, VECTOR_INDEXES
-from timestone._index_build import build_memory_kb
-from timestone._sync import _bulk
-from timestone._sync._bulk import bulk_load
-from timestone._sync._db import connect_owner
+from timestone import FactInput
 from timestone._vectors import keyed
+from timestone.db._database import connect_owner
+from timestone.db._database_async import LOAD_INDEXES, VECTOR_INDEXES
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
+from timestone.write import _bulk, _index_build
+from timestone.write._bulk import bulk_load
+from timestone.write._index_build import build_memory_kb
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
 HNSW = {name for name, *_ in VECTOR_INDEXES}

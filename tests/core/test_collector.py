@@ -12,10 +12,10 @@ import pytest
 
 import timestone
 from timestone import FactInput
-from timestone._aio import _ingest as aio_ingest
-from timestone._collector import paused
-from timestone._sync import _ingest as sync_ingest
 from timestone.errors import InvalidPeriod
+from timestone.write import _ingest as sync_ingest
+from timestone.write import _ingest_async as aio_ingest
+from timestone.write._collector import paused
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
 

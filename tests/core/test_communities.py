@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._communities import MAX_ROUNDS, MIN_SUPPORT, propagate_labels
 from timestone.errors import InvalidGroup, InvalidInput
+from timestone.graph._communities_async import MAX_ROUNDS, MIN_SUPPORT, propagate_labels
 from timestone.llm import ReplayTransport, replay_llm
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)

@@ -100,7 +100,7 @@ def test_one_idempotency_key_from_many_writers(
 CRASHING_WRITER = """
 import sys, time, datetime as d
 import timestone
-from timestone._sync import _ingest
+from timestone.write import _ingest
 
 def stall(w, *args, **kwargs):
     # the episode, its mentions, assertions and fact versions are in (a read waits for the

@@ -11,15 +11,15 @@ from pgvector.psycopg import register_vector
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._context import MAX_EPISODE_CHARS, edge_order
 from timestone._arrays import register_text_array
-from timestone._ranked_lists_sql import EXACT_BELOW, search_params
-from timestone._search_request import SearchRequest, prepare_search
-from timestone._search_sql import statement
-from timestone._sync import _context as sync_context
-from timestone._sync._search import _settings_of, search, search_hits  # pyright: ignore[reportPrivateUsage]
-from timestone._tokens import default_counter
 from timestone.errors import InvalidInput
+from timestone.search import _context as sync_context
+from timestone.search._context_async import MAX_EPISODE_CHARS, edge_order
+from timestone.search._ranked_lists_sql import EXACT_BELOW, search_params
+from timestone.search._request import SearchRequest, prepare_search
+from timestone.search._run import _settings_of, search, search_hits  # pyright: ignore[reportPrivateUsage]
+from timestone.search._sql import statement
+from timestone.search._tokens import default_counter
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 

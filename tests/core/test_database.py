@@ -21,18 +21,18 @@ from psycopg import sql
 
 import timestone
 from timestone import HashEmbedder
-from timestone import _extensions as extensions
-from timestone._aio import _db as aio_db
-from timestone._embedded import (
+from timestone.db import _database as sync_db
+from timestone.db import _database_async as aio_db
+from timestone.db import _extensions as extensions
+from timestone.db._embedded import (
     NAPTIME,
     buffer_size,
     embedded_dsn,
     release_embedded,
     write_settings,
 )
-from timestone._extensions import pgvector_refusal
-from timestone._sockets import SEND_BUFFER, widen_send_buffer
-from timestone._sync import _db as sync_db
+from timestone.db._extensions import pgvector_refusal
+from timestone.db._sockets import SEND_BUFFER, widen_send_buffer
 from timestone.errors import (
     ConnectionFailed,
     EmbeddedServerError,

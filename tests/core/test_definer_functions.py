@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 
 import timestone
-from timestone._sync._db import APP_ROLE
+from timestone.db._database import APP_ROLE
 
 A, B = "alice@example.com", "bob@example.com"
 PATH = "pg_catalog, public, pg_temp"

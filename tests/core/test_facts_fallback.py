@@ -1,6 +1,6 @@
 """The full-text list of facts: the match of every word first, then, when it finds no
 fact, the facts that hold any word of the question, ranked by BM25 over the group's own
-term statistics (``timestone._ranked_lists_sql.facts_fts_sql``, decision 018)."""
+term statistics (``timestone.search._ranked_lists_sql.facts_fts_sql``, decision 018)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 
 import timestone
 from timestone import FactInput as F
-from timestone._fulltext import any_words
-from timestone._search_request import MAX_QUERY_CHARS, prepare_search
-from timestone._sync._search import search_hits
 from timestone.errors import InvalidInput
+from timestone.search._fulltext import any_words
+from timestone.search._request import MAX_QUERY_CHARS, prepare_search
+from timestone.search._run import search_hits
 
 T0 = datetime(2021, 3, 1, tzinfo=UTC)
 

@@ -24,7 +24,8 @@ from psycopg import sql
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
-from timestone._sync import _communities, _facts
+from timestone.graph import _communities
+from timestone.write import _facts
 
 T0 = datetime(2020, 1, 1, tzinfo=UTC)
 ONE = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])

@@ -19,10 +19,10 @@ import psycopg
 import pytest
 
 import timestone
-from timestone._sync import _db as sync_db
-from timestone._sync import _functions as sync_functions
-from timestone._sync._cardinality import Cardinalities
-from timestone._sync._distributed import run_script
+from timestone.db import _database as sync_db
+from timestone.db import _functions as sync_functions
+from timestone.db._distributed import run_script
+from timestone.extract._cardinality import Cardinalities
 
 FILES = sync_functions.FUNCTIONS
 NAMES = {name for name, _ in FILES}

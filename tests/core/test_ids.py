@@ -14,8 +14,8 @@ from psycopg import sql
 
 import timestone
 from timestone import FactInput as F
-from timestone._ids import new_ids
 from timestone._results import citation_of
+from timestone.write._ids import new_ids
 
 # The version (bits 76 to 79) and variant (bits 62 and 63) fields.
 _FIXED = (0xF000 << 64) | (0xC000 << 48)

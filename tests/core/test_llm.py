@@ -11,8 +11,8 @@ import openai
 import pytest
 
 import timestone
-from timestone._answers import loads
 from timestone.errors import LLMError, UnusableAnswer
+from timestone.extract._answers import loads
 from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
 
 SCHEMA: dict[str, Any] = {

@@ -139,7 +139,7 @@ def test_the_library_role_still_sees_one_group(owned: Owned) -> None:
 def test_the_owner_loads_in_bulk(owned: Owned) -> None:
     """``bulk_load`` acts as the schema owner, dropping the vector indexes and building
     them again: an ordinary owner may."""
-    from timestone._sync._db import VECTOR_INDEXES
+    from timestone.db._database import VECTOR_INDEXES
 
     group = "bulk-" + uuid.uuid4().hex[:8]
     with owned.mem.bulk_load(maintenance_work_mem="64MB"):
@@ -161,8 +161,8 @@ def test_the_owner_rebuilds_the_vector_indexes_and_no_one_else(
 ) -> None:
     """``REINDEX INDEX CONCURRENTLY`` as the ordinary owner; a user that only holds the
     library role is refused by a ``DatabaseError`` that says whom it takes."""
-    from timestone._sync._bulk import rebuild_vector_indexes
     from timestone.errors import DatabaseError
+    from timestone.write._bulk import rebuild_vector_indexes
 
     took = owned.mem.rebuild_vector_indexes(
         indexes=["facts_embedding_hnsw"], maintenance_work_mem="64MB"

@@ -1,4 +1,4 @@
-"""Names in a question (``timestone._question.names_in``): the episodes scope ranks its
+"""Names in a question (``timestone.search._question.names_in``): the episodes scope ranks its
 vector list by the question without them (decision 018); facts and entities keep the
 whole question."""
 
@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import timestone
-from timestone._question import names_in, without_names
-from timestone._search_request import prepare_search
-from timestone._sync._db import Database
-from timestone._sync._search import search_hits
+from timestone.db._database import Database
 from timestone.embedders import HashEmbedder
+from timestone.search._question import names_in, without_names
+from timestone.search._request import prepare_search
+from timestone.search._run import search_hits
 
 T0 = datetime(2023, 5, 8, tzinfo=UTC)
 

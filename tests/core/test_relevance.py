@@ -1,6 +1,6 @@
 """Relevance on small hand-made cases: full text ranked like BM25 over each group's own
 term statistics (migration 0036), the episodes scope fused by score with the
-neighbours of a hit (``timestone._episodes_sql``), and the bad input of a question."""
+neighbours of a hit (``timestone.search._episodes_sql``), and the bad input of a question."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 import timestone
 from timestone import FactInput as F
-from timestone._question import time_window
-from timestone._search_request import MAX_QUERY_CHARS, prepare_search
 from timestone.errors import InvalidInput
+from timestone.search._question import time_window
+from timestone.search._request import MAX_QUERY_CHARS, prepare_search
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

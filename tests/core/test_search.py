@@ -17,10 +17,10 @@ from psycopg.rows import DictRow, dict_row
 
 import timestone
 from timestone import FactInput as F
-from timestone._aio._search import candidate_of, run_search
-from timestone._fusion import rerank
-from timestone._search_request import MAX_SEARCH_LIMIT, prepare_search
 from timestone.errors import InvalidInput, NaiveDatetime, NotFound, RerankerError
+from timestone.search._fusion import rerank
+from timestone.search._request import MAX_SEARCH_LIMIT, prepare_search
+from timestone.search._run_async import candidate_of, run_search
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 # the HNSW index scans the current transaction has started
@@ -329,8 +329,8 @@ async def test_the_full_text_list_reaches_the_fused_search(
     """The full-text list is ranked by a statement of its own, sent before the query is
     embedded, and read back by the fused statement from the transaction: its ranks are
     the ranks of the hits, in both twins."""
-    from timestone._aio._search import search_hits as asearch_hits
-    from timestone._sync._search import search_hits
+    from timestone.search._run import search_hits
+    from timestone.search._run_async import search_hits as asearch_hits
 
     memory.add_facts(
         group,
@@ -601,7 +601,7 @@ async def test_vector_list_reads_open_and_closed_periods_by_the_time_asked(
     one plus the periods that end later; the past and all history read the closed one. A
     group with few facts is ranked exactly (``others`` = 0); with many, through the
     indexes."""
-    from timestone._ranked_lists_sql import EXACT_BELOW
+    from timestone.search._ranked_lists_sql import EXACT_BELOW
 
     assert others in (0, EXACT_BELOW)
     if others:
@@ -648,7 +648,7 @@ async def test_a_search_of_the_present_with_many_periods_ending_later(
 ) -> None:
     """More periods end later than are ranked exactly: the other branch searches them
     (every fact here is such a period, so nothing is found unless it does)."""
-    from timestone._ranked_lists_sql import EXACT_BELOW
+    from timestone.search._ranked_lists_sql import EXACT_BELOW
 
     end = datetime.now(UTC) + timedelta(days=365)
     names = _distinct(EXACT_BELOW + 20, group)
@@ -674,7 +674,7 @@ async def test_sentences_many_groups_share_stay_in_the_vector_index(
     its own. Four draws of twelve groups, each draw's groups sharing its twenty
     sentences, and every group the probe: each group's search through the index (the
     exact bound at 0) ranks its probe first."""
-    from timestone import _ranked_lists_sql
+    from timestone.search import _ranked_lists_sql
 
     monkeypatch.setattr(_ranked_lists_sql, "EXACT_BELOW", 0)  # every group through the index
     probe = "Mira directs Château Sud."
@@ -784,7 +784,7 @@ async def test_a_group_past_the_bound_is_ranked_through_the_index_whatever_the_t
     ranked through the index in a table of ten million rows as in a small one (it was
     ranked exactly there, past a bound of 24,494). A group found too large is
     remembered for a minute, and its next searches skip the count."""
-    from timestone._ranked_lists_sql import EXACT_BELOW
+    from timestone.search._ranked_lists_sql import EXACT_BELOW
 
     await amemory.add_facts(
         group,
@@ -806,7 +806,7 @@ async def test_a_group_past_the_bound_is_ranked_through_the_index_whatever_the_t
     assert all(r["few"] is False for r in facts.values())  # counted: past the bound
     assert db.large(group)
 
-    from timestone import _ranked_lists_sql
+    from timestone.search import _ranked_lists_sql
 
     # a bound the group is under: counted, it would be ranked exactly; remembered as
     # large, it is not counted, and goes through the index again
@@ -835,8 +835,8 @@ def test_a_large_group_among_many_groups_is_ranked_through_the_vector_index(
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row as sync_dict_row
 
-    from timestone._ranked_lists_sql import EXACT_BELOW
-    from timestone._sync._search import run_search as run_search_sync
+    from timestone.search._ranked_lists_sql import EXACT_BELOW
+    from timestone.search._run import run_search as run_search_sync
 
     with timestone.Memory.open(fresh_dsn) as mem:
         mem.add_facts(
@@ -881,7 +881,7 @@ def test_a_small_group_among_few_groups_reads_its_rows_through_an_index(fresh_ds
     from pgvector.psycopg import register_vector
     from psycopg.rows import dict_row as sync_dict_row
 
-    from timestone._sync._search import run_search as run_search_sync
+    from timestone.search._run import run_search as run_search_sync
 
     ontology = timestone.Ontology(edge_types=[timestone.EdgeType("WORKS_AT", cardinality="one")])
     with timestone.Memory.open(fresh_dsn, ontology=ontology) as mem:

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from timestone._fusion import Candidate, rerank
-from timestone._search_request import prepare_search
-from timestone._search_sql import RANKED_LISTS, candidates_sql, fused_sql, kept_sql, top_sql
+from timestone.search._fusion import Candidate, rerank
+from timestone.search._request import prepare_search
+from timestone.search._sql import RANKED_LISTS, candidates_sql, fused_sql, kept_sql, top_sql
 
 LISTS = RANKED_LISTS["entities"]  # the scope with the most lists: fts, vec, graph, named
 COLUMNS = {"fts": "fts_rank", "vec": "vec_rank", "graph": "graph_rank", "named": "named_rank"}

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from timestone._fusion import RRF_K, Candidate, mmr_order, rerank, rrf_score
 from timestone._names import normalize
-from timestone._search_request import name_ngrams, ngrams_with
+from timestone.search._fusion import RRF_K, Candidate, mmr_order, rerank, rrf_score
+from timestone.search._request import name_ngrams, ngrams_with
 
 
 def test_rrf_adds_reciprocal_ranks() -> None:

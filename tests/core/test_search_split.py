@@ -26,13 +26,13 @@ from psycopg.rows import DictRow
 import timestone
 from timestone import EntityInput as E
 from timestone import FactInput as F
-from timestone import _ranked_lists_sql as lists_sql
-from timestone import _search_sql as search_sql
-from timestone._aio import _db as adb
-from timestone._aio import _search as asearch
-from timestone._sync import _db as sdb
-from timestone._sync import _search as ssearch
+from timestone.db import _database as sdb
+from timestone.db import _database_async as adb
 from timestone.errors import DatabaseError, NotFound
+from timestone.search import _ranked_lists_sql as lists_sql
+from timestone.search import _run as ssearch
+from timestone.search import _run_async as asearch
+from timestone.search import _sql as search_sql
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 T2019 = datetime(2019, 6, 1, tzinfo=UTC)

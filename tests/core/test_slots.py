@@ -11,7 +11,7 @@ import psycopg
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
-from timestone._timeline import Assertion, compute_slot
+from timestone.write._date_fight import Assertion, compute_slot
 
 
 def _at(year: int) -> datetime:

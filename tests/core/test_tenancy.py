@@ -16,13 +16,13 @@ from psycopg_pool import PoolTimeout
 from sqlalchemy import exc as sqlalchemy_exc
 
 import timestone
-from timestone._aio import _db as aio_db
-from timestone._search_request import prepare_search
-from timestone._sync import _db as sync_db
-from timestone._sync import _search as sync_search
-from timestone._sync._db import APP_ROLE
-from timestone._sync._search import search_hits
+from timestone.db import _database as sync_db
+from timestone.db import _database_async as aio_db
+from timestone.db._database import APP_ROLE
 from timestone.errors import ConnectionFailed, EmbedderError, InvalidGroup, TimestoneError
+from timestone.search import _run as sync_search
+from timestone.search._request import prepare_search
+from timestone.search._run import search_hits
 
 TABLES = ("episodes", "entities", "mentions", "assertions", "facts")
 

@@ -21,9 +21,9 @@ from psycopg.conninfo import make_conninfo
 
 import timestone
 from timestone import FactInput as F
-from timestone._fulltext import MAX_NEGATIONS, web_query
-from timestone._search_request import prepare_search
-from timestone._sync._search import search_hits
+from timestone.search._fulltext import MAX_NEGATIONS, web_query
+from timestone.search._request import prepare_search
+from timestone.search._run import search_hits
 
 T2015 = datetime(2015, 1, 1, tzinfo=UTC)
 T2023 = datetime(2023, 1, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from timestone._timeline import Assertion, Period, compute_slot
+from timestone.write._date_fight import Assertion, Period, compute_slot
 
 T0 = datetime(2000, 1, 1, tzinfo=UTC)
 TARGETS = [uuid.UUID(int=i + 1) for i in range(3)]

@@ -166,7 +166,7 @@ def test_writes_send_their_statements_in_a_pipeline(
     Python work with the database's rests on it)."""
     from psycopg.pq import PipelineStatus
 
-    from timestone._sync import _ingest
+    from timestone.write import _ingest
 
     seen: list[PipelineStatus] = []
     insert_episode = _ingest.insert_episode  # pyright: ignore[reportPrivateImportUsage]

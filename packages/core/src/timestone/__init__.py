@@ -6,10 +6,9 @@ the graph's own (``created_at``/``expired_at``). Open a store with
 """
 
 from . import errors, toolkit
-from ._aio._memory import AsyncMemory
-from ._graph import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
-from ._items import Item
-from ._models import (
+from ._memory import Memory
+from ._memory_async import AsyncMemory
+from ._records import (
     DocumentResult,
     Entity,
     EntityInput,
@@ -21,10 +20,11 @@ from ._models import (
     RollbackReport,
 )
 from ._results import Community, CommunityReport, Context, ContextItem, SearchResults
-from ._sync._memory import Memory
 from ._time import NOW
 from .embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from .errors import TimestoneError
+from .graph._nodes import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
+from .items._item import Item
 from .llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage, OpenAICompatibleLLM
 from .ontology import EdgeType, EntityType, Ontology
 from .rerankers import HTTPReranker, OverlapReranker, Reranker

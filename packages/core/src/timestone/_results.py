@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from ._models import Entity, Episode, Fact
+from ._records import Entity, Episode, Fact
 
 __all__ = [
     "Community",

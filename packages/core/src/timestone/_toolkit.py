@@ -4,7 +4,7 @@ the record of a search result as a retriever hands it over.
 
 One line per fact with its citation id and its period; ISO 8601 dates read as
 UTC when they name no zone; a memory, a group, the two clocks and a token budget
-checked once, where the tools are made (``timestone._aio._tools`` holds the
+checked once, where the tools are made (``timestone._tools_async`` holds the
 bodies); one metadata mapping per kind of record, the citation id included, so
 that a LangChain ``Document`` and a LlamaIndex node of one search carry the same
 keys. The public face of all this is ``timestone.toolkit``.
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._groups import check_group
-from ._models import Entity, Episode, Fact
+from ._records import Entity, Episode, Fact
 from ._results import citation_of
 from ._time import Now, aware
 from .errors import InvalidInput

@@ -7,8 +7,8 @@ coordinator then acts on the cluster by itself. See ``docs/scale.md``.
 
 from __future__ import annotations
 
-from ._aio._distributed import distribute as adistribute
-from ._distribution import Distribution
-from ._sync._distributed import distribute
+from .db._distributed import distribute
+from .db._distributed_async import distribute as adistribute
+from .db._distribution import Distribution
 
 __all__ = ["Distribution", "adistribute", "distribute"]

@@ -36,8 +36,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ._aio._memory import AsyncMemory
-from ._models import Fact
+from ._memory_async import AsyncMemory
+from ._records import Fact
 from ._time import NOW
 from .errors import InvalidInput, NotFound, TimestoneError
 

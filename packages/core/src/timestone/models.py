@@ -35,8 +35,8 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import SessionTransaction
 from sqlmodel import Field, Session, SQLModel  # pyright: ignore[reportUnknownVariableType]
 
-from ._aio._db import TENANT_SETTINGS
 from ._groups import check_group
+from .db._database_async import TENANT_SETTINGS
 
 __all__ = [
     "AssertionRow",

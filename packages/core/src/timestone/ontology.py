@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 import pydantic
 
-from ._models import check_json, check_json_size, check_relation, check_text
 from ._names import relation_name
+from ._records import check_json, check_json_size, check_relation, check_text
 from .errors import InvalidInput, OntologyViolation
 
 __all__ = ["Cardinality", "EdgeType", "EntityType", "Ontology"]

@@ -29,17 +29,10 @@ import re
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 
-from ._aio._extract import MAX_EPISODE_CHARS
-from ._aio._tools import DEFAULT_TOKEN_BUDGET
-from ._aio._tools import entity_timeline as aentity_timeline
-from ._aio._tools import remember as aremember
-from ._aio._tools import search_memory as asearch_memory
 from ._groups import check_group
-from ._models import check_list
 from ._names import relation_name
+from ._records import check_list
 from ._results import citation_of
-from ._search_request import MAX_QUERY_CHARS
-from ._sync._tools import entity_timeline, remember, search_memory
 from ._time import NOW, Now, parse_when
 from ._time import aware as check_aware
 from ._toolkit import (
@@ -56,6 +49,13 @@ from ._toolkit import (
     fact_record,
     ranked_records,
 )
+from ._tools import entity_timeline, remember, search_memory
+from ._tools_async import DEFAULT_TOKEN_BUDGET
+from ._tools_async import entity_timeline as aentity_timeline
+from ._tools_async import remember as aremember
+from ._tools_async import search_memory as asearch_memory
+from .extract._extraction_async import MAX_EPISODE_CHARS
+from .search._request import MAX_QUERY_CHARS
 
 __all__ = [
     "ASYNC_TOOLS",

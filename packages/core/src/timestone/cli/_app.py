@@ -18,10 +18,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .._index_build import check_memory_setting, check_workers
-from .._sync._memory import Memory
+from .._memory import Memory
 from .._time import NOW, parse_when
 from ..errors import InvalidInput, NotFound, TimestoneError
+from ..write._index_build import check_memory_setting, check_workers
 from ._options import (
     AsOf,
     DataDir,

@@ -34,8 +34,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from .._models import FactInput, IngestResult
-from .._sync._memory import Memory
+from .._memory import Memory
+from .._records import FactInput, IngestResult
 from .._time import parse_datetime
 from ..errors import InvalidInput, TimestoneError
 

@@ -9,7 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from .._sync._memory import Memory
+from .._memory import Memory
 from ..embedders import Embedder
 from ..errors import EmbedderMismatch, InvalidInput, TimestoneError
 from ..ontology import Ontology

@@ -31,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._models import Entity, Episode, Fact
+from .._records import Entity, Episode, Fact
 from ..errors import (
     AddressInUse,
     ConflictError,

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from .._aio._memory import AsyncMemory
+from .._memory_async import AsyncMemory
 from ..errors import InvalidInput, TimestoneError
 from ._options import DataDir, Dsn, EmbedderOpt, Group, fail, guard, open_store, resolve_store
 from ._output import err_console

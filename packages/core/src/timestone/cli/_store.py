@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from .. import _embedded
+from ..db import _embedded
 from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput
 from ..ontology import EdgeType, EntityType, Ontology

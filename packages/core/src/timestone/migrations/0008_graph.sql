@@ -1,4 +1,4 @@
--- The property graph view (timestone/_graph.py): chunk and link items, node ids.
+-- The property graph view (timestone/graph/_nodes.py): chunk and link items, node ids.
 --
 -- A node id is an entity id or a chunk key. Ids are global (UUIDs, or the
 -- keys a toolkit mints), so a write that names an id held by another group is

@@ -1,5 +1,5 @@
 -- Ids the database mints are time-ordered (UUID version 7), like those the
--- library mints (timestone._ids).
+-- library mints (timestone.write._ids).
 --
 -- A version 7 UUID starts with the Unix time in milliseconds; a random one
 -- (version 4, gen_random_uuid) puts each new row on a random page of every

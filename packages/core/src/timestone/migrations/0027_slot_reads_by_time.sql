@@ -6,7 +6,7 @@
 -- assertion later than all the slot holds can change only the slot's last
 -- period (each earlier one ends where the next begins), so the write now
 -- reads the assertions and versions from the start of that period
--- (timestone._aio._facts.read_slots). Both reads, and the two lookups that
+-- (timestone.write._facts_async.read_slots). Both reads, and the two lookups that
 -- decide it (the slot's latest assertion, the start of its last version),
 -- are ranges of these indexes, which add valid_at to the slot's columns. The
 -- indexes they replace served only equality on the slot, which the new ones

@@ -8,7 +8,7 @@
 -- group (about 0.5 s at 1M facts). This index reads a group's current versions
 -- in creation order: a search as of T counts those created by T up to the
 -- exact-ranking bound, and below it ranks them exactly, by key, without the
--- HNSW scan (timestone._aio._search._few_created). A bulk load drops it with
+-- HNSW scan (timestone.search._run_async._few_created). A bulk load drops it with
 -- the other read indexes and builds it at its end.
 
 CREATE INDEX facts_created ON timestone.facts (group_id, created_at, id)

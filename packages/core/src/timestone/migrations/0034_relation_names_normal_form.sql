@@ -34,7 +34,7 @@
 
 -- The normal form of a relation name that is an identifier (letters, digits
 -- and underscores, not starting with a digit, at most 128 characters):
--- timestone._models.check_relation. NULL for anything else, or where the
+-- timestone._records.check_relation. NULL for anything else, or where the
 -- normal form is empty, starts with a digit or is longer than 128 characters.
 -- COLLATE "C": upper-case ASCII letters only, whatever the database's locale.
 CREATE FUNCTION timestone.normal_relation(name text)
@@ -119,7 +119,7 @@ UPDATE timestone.facts AS f SET relation = r.new
 FROM renamed_relations AS r WHERE f.relation = r.old;
 
 -- Graph links: the key is sha256(source || x'1f' || relation || x'1f' || target) in hex
--- (timestone._graph.link_key).
+-- (timestone.graph._nodes.link_key).
 CREATE FUNCTION pg_temp.link_key(source text, relation text, target text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT

@@ -3,7 +3,7 @@
 -- With an LLM configured (and Memory.open(infer_cardinality=True), the default), the
 -- first write of a group that names a relation the ontology does not declare asks the
 -- model once whether a subject can hold several such relations at once
--- (timestone._aio._cardinality). The answer is kept here, per group, and never asked
+-- (timestone.extract._cardinality_async). The answer is kept here, per group, and never asked
 -- again for that name in that group: the primary key makes it one answer, and writers
 -- that meet serialize on an advisory lock of the group and name before asking. A
 -- declared edge type always wins over a row here. The call itself is in llm_ledger

@@ -18,7 +18,7 @@ import html
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
-from .._models import Fact
+from .._records import Fact
 
 __all__ = ["WIDTH", "page_height", "timeline_html", "timeline_svg"]
 

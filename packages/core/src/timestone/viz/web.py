@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .._sync._memory import Memory
+from .._memory import Memory
 from .._time import NOW
 from ..errors import InvalidInput, TimestoneError
 from .timeline import timeline_html

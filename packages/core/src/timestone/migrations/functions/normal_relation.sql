@@ -3,7 +3,7 @@
 
 -- The normal form of a relation name that is an identifier (letters, digits
 -- and underscores, not starting with a digit, at most 128 characters):
--- timestone._models.check_relation. NULL for anything else, or where the
+-- timestone._records.check_relation. NULL for anything else, or where the
 -- normal form is empty, starts with a digit or is longer than 128 characters.
 -- COLLATE "C": upper-case ASCII letters only, whatever the database's locale.
 CREATE OR REPLACE FUNCTION timestone.normal_relation(name text)

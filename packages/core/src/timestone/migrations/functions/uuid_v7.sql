@@ -2,7 +2,7 @@
 -- Earlier definitions, kept as history: migration(s) 0024.
 
 -- Ids the database mints are time-ordered (UUID version 7), like those the
--- library mints (timestone._ids): a random UUID with its first six bytes
+-- library mints (timestone.write._ids): a random UUID with its first six bytes
 -- replaced by the time in milliseconds and its version field set from 4 to 7
 -- (bits 52 and 53, counted from the lowest bit of each byte). Postgres 18 has
 -- uuidv7(); this is the same layout written with built-in functions.

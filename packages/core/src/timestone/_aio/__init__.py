@@ -1,1 +1,0 @@
-"""The implementation, written once, async; ``_sync`` is its generated blocking twin."""

@@ -1,0 +1,3 @@
+"""Extraction by a model: the calls and their ledger, prompts, answers, cardinality.
+
+Private: the public API is ``timestone``."""

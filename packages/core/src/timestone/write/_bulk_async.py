@@ -1,0 +1,339 @@
+"""Bulk loading: indexes built once after a load, not row by row during it.
+
+An HNSW index grows one insert at a time at a cost of milliseconds per row
+(each insert searches the graph and rewrites its neighbours' pages); built
+from the finished table in memory it costs a fraction of that. ``bulk_load``
+drops the HNSW indexes of the vector columns, and the indexes of facts that
+only reads use (``LOAD_INDEXES``: history, the walk, closing times, full
+text), lets the caller write, and builds them again on the way out, whatever
+happened inside.
+
+It acts on the whole database, every group: while it runs, vector searches are
+exact scans and history reads, the walk and full-text search scan more (all
+correct, slower), and the rebuild holds a lock that makes other
+writers to the indexed tables wait until it is done. It is for an initial
+import or a migration window, run as the schema owner (the DSN's user, like
+migrations). One bulk load at a time: a session advisory lock says who has it,
+and ``Memory.open`` does not rebuild the indexes while it is held. A loader
+that dies mid-load releases the lock with its connection; the next
+``Memory.open`` builds the missing indexes. One that dies inside a statement
+(its final index build) is cancelled by the server within a second (its
+session checks that its client is there, ``client_connection_check_interval``),
+and an open that finds its lock still held by a session in a statement waits
+a few seconds for it to end.
+
+``rebuild_vector_indexes`` rebuilds HNSW indexes in place, for a database whose
+graphs churn has worn (rows replaced, purged and vacuumed: a vacuum unlinks
+dead elements and relinks their neighbours, and the graph it leaves is not the
+one a build makes). ``REINDEX INDEX CONCURRENTLY`` builds each anew beside the
+old one while reads and writes go on, then swaps them; it takes the same lock
+as a bulk load, so the two never overlap.
+
+pgvector builds an HNSW graph in memory while it fits in ``maintenance_work_mem`` and
+builds the rest on disk, where each row costs several times as much (the open
+facts' index of 30k facts: 9.7 s in memory, 28.4 s with 16 MB, which held 9,468 of
+them). Every build of them sizes the setting to the largest graph it builds
+(``_index_build.build_memory_kb``) unless given one, and logs a warning when a graph outgrows it:
+these two calls', and those of ``Memory.open`` (an index a dead load left missing)
+and of re-embedding (``_db.build_vector_indexes``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import cast
+
+import psycopg
+from psycopg import sql
+
+from .._compat import asleep
+from ..db._database_async import (
+    BULK_LOCK,
+    VECTOR_INDEXES,
+    Conn,
+    build_load_indexes,
+    build_vector_indexes,
+    connect_owner,
+    drop_load_indexes,
+    drop_vector_indexes,
+    vector_dimensions,
+    wrap_db_error,
+)
+from ..errors import ConflictError, DatabaseError, InvalidInput
+from ._index_build import (
+    build_memory_kb,
+    check_memory,
+    check_workers,
+    need_kb,
+    row_bytes,
+    warn_spill,
+)
+
+__all__ = [
+    "BULK_LOCK",
+    "bulk_load",
+    "bulk_loading",
+    "check_index_names",
+    "rebuild_vector_indexes",
+    "set_build_memory",
+]
+
+
+# How often the server session of a bulk load (or an index rebuild) checks, during a
+# statement, that its client is still there: a loader that dies in its final build is
+# cancelled within it, and releases ``BULK_LOCK``, instead of building on for minutes
+# (and rolling back). ``bulk_loading`` waits for such a holder up to ``_LOADER_WAIT_S``.
+LOADER_CHECK_INTERVAL = "1s"
+_LOADER_WAIT_S = 5.0
+_LOADER_POLL_S = 0.05
+
+
+async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
+    """``build_memory_kb`` for the named vector indexes, from the rows each would hold now
+    (one scan a table, counting each index's rows) and the server's settings, as a
+    setting."""
+    dimensions = await vector_dimensions(conn)
+    per_table: dict[str, list[sql.Composable]] = {}
+    for name, table, column, held, _ in VECTOR_INDEXES:
+        dimension = dimensions.get((table, column))
+        if name in names and dimension is not None:
+            per_table.setdefault(table, []).append(
+                sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
+                    sql.Literal(row_bytes(dimension)),
+                    sql.SQL(held),
+                )
+            )
+    counts = [
+        sql.SQL("SELECT greatest({}) FROM timestone.{}").format(
+            sql.SQL(", ").join(needs), sql.Identifier(table)
+        )
+        for table, needs in per_table.items()
+    ]
+    cur = await conn.execute(
+        sql.SQL(
+            "SELECT (SELECT coalesce(max(b), 0) FROM ({}) AS n (b)) AS need,"
+            " pg_size_bytes(current_setting('maintenance_work_mem')) AS current,"
+            " pg_size_bytes(current_setting('shared_buffers')) AS buffers"
+        ).format(sql.SQL(" UNION ALL ").join(counts) if counts else sql.SQL("SELECT 0"))
+    )
+    row = await cur.fetchone()
+    if row is None:  # pragma: no cover - a SELECT without FROM returns its row
+        raise DatabaseError("sizing the vector index build returned no row")
+    kb = build_memory_kb(
+        need_kb(int(row["need"])),
+        int(row["current"]) // 1024,
+        int(row["buffers"]) // 1024,
+    )
+    return f"{math.ceil(kb / 1024)}MB"
+
+
+_VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
+
+
+def check_index_names(value: object) -> tuple[str, ...]:
+    """The vector indexes named (every one for None), each once, in the order given."""
+    if value is None:
+        return _VECTOR_INDEX_NAMES
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInput(
+            f"indexes must be a list of vector index names, got {value!r:.80}; "
+            f"the vector indexes are {', '.join(_VECTOR_INDEX_NAMES)}"
+        )
+    names: list[str] = []
+    for item in cast("Sequence[object]", value):
+        if not isinstance(item, str) or item not in _VECTOR_INDEX_NAMES:
+            raise InvalidInput(
+                f"{item!r:.80} is not a vector index of timestone; "
+                f"the vector indexes are {', '.join(_VECTOR_INDEX_NAMES)}"
+            )
+        if item not in names:
+            names.append(item)
+    if not names:
+        raise InvalidInput(
+            f"indexes is empty: name at least one of {', '.join(_VECTOR_INDEX_NAMES)}, "
+            "or pass None for all"
+        )
+    return tuple(names)
+
+
+def _owner_error(exc: psycopg.Error, doing: str) -> DatabaseError:
+    """The error of a step that only the schema's owner may take: who it takes when the
+    server refused the user, the server's reason otherwise."""
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return DatabaseError(
+            f"{doing} takes the owner of the timestone schema; connect as that user: "
+            f"{str(exc).strip()}"
+        )
+    return wrap_db_error(exc, doing)
+
+
+async def bulk_loading(conn: Conn) -> bool:
+    """Whether a bulk load (or an index rebuild) holds ``BULK_LOCK``.
+
+    A loader that dies inside a statement (its final index build) holds the lock until
+    its server session notices: within ``LOADER_CHECK_INTERVAL`` (the loader's
+    ``client_connection_check_interval``), then the statement is cancelled and the lock
+    released. A holder in a statement or a transaction is waited for, up to
+    ``_LOADER_WAIT_S``; one that ends meanwhile was no load, and its indexes are built
+    here. A live loader writing (its own session idle between its statements) or
+    building past the bound is left to build them itself."""
+    deadline = time.monotonic() + _LOADER_WAIT_S
+    while True:
+        cur = await conn.execute(
+            "SELECT coalesce(a.state, '') AS state FROM pg_locks AS l"
+            " LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.classid = (%(k)s::bigint >> 32)::oid"
+            " AND l.objid = (%(k)s::bigint & 4294967295)::oid AND l.objsubid = 1",
+            {"k": BULK_LOCK},
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return False
+        if row["state"] == "idle" or time.monotonic() >= deadline:
+            return True
+        await asleep(_LOADER_POLL_S)
+
+
+@asynccontextmanager
+async def _holding_load_lock(dsn: str, busy: str) -> AsyncGenerator[Conn]:
+    """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
+    (``busy``) when another session has it."""
+    conn = await connect_owner(dsn)
+    async with conn:
+        # a loader that dies in a statement is cancelled within the interval
+        with suppress(psycopg.errors.InvalidParameterValue):  # a server without the check
+            await conn.execute(
+                "SELECT set_config('client_connection_check_interval', %s, false)",
+                (LOADER_CHECK_INTERVAL,),
+            )
+        cur = await conn.execute("SELECT pg_try_advisory_lock(%s) AS ok", (BULK_LOCK,))
+        got = await cur.fetchone()
+        if got is None or not got["ok"]:
+            raise ConflictError(busy)
+        try:
+            yield conn
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
+
+
+async def set_build_memory(
+    conn: Conn, names: Sequence[str], memory: str | None, *, local: bool
+) -> None:
+    """Give the builds of the named indexes ``memory`` (sized to them when None) for the
+    transaction (``local``) or the session, and have a graph that outgrows it logged."""
+    memory = memory if memory is not None else await _sized_memory(conn, names)
+    await conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
+    conn.add_notice_handler(warn_spill(memory))
+
+
+async def _build_settings(
+    conn: Conn, names: Sequence[str], memory: str | None, workers: int | None, *, local: bool
+) -> None:
+    await set_build_memory(conn, names, memory, local=local)
+    if workers is not None:
+        await conn.execute(
+            "SELECT set_config('max_parallel_maintenance_workers', %s, %s)", (str(workers), local)
+        )
+
+
+async def rebuild_vector_indexes(
+    dsn: str,
+    *,
+    indexes: Sequence[str] | None = None,
+    maintenance_work_mem: str | None = None,
+    workers: int | None = None,
+) -> dict[str, float]:
+    """Rebuild the named HNSW indexes (all of them with None) by ``REINDEX INDEX
+    CONCURRENTLY``, one after the other; return the seconds each took, in order.
+
+    Reads and writes go on meanwhile. A rebuild that failed leaves an invalid copy
+    (``<name>_ccnew``, or ``<name>_ccold`` if it failed while dropping the old index)
+    beside the index it was rebuilding; the next call drops it first.
+    An index that is missing (a bulk load that died before its end) is built as
+    ``Memory.open`` builds it: with any other missing one, at once, holding off writes to
+    its table while it builds. Needs the schema owner, like a bulk load, and not during
+    one (``ConflictError``)."""
+    names = check_index_names(indexes)
+    memory = check_memory(maintenance_work_mem)
+    workers = check_workers(workers)
+    async with _holding_load_lock(
+        dsn,
+        "a bulk load or another index rebuild is running on this database; wait for it to finish",
+    ) as conn:
+        try:
+            return await _reindex(conn, names, memory, workers)
+        except psycopg.Error as exc:
+            raise _owner_error(exc, "rebuilding the vector indexes") from exc
+
+
+async def _reindex(
+    conn: Conn, names: tuple[str, ...], memory: str | None, workers: int | None
+) -> dict[str, float]:
+    await _build_settings(conn, names, memory, workers, local=False)
+    cur = await conn.execute(
+        "SELECT c.relname AS name FROM pg_class AS c"
+        " JOIN pg_index AS i ON i.indexrelid = c.oid"
+        " WHERE c.relnamespace = 'timestone'::regnamespace AND (c.relname = ANY(%(n)s)"
+        " OR (NOT i.indisvalid AND c.relname LIKE ANY(%(left)s)))",
+        {"n": list(names), "left": [f"{n}\\_cc{s}%" for n in names for s in ("new", "old")]},
+    )
+    found = {row["name"] for row in await cur.fetchall()}
+    for leftover in sorted(n for n in found if n not in names):
+        await conn.execute(
+            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS timestone.{}").format(
+                sql.Identifier(leftover)
+            )
+        )
+    took: dict[str, float] = {}
+    for name in names:
+        started = time.perf_counter()
+        if name in found:
+            await conn.execute(
+                sql.SQL("REINDEX INDEX CONCURRENTLY timestone.{}").format(sql.Identifier(name))
+            )
+        else:
+            async with conn.transaction():
+                await build_vector_indexes(conn, size=False)
+        took[name] = time.perf_counter() - started
+    return took
+
+
+@asynccontextmanager
+async def bulk_load(
+    dsn: str, *, maintenance_work_mem: str | None = None, workers: int | None = None
+) -> AsyncGenerator[None]:
+    """Drop the HNSW indexes, yield, build them again (see the module's docstring)."""
+    memory = check_memory(maintenance_work_mem)
+    workers = check_workers(workers)
+    async with _holding_load_lock(
+        dsn,
+        "another bulk load or an index rebuild is running on this database; wait for it "
+        "to finish (a bulk load's indexes are rebuilt when it ends)",
+    ) as conn:
+        try:
+            async with conn.transaction():
+                await drop_vector_indexes(conn)
+                await drop_load_indexes(conn)
+        except psycopg.Error as exc:
+            raise _owner_error(exc, "starting a bulk load (dropping the indexes)") from exc
+        try:
+            yield
+        finally:
+            await _rebuild(conn, memory, workers)
+
+
+async def _rebuild(conn: Conn, memory: str | None, workers: int | None) -> None:
+    try:
+        async with conn.transaction():
+            await _build_settings(conn, _VECTOR_INDEX_NAMES, memory, workers, local=True)
+            await build_load_indexes(conn)
+            await build_vector_indexes(conn, size=False)
+    except psycopg.Error as exc:
+        raise wrap_db_error(
+            exc, "rebuilding the vector indexes after a bulk load (Memory.open retries)"
+        ) from exc

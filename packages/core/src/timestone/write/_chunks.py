@@ -1,0 +1,51 @@
+"""Chunking long documents into episodes, with character offsets back into the source."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from ..errors import InvalidInput
+
+__all__ = ["Chunk", "chunk_text"]
+
+_BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Chunk:
+    index: int
+    start: int
+    end: int
+    text: str
+
+
+def chunk_text(content: str, *, max_chars: int = 1500, overlap: int = 0) -> list[Chunk]:
+    """Split ``content`` into chunks of at most ``max_chars``, preferring paragraph, then
+    sentence, then word boundaries; ``content[c.start:c.end] == c.text`` for every chunk."""
+    given: object = max_chars  # as the caller passed it
+    if type(given) is not int or given < 100:
+        raise InvalidInput(f"max_chunk_chars must be an integer of at least 100, got {given!r:.80}")
+    chunks: list[Chunk] = []
+    start = 0
+    n = len(content)
+    while start < n:
+        while start < n and content[start].isspace():
+            start += 1
+        if start >= n:
+            break
+        end = min(start + max_chars, n)
+        if end < n:
+            window = content[start:end]
+            cut = -1
+            for pattern in _BREAKS:
+                found = [m.start() for m in pattern.finditer(window) if m.start() > max_chars // 3]
+                if found:
+                    cut = found[-1]
+                    break
+            if cut > 0:
+                end = start + cut
+        text = content[start:end].rstrip()
+        chunks.append(Chunk(index=len(chunks), start=start, end=start + len(text), text=text))
+        start = max(end - overlap, start + 1) if overlap else end
+    return chunks

@@ -1,0 +1,1176 @@
+"""Writing: structured facts and documents, each call one transaction.
+
+Validation and embedding happen before the transaction opens, so bad input
+writes nothing and the locks are held only for the database work. Inside:
+the write locks, the idempotency check, entity resolution and the reads of the
+touched slots; then the episode, its mentions and assertions are sent, the
+date fight over the slots runs, and the fact versions and the entities they
+changed are written (``Ingest._write_episode``; docs/time.md, "The order of a
+write").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from psycopg import AsyncCursor, sql
+from psycopg.rows import DictRow
+
+from .. import _compat
+from .._groups import check_group
+from .._records import (
+    MAX_NAME_CHARS,
+    DocumentResult,
+    Entity,
+    EntityInput,
+    Episode,
+    Fact,
+    FactInput,
+    IngestResult,
+    check_json,
+    check_json_size,
+    check_mapping,
+    check_text,
+)
+from .._time import aware
+from ..db._database_async import Conn, Database
+from ..embedders import Embedder, aembed_rows
+from ..errors import ConflictError, InvalidInput, InvalidPeriod
+from ..extract._cardinality_async import Cardinalities
+from ..extract._extraction_async import (
+    Extracted,
+    Ledger,
+    Plan,
+    Types,
+    build_types,
+    check_episode_content,
+    extract,
+    plan,
+    previous_episodes,
+    read_budget,
+    record_spent,
+    write_ledger,
+)
+from ..llm import LLM
+from ..ontology import Ontology
+from ._chunks import Chunk, chunk_text
+from ._collector import paused
+from ._entities_async import (
+    ENTITY_COLUMNS,
+    MentionRow,
+    entity_from_row,
+    entity_key,
+    insert_mentions,
+    lock_keys,
+    read_entities,
+    resolve_entities,
+    write_entities,
+)
+from ._episodes_async import EpisodeRow, SentEpisode, find_by_key, idempotency_key, insert_episode
+from ._facts_async import (
+    AssertionRow,
+    Slot,
+    SlotChanges,
+    asserted_spans,
+    fight_slots,
+    insert_assertions,
+    read_facts,
+    read_slots,
+    write_slots,
+)
+from ._transaction_async import Write, begin_write, stored_order
+
+if TYPE_CHECKING:
+    from .._vectors import Row
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_FACTS_PER_CALL",
+    "Ingest",
+    "default_sentence",
+    "ingest_outcome",
+]
+
+MAX_CONTENT_CHARS = 1_000_000
+MAX_FACTS_PER_CALL = 10_000
+PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
+_RETRIES = 3
+
+
+def default_sentence(source: str, relation: str, target: str) -> str:
+    return f"{source} {relation.lower().replace('_', ' ')} {target}."
+
+
+@dataclasses.dataclass(slots=True)  # made per fact: not frozen, whose __init__ costs 2.6x
+class _Prepared:
+    """A validated fact with its defaults resolved."""
+
+    source: EntityInput
+    relation: str
+    target: EntityInput
+    sentence: str
+    valid_at: datetime
+    invalid_at: datetime | None
+    attributes: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Batch:
+    """An ``add_facts`` call checked and embedded, its database work still to do."""
+
+    group_id: str
+    episode: EpisodeRow
+    prepared: list[_Prepared]
+    episode_text: str
+    vectors: dict[str, Row]
+
+
+_END = object()  # the end of the batches of ``add_fact_batches``
+_FACTS_KEYS = frozenset(
+    {"facts", "reference_time", "name", "saga", "idempotency_key", "source_description"}
+)
+
+
+def _end(value: str | EntityInput) -> EntityInput:
+    """A fact's end as an entity; one shared object per plain name (never mutated)."""
+    return value if isinstance(value, EntityInput) else _named_entity(value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _named_entity(name: str) -> EntityInput:
+    return EntityInput(name)
+
+
+def _fact_json(f: FactInput) -> dict[str, Any]:
+    def end(e: str | EntityInput) -> Any:
+        if isinstance(e, str):
+            return e
+        out: dict[str, Any] = {"name": e.name}
+        if e.labels:
+            out["labels"] = list(e.labels)
+        if e.summary is not None:
+            out["summary"] = e.summary
+        if e.attributes:
+            out["attributes"] = e.attributes
+        return out
+
+    out: dict[str, Any] = {"source": end(f.source), "relation": f.relation, "target": end(f.target)}
+    if f.fact is not None:
+        out["fact"] = f.fact
+    if f.valid_at is not None:
+        out["valid_at"] = f.valid_at.isoformat()
+    if f.invalid_at is not None:
+        out["invalid_at"] = f.invalid_at.isoformat()
+    if f.attributes:
+        out["attributes"] = f.attributes
+    return out
+
+
+def _as_given(value: object) -> str:
+    """An attribute value JSON has no form for, in the episode's record of the call: the
+    ontology's model accepted it (a ``datetime`` field) and stores what it made of it."""
+    isoformat = getattr(value, "isoformat", None)
+    return str(isoformat()) if callable(isoformat) else str(value)
+
+
+def _key_of(given: object, group_id: str, content: str, reference_time: datetime) -> str:
+    """The idempotency key given (an empty one is refused, not taken for none), or the
+    default: a hash of the group, the content and the reference time."""
+    if given is None:
+        return idempotency_key(group_id, content, reference_time)
+    return check_text(given, "idempotency_key", max_chars=512)
+
+
+def _optional_text(value: object, what: str, max_chars: int) -> str | None:
+    return None if value is None else check_text(value, what, max_chars=max_chars)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Written:
+    """``current``: the current version of every entity the write recomputed.
+
+    ``sent``: the episode's insert, whose stored row is read last (``stored``): in a
+    pipeline that read waits for every statement of the write, so what can be built
+    without it is built first."""
+
+    sent: SentEpisode
+    entity_ids: list[uuid.UUID]
+    changes: SlotChanges
+    current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
+
+    @property
+    def episode_id(self) -> uuid.UUID:
+        return self.sent.id
+
+    async def stored(self) -> Episode:
+        return await self.sent.stored()
+
+    def entities(self) -> list[Entity]:
+        return [self.current[i] for i in self.entity_ids if i in self.current]
+
+
+class Ingest:
+    """The write paths of one memory: its database, embedder and ontology."""
+
+    def __init__(
+        self, db: Database, embedder: Embedder, ontology: Ontology, learned: Cardinalities
+    ) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.ontology = ontology
+        self.learned = learned  # undeclared relations' cardinality (``_cardinality``)
+
+    # -- validation (no I/O) ---------------------------------------------------------
+
+    def prepare(
+        self, facts: object, reference_time: datetime
+    ) -> tuple[list[FactInput], list[_Prepared]]:
+        kind = type(facts).__name__
+        if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
+            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
+        items = cast(Iterable[FactInput | Mapping[str, Any]], facts)
+        parsed = [FactInput.parse(f) for f in items]
+        if not parsed:
+            raise InvalidInput("facts is empty: add_facts needs at least one fact")
+        if len(parsed) > MAX_FACTS_PER_CALL:
+            raise InvalidInput(
+                f"{len(parsed):,} facts in one call; the limit is {MAX_FACTS_PER_CALL:,} "
+                "(split the batch: each call is one transaction)"
+            )
+        prepared: list[_Prepared] = []
+        for f in parsed:
+            source, target = _end(f.source), _end(f.target)
+            attributes = self.ontology.check_relation(
+                f.relation,
+                f.attributes,
+                source.entity_type if source.labels else None,
+                target.entity_type if target.labels else None,
+            )
+            self.ontology.check_entity(source.entity_type, source.attributes, source.name)
+            self.ontology.check_entity(target.entity_type, target.attributes, target.name)
+            valid_at = f.valid_at or reference_time
+            if f.invalid_at is not None and f.invalid_at <= valid_at:
+                raise InvalidPeriod(
+                    f"{f.relation} fact: invalid_at {f.invalid_at.isoformat()} is not after its "
+                    f"valid_at {valid_at.isoformat()} (valid_at defaults to the reference_time)"
+                )
+            prepared.append(
+                _Prepared(
+                    source=source,
+                    relation=f.relation,
+                    target=target,
+                    sentence=f.fact or default_sentence(source.name, f.relation, target.name),
+                    valid_at=valid_at,
+                    invalid_at=f.invalid_at,
+                    attributes=attributes,
+                )
+            )
+        return parsed, prepared
+
+    async def vectors(self, texts: Iterable[str]) -> dict[str, Row]:
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return {}
+        return dict(zip(unique, await aembed_rows(self.embedder, unique), strict=True))
+
+    # -- add_facts -------------------------------------------------------------------
+
+    async def add_facts(
+        self,
+        group_id: str,
+        facts: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        saga: str | None,
+        idempotency_key_: str | None,
+        source_description: str,
+    ) -> IngestResult:
+        check_group(group_id)
+        # a large write pauses the cyclic collector (``_collector``); a small one has too
+        # few objects for it to matter, and leaves the process's collector alone
+        with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
+            batch = await self._batch(
+                group_id,
+                facts,
+                reference_time=reference_time,
+                name=name,
+                saga=saga,
+                idempotency_key_=idempotency_key_,
+                source_description=source_description,
+            )
+            result = await self._store(batch, outcome=True)
+            assert result is not None
+            return result
+
+    async def add_fact_batches(
+        self,
+        group_id: str,
+        batches: object,
+        *,
+        on_progress: Callable[[int, int | None, IngestResult], object] | None,
+        keep_results: object = True,
+    ) -> list[IngestResult]:
+        """Many ``add_facts`` calls in order, each its own transaction, the next batch
+        checked and embedded while the database stores the one before.
+
+        The result is a loop of ``add_facts`` calls: the same writes, committed in the
+        same order, and a bad batch raises before anything of it is written, after the
+        batches before it committed. ``on_progress(done, total, result)`` follows each
+        commit (``total``: None for an iterable without a length); without
+        ``keep_results`` the results are not kept, and the list returned is empty. With
+        neither, no result is built: the write is the same, its outcome is not read."""
+        check_group(group_id)
+        if not isinstance(keep_results, bool):
+            raise InvalidInput(
+                f"keep_results must be True or False, got {type(keep_results).__name__}"
+            )
+        kind = type(batches).__name__
+        if isinstance(batches, (str, bytes, Mapping)) or not isinstance(batches, Iterable):
+            raise InvalidInput(
+                "batches must be an iterable of mappings with add_facts' arguments "
+                f"(facts, reference_time, ...), got {kind}"
+            )
+        items = cast(Iterable[object], batches)
+        total = len(items) if isinstance(items, Sized) else None
+        source = iter(items)
+        results: list[IngestResult] = []
+        outcome = keep_results or on_progress is not None
+        done = 0
+        pending = await _compat.aspawn(self._next_batch, group_id, source, 0)
+        try:
+            while (batch := await _compat.ajoin(pending)) is not None:
+                pending = await _compat.aspawn(self._next_batch, group_id, source, done + 1)
+                with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
+                    result = await self._store(batch, outcome=outcome)
+                done += 1
+                if result is not None and keep_results:
+                    results.append(result)
+                if result is not None and on_progress is not None:
+                    on_progress(done, total, result)
+            return results
+        finally:
+            await _compat.asettle(pending)
+
+    async def _next_batch(
+        self, group_id: str, source: Iterator[object], index: int
+    ) -> _Batch | None:
+        """Batch ``index`` of ``add_fact_batches`` checked and embedded; None at the end."""
+        value = next(source, _END)
+        if value is _END:
+            return None
+        if not isinstance(value, Mapping):
+            raise InvalidInput(
+                f"batches[{index}] must be a mapping with add_facts' arguments, "
+                f"got {type(value).__name__}"
+            )
+        item = cast(Mapping[str, Any], value)
+        unknown = set(item) - _FACTS_KEYS
+        if unknown:
+            raise InvalidInput(f"batches[{index}] has unknown keys {sorted(map(str, unknown))}")
+        for required in ("facts", "reference_time"):
+            if required not in item:
+                raise InvalidInput(f"batches[{index}] has no {required!r}")
+        facts = item["facts"]
+        try:
+            with paused(isinstance(facts, Sized) and len(facts) >= PAUSE_COLLECTOR_FACTS):
+                return await self._batch(
+                    group_id,
+                    facts,
+                    reference_time=item["reference_time"],
+                    name=item.get("name"),
+                    saga=item.get("saga"),
+                    idempotency_key_=item.get("idempotency_key"),
+                    source_description=item.get("source_description", ""),
+                )
+        except InvalidInput as exc:
+            written = f"; the {index} batches before it were written" if index else ""
+            raise type(exc)(f"batches[{index}]: {exc}{written}") from exc
+
+    async def _batch(
+        self,
+        group_id: str,
+        facts: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        saga: str | None,
+        idempotency_key_: str | None,
+        source_description: str,
+    ) -> _Batch:
+        """One ``add_facts`` call checked and embedded: everything but the database."""
+        ref = aware(reference_time, "reference_time")
+        parsed, prepared = self.prepare(facts, ref)
+        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False, default=_as_given)
+        key = _key_of(idempotency_key_, group_id, content, ref)
+        episode = EpisodeRow(
+            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+            if name is not None
+            else f"facts at {ref.isoformat()}",
+            content=content,
+            source="facts",
+            source_description=check_text(
+                source_description, "source_description", max_chars=10_000, allow_empty=True
+            ),
+            reference_time=ref,
+            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            idempotency_key=key,
+        )
+        episode_text = " ".join(p.sentence for p in prepared)
+        # names are embedded inside the transaction, and only for entities it mints
+        vectors = await self.vectors([episode_text, *(p.sentence for p in prepared)])
+        return _Batch(group_id, episode, prepared, episode_text, vectors)
+
+    async def _store(self, batch: _Batch, *, outcome: bool) -> IngestResult | None:
+        """Write a checked batch: one transaction, retried when a concurrent writer took a
+        name or the idempotency key first. Its result, or None without ``outcome``: the
+        facts and entities it wrote are then not built, nor the facts it closed read."""
+        group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
+        entities = [e for p in prepared for e in (p.source, p.target)]
+        await self.learned.ask(group_id, (p.relation for p in prepared))
+        for attempt in range(_RETRIES):
+            try:
+                async with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
+                    w = await begin_write(
+                        conn,
+                        group_id,
+                        self.embedder,
+                        keys=["episode\x1f" + key, *lock_keys(entities)],
+                    )
+                    w.remember(batch.vectors)
+                    existing = await find_by_key(conn, group_id, key)
+                    if existing is not None:
+                        if not outcome:
+                            return None
+                        return await _existing_result(conn, group_id, existing)
+                    relations = (p.relation for p in prepared)
+                    order = await send_relation_order(w, relations) if outcome else None
+                    written = await self._write_episode(
+                        w, batch.episode, batch.vectors[batch.episode_text], prepared, keep=outcome
+                    )
+                    # built while the database stores the write; the episode's row comes last
+                    result = (
+                        await _created(w, written, await ingest_outcome(w, written, order))
+                        if outcome
+                        else None
+                    )
+                await self.db.note_writes(len(prepared), group_id)
+                return result
+            except ConflictError:
+                if attempt == _RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _write_episode(
+        self,
+        w: Write,
+        row: EpisodeRow,
+        vector: Row | None,
+        prepared: Sequence[_Prepared],
+        entities_: Sequence[EntityInput] = (),
+        decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
+        *,
+        keep: bool = True,
+    ) -> _Written:
+        """``entities_``: entities the episode names besides its facts' endpoints (extraction);
+        ``decided``: the LLM tier's choices for ambiguous names, made before the write;
+        ``keep``: whether the caller builds a result (without one, the entities' current
+        versions are not built: ``_Written.current`` stays empty).
+
+        The reads come first (resolution, then the touched slots: neither depends on this
+        episode's rows), then the inserts are sent, and the date fight and the entities'
+        fold run in Python while the database stores them: in a pipeline
+        (``Database.transaction(..., pipeline=True)``) no insert is waited for until the
+        episode's row is read back at the end.
+        """
+        if not prepared and not entities_:
+            sent = await insert_episode(w, row, vector)
+            return _Written(sent=sent, entity_ids=[], changes=SlotChanges())
+        entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
+        minted: set[uuid.UUID] = set()
+        ids = await resolve_entities(w, entities, self.ontology, decided, minted)
+        idents = [ids[entity_key(e)] for e in entities]  # the facts' ends: two per fact, last
+        merged: dict[uuid.UUID, EntityInput] = {}
+        attributes: dict[uuid.UUID, dict[str, Any]] = {}
+        for e, ident in zip(entities, idents, strict=True):
+            prev = merged.get(ident)
+            merged[ident] = e if prev is None else _merge(prev, e)
+            attributes.setdefault(ident, {}).update(
+                self.ontology.check_entity(e.entity_type, e.attributes, e.name)
+            )
+        ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
+        learned = await self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
+        rows = [
+            AssertionRow(
+                source_id=source_id,
+                relation=p.relation,
+                target_id=target_id,
+                cardinality=learned.get(p.relation) or self.ontology.cardinality(p.relation),
+                fact=p.sentence,
+                attributes=p.attributes,
+                valid_at=p.valid_at,
+                invalid_at=p.invalid_at,
+            )
+            for p, source_id, target_id in zip(prepared, ends, ends, strict=True)
+        ]
+        slots: set[Slot] = {
+            (r.source_id, r.relation)
+            if r.cardinality == "one"
+            else (r.source_id, r.relation, r.target_id)
+            for r in rows
+        }
+        reads = await read_slots(
+            w,
+            slots,
+            # a source this write minted holds no stored timeline to read a window of
+            within=asserted_spans(
+                ((r.source_id, r.relation), r.valid_at)
+                for r in rows
+                if r.cardinality == "one" and r.source_id not in minted
+            ),
+            # a pair is a slot here only for cardinality-one rows
+            only_one={s for s in slots if len(s) == 2},
+        )
+        sent = await insert_episode(w, row, vector)
+        mentioned = await insert_mentions(
+            w,
+            sent.id,
+            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
+        )
+        fight = fight_slots(reads, await insert_assertions(w, sent.id, rows))
+        touched = await read_entities(w, set(merged) | fight.changes.touched_entities, mentioned)
+        changes = await write_slots(w, fight)
+        current: dict[uuid.UUID, Entity] = {}
+        await write_entities(w, touched, current if keep else None)
+        return _Written(
+            sent=sent,
+            entity_ids=list(merged),
+            changes=changes,
+            current=current,
+        )
+
+    # -- add_document ----------------------------------------------------------------
+
+    async def add_document(
+        self,
+        group_id: str,
+        uri: str,
+        content: str,
+        *,
+        title: str | None,
+        reference_time: datetime,
+        metadata: Mapping[str, Any] | None,
+        max_chunk_chars: int,
+        llm: LLM | None = None,
+    ) -> DocumentResult:
+        """With ``llm``: every chunk is extracted (before the transaction), with the title,
+        its neighbours and the entities of earlier chunks as context."""
+        from ._correct_async import retract_episodes
+
+        check_group(group_id)
+        ref = aware(reference_time, "reference_time")
+        check_text(uri, "document uri", max_chars=2048)
+        check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
+        title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
+        meta = {} if metadata is None else dict(check_mapping(metadata, "document metadata"))
+        check_json(meta, "document metadata")
+        check_json_size(meta, "document metadata")
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        chunks = chunk_text(content, max_chars=max_chunk_chars)
+        ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
+        if llm is not None:
+            ledger, plans = await self._document_plans(
+                group_id, llm, uri, digest, title_, chunks, ref
+            )
+        prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
+        names = [e for p, pre in zip(plans, prepared, strict=True) for e in _named(p, pre)]
+        vectors = await self.vectors(
+            [
+                *(c.text for c in chunks),
+                *(x.sentence for pre in prepared for x in pre),
+                *(e.name for e in names),
+            ]
+        )
+        async with self.db.transaction(group_id, "adding a document", pipeline=True) as conn:
+            w = await begin_write(
+                conn, group_id, self.embedder, keys=["document\x1f" + uri, *lock_keys(names)]
+            )
+            w.remember(vectors)
+            cur = await conn.execute(
+                "SELECT id, document_version, metadata->>'document_sha256' AS sha"
+                " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+                " AND expired_at IS NULL ORDER BY chunk_index",
+                (group_id, uri),
+            )
+            old = await cur.fetchall()
+            if old and old[0]["sha"] == digest:
+                await write_ledger(conn, group_id, ledger, None, w.now)
+                return await _existing_document(
+                    conn, group_id, uri, int(old[0]["document_version"])
+                )
+            cur = await conn.execute(
+                "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
+                " WHERE group_id = %s AND document_uri = %s",
+                (group_id, uri),
+            )
+            last = await cur.fetchone()
+            version = int(last["v"]) + 1 if last is not None else 1
+            retracted = [row["id"] for row in old]
+            changes = await retract_episodes(w, retracted) if retracted else None
+            episodes: list[Episode] = []
+            entity_ids: list[uuid.UUID] = []
+            for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
+                row = EpisodeRow(
+                    name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
+                    content=chunk.text,
+                    source="document",
+                    source_description=title_,
+                    reference_time=ref,
+                    saga=None,
+                    idempotency_key=f"document:{uri}:{digest}:{chunk.index}",
+                    document_uri=uri,
+                    document_version=version,
+                    chunk_index=chunk.index,
+                    char_start=chunk.start,
+                    char_end=chunk.end,
+                    metadata={**meta, "document_sha256": digest, "title": title_},
+                    llm_calls=ledger.calls if chunk.index == 0 else 0,
+                    llm_tokens=ledger.tokens if chunk.index == 0 else 0,
+                )
+                written = await self._write_episode(
+                    w, row, vectors[chunk.text], pre, p.entities, p.decided
+                )
+                if chunk.index == 0:
+                    await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
+                episodes.append(await written.stored())
+                entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
+            invalidated: list[Fact] = []
+            if changes is not None and changes.expired:
+                invalidated = await read_facts(
+                    conn,
+                    group_id,
+                    valid_at=None,
+                    as_of=None,
+                    read_time=w.now,
+                    limit=None,
+                    history=True,
+                    version_ids=[r["version_id"] for r in changes.expired.values()],
+                )
+            return DocumentResult(
+                uri=uri,
+                version=version,
+                episodes=episodes,
+                entities=await _entities(conn, group_id, entity_ids),
+                facts=await _episode_facts(w, [e.id for e in episodes]) if llm else [],
+                invalidated=invalidated,
+                retracted=retracted,
+                created=True,
+                recorded_at=w.now,
+                llm_calls=ledger.calls,
+                llm_tokens=ledger.tokens,
+            )
+
+    # -- add_episode (LLM ingestion: every call before the transaction) ---------------
+
+    async def add_episode(
+        self,
+        group_id: str,
+        llm: LLM,
+        content: object,
+        *,
+        reference_time: datetime,
+        name: str | None,
+        source: str,
+        source_description: str,
+        saga: str | None,
+        idempotency_key_: str | None,
+        types: Types,
+        max_chars: int,
+    ) -> IngestResult:
+        check_group(group_id)
+        ref = aware(reference_time, "reference_time")
+        text = check_episode_content(content, source, max_chars)
+        key = _key_of(idempotency_key_, group_id, text, ref)
+        row = EpisodeRow(
+            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+            if name is not None
+            else f"{source} at {ref.isoformat()}",
+            content=text,
+            source=source,
+            source_description=check_text(
+                source_description, "source_description", max_chars=10_000, allow_empty=True
+            ),
+            reference_time=ref,
+            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            idempotency_key=key,
+        )
+        async with self.db.transaction(group_id, "reading before extraction") as conn:
+            existing = await find_by_key(conn, group_id, key)
+            if existing is not None:
+                return await _existing_result(conn, group_id, existing)
+            budget, used = await read_budget(conn, group_id)
+            previous = await previous_episodes(conn, group_id, row.saga, ref)
+        ledger = Ledger(budget=budget, used=used)
+        try:
+            extracted = await extract(
+                llm,
+                ledger,
+                content=text,
+                source=source,
+                reference_time=ref,
+                source_description=row.source_description,
+                previous=previous,
+                types=types,
+                ontology=self.ontology,
+            )
+            names = await self.vectors(
+                [*(e.name for e in extracted.entities), *(f.fact or "" for f in extracted.facts)]
+            )
+            [planned] = await plan(
+                self.db, group_id, llm, ledger, [extracted], self.ontology, names
+            )
+            prepared = self.prepare(planned.facts, ref)[1] if planned.facts else []
+            vectors = await self.vectors(
+                [text, *(p.sentence for p in prepared), *(e.name for e in planned.entities)]
+            )
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        row = dataclasses.replace(row, llm_calls=ledger.calls, llm_tokens=ledger.tokens)
+        everyone = [*planned.entities, *(e for p in prepared for e in (p.source, p.target))]
+        try:
+            for attempt in range(_RETRIES):
+                try:
+                    async with self.db.transaction(
+                        group_id, "adding an episode", pipeline=True
+                    ) as conn:
+                        w = await begin_write(
+                            conn,
+                            group_id,
+                            self.embedder,
+                            keys=["episode\x1f" + key, *lock_keys(everyone)],
+                        )
+                        w.remember(vectors)
+                        existing = await find_by_key(conn, group_id, key)
+                        if existing is not None:
+                            await write_ledger(conn, group_id, ledger, None, w.now)
+                            return await _existing_result(conn, group_id, existing)
+                        order = await send_relation_order(w, (p.relation for p in prepared))
+                        written = await self._write_episode(
+                            w, row, vectors[text], prepared, planned.entities, planned.decided
+                        )
+                        await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
+                        return await _created(
+                            w,
+                            written,
+                            _closed_apart(written, *(await ingest_outcome(w, written, order))),
+                            llm_calls=ledger.calls,
+                            llm_tokens=ledger.tokens,
+                        )
+                except ConflictError:
+                    if attempt == _RETRIES - 1:
+                        raise
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        raise AssertionError("unreachable")
+
+    async def add_episodes(
+        self,
+        group_id: str,
+        llm: LLM,
+        episodes: object,
+        *,
+        types: Types,
+        max_chars: int,
+        concurrency: object,
+        on_progress: Callable[[int, int, IngestResult], object] | None,
+    ) -> list[IngestResult]:
+        """Many episodes, each its own transaction, at most ``concurrency`` at a time."""
+        if isinstance(episodes, (str, bytes, Mapping)) or not isinstance(episodes, Sequence):
+            raise InvalidInput("episodes must be a list of mappings with add_episode's arguments")
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool):
+            raise InvalidInput(f"concurrency must be an integer, got {concurrency!r:.80}")
+        if not 1 <= concurrency <= 64:
+            raise InvalidInput(
+                f"concurrency must be an integer from 1 to 64, got {concurrency!r:.80}"
+            )
+        items = cast(Sequence[object], episodes)
+        specs = [_episode_spec(i, e) for i, e in enumerate(items)]
+        slots = _compat.ASemaphore(concurrency)
+        done: list[int] = [0]
+
+        async def one(spec: dict[str, Any]) -> IngestResult:
+            async with slots:
+                result = await self.add_episode(
+                    group_id, llm, types=types, max_chars=max_chars, **spec
+                )
+            done[0] += 1
+            if on_progress is not None:
+                on_progress(done[0], len(specs), result)
+            return result
+
+        return await _compat.agather(*[one(s) for s in specs])
+
+    async def _document_plans(
+        self,
+        group_id: str,
+        llm: LLM,
+        uri: str,
+        digest: str,
+        title: str,
+        chunks: Sequence[Chunk],
+        ref: datetime,
+    ) -> tuple[Ledger, list[Plan]]:
+        """Extract every chunk in order, then resolve them all with one call per tier."""
+        async with self.db.transaction(group_id, "reading before extraction") as conn:
+            cur = await conn.execute(
+                "SELECT metadata->>'document_sha256' AS sha FROM timestone.episodes"
+                " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL LIMIT 1",
+                (group_id, uri),
+            )
+            row = await cur.fetchone()
+            budget, used = await read_budget(conn, group_id)
+        ledger = Ledger(budget=budget, used=used)
+        if row is not None and row["sha"] == digest:  # unchanged: nothing to extract
+            return ledger, [Plan([], [], {}) for _ in chunks]
+        types = build_types(self.ontology, None, None, None, None, None)
+        try:
+            extracted: list[Extracted] = []
+            known: list[str] = []
+            for i, chunk in enumerate(chunks):
+                context = {
+                    "title": title,
+                    "chunk": f"{i + 1} of {len(chunks)}",
+                    "previous chunk (end)": chunks[i - 1].text[-600:] if i > 0 else "",
+                    "next chunk (start)": chunks[i + 1].text[:600] if i + 1 < len(chunks) else "",
+                }
+                x = await extract(
+                    llm,
+                    ledger,
+                    content=chunk.text,
+                    source="document",
+                    reference_time=ref,
+                    source_description=title,
+                    previous=[],
+                    types=types,
+                    ontology=self.ontology,
+                    document=context,
+                    known_entities=known[-100:],
+                )
+                extracted.append(x)
+                known.extend(e.name for e in x.entities if e.name not in known)
+            vectors = await self.vectors(
+                [
+                    *(e.name for x in extracted for e in x.entities),
+                    *(f.fact or "" for x in extracted for f in x.facts),
+                ]
+            )
+            plans = await plan(self.db, group_id, llm, ledger, extracted, self.ontology, vectors)
+        except BaseException:
+            await record_spent(self.db, group_id, ledger)
+            raise
+        return ledger, plans
+
+
+def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
+    labels = tuple(dict.fromkeys((*a.labels, *b.labels)))
+    if labels == a.labels and b.summary is None and not b.attributes:
+        return a  # ``b`` adds nothing
+    return EntityInput(
+        name=a.name,
+        labels=labels,
+        summary=b.summary if b.summary is not None else a.summary,
+        attributes={**a.attributes, **b.attributes},
+    )
+
+
+async def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entity]:
+    if not ids:
+        return []
+    cur = await conn.execute(
+        sql.SQL(
+            "SELECT {} FROM timestone.entities"
+            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%b::uuid[])"
+        ).format(ENTITY_COLUMNS),
+        (group_id, list(ids)),
+    )
+    by_id = {row["id"]: entity_from_row(row) for row in await cur.fetchall()}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+async def ingest_outcome(
+    w: Write, written: _Written, order: RelationOrder | None = None
+) -> tuple[list[Fact], list[Fact]]:
+    """The facts this episode now supports, and the facts its write closed or expired.
+
+    The versions the write inserted are built from what it wrote, not read back: a read
+    would give the same rows, with the endpoints' names as of the write, in the order of
+    ``read_facts``. ``order``: the episode's relations sorted by the database, asked for
+    before the write's inserts (``send_relation_order``), else asked for here.
+    """
+    changes = written.changes
+    names = {ident: e.name for ident, e in written.current.items()}
+    unnamed = {i for _, key, p in changes.written for i in (key[0], p.target_id)} - set(names)
+    if unnamed:
+        names.update(await _names_at(w, unnamed))
+    new = await _in_read_order(
+        w,
+        order,
+        [
+            Fact(
+                id=p.id,
+                version_id=version_id,
+                group_id=w.group_id,
+                source_id=key[0],
+                source=names[key[0]],
+                relation=key[1],
+                target_id=p.target_id,
+                target=names[p.target_id],
+                fact=p.fact,
+                valid_at=p.valid_at,
+                invalid_at=p.invalid_at,
+                created_at=w.now,
+                expired_at=None,
+                episodes=p.episodes,
+                attributes=stored_order(p.attributes),
+            )
+            for version_id, key, p in changes.written
+            if key[0] in names and p.target_id in names
+        ],
+    )
+    facts = [f for f in new if written.episode_id in f.episodes]
+    closed = [
+        f
+        for f in new
+        if written.episode_id not in f.episodes
+        and f.id in changes.expired
+        and f.invalid_at != changes.expired[f.id]["invalid_at"]
+    ]
+    gone = [fid for fid in changes.expired if fid not in changes.inserted]
+    if gone:
+        closed += await read_facts(
+            w.conn,
+            w.group_id,
+            valid_at=None,
+            as_of=None,
+            read_time=w.now,
+            limit=None,
+            history=True,
+            version_ids=[changes.expired[fid]["version_id"] for fid in gone],
+        )
+    return facts, closed
+
+
+async def _created(
+    w: Write,
+    written: _Written,
+    outcome: tuple[list[Fact], list[Fact]],
+    llm_calls: int = 0,
+    llm_tokens: int = 0,
+) -> IngestResult:
+    """The result of a write that created its episode: ``outcome`` is the facts it
+    supports and the facts it closed (``ingest_outcome``)."""
+    return IngestResult(
+        episode=await written.stored(),
+        entities=written.entities(),
+        facts=outcome[0],
+        invalidated=outcome[1],
+        created=True,
+        recorded_at=w.now,
+        llm_calls=llm_calls,
+        llm_tokens=llm_tokens,
+    )
+
+
+async def _names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The names of entities as of the write: each one's latest version."""
+    cur = await w.conn.execute(
+        "SELECT DISTINCT ON (id) id, name FROM timestone.entities"
+        " WHERE group_id = %s AND id = ANY(%b::uuid[]) AND created_at <= %s"
+        " ORDER BY id, created_at DESC",
+        (w.group_id, list(ids), w.now),
+    )
+    return {row["id"]: row["name"] for row in await cur.fetchall()}
+
+
+@dataclasses.dataclass(slots=True)
+class RelationOrder:
+    """Relations sorted by the database, sent before the write's inserts: read at the end,
+    the answer is already there and waits for nothing the write sent after it."""
+
+    relations: frozenset[str]
+    cursor: AsyncCursor[DictRow] | None  # None: at most one relation, nothing to sort
+    _ranks: dict[str, int] | None = None
+
+    async def ranks(self) -> dict[str, int]:
+        if self._ranks is None:
+            if self.cursor is None:
+                self._ranks = dict.fromkeys(self.relations, 0)
+            else:
+                rows = await self.cursor.fetchall()
+                self._ranks = {row["r"]: i for i, row in enumerate(rows)}
+        return self._ranks
+
+
+async def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
+    """Ask the database to sort ``relations`` (a pipeline sends it without waiting)."""
+    wanted = frozenset(relations)
+    if len(wanted) < 2:
+        return RelationOrder(wanted, None)
+    cur = await w.conn.execute(
+        "SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (sorted(wanted),)
+    )
+    return RelationOrder(wanted, cur)
+
+
+async def _in_read_order(w: Write, order: RelationOrder | None, facts: list[Fact]) -> list[Fact]:
+    """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
+    the database's collation), then id (uuids compare as their bytes, as in Postgres).
+    ``order``: the relations' order, asked for earlier (asked for now if it misses one)."""
+    relations = {f.relation for f in facts}
+    if order is None or not relations <= order.relations:
+        order = await send_relation_order(w, relations)
+    rank = await order.ranks()
+    facts.sort(key=lambda f: (rank[f.relation], f.id))
+    facts.sort(key=lambda f: f.valid_at, reverse=True)
+    return facts
+
+
+async def _existing_result(conn: Conn, group_id: str, episode: Episode) -> IngestResult:
+    """The result of a write that was already ingested: nothing new was written."""
+    cur = await conn.execute(
+        "SELECT DISTINCT entity_id FROM timestone.mentions"
+        " WHERE group_id = %s AND episode_id = %s AND expired_at IS NULL",
+        (group_id, episode.id),
+    )
+    entity_ids = [row["entity_id"] for row in await cur.fetchall()]
+    cur = await conn.execute(
+        "SELECT version_id FROM timestone.facts"
+        " WHERE group_id = %s AND expired_at IS NULL AND %s = ANY(episodes)",
+        (group_id, episode.id),
+    )
+    version_ids = [row["version_id"] for row in await cur.fetchall()]
+    facts = await read_facts(
+        conn,
+        group_id,
+        valid_at=None,
+        as_of=None,
+        read_time=episode.created_at,
+        limit=None,
+        version_ids=version_ids,
+    )
+    return IngestResult(
+        episode=episode,
+        entities=await _entities(conn, group_id, entity_ids),
+        facts=facts,
+        invalidated=[],
+        created=False,
+        recorded_at=episode.created_at,
+    )
+
+
+async def _existing_document(conn: Conn, group_id: str, uri: str, version: int) -> DocumentResult:
+    from ._episodes_async import EPISODE_COLUMNS, episode_from_row
+
+    cur = await conn.execute(
+        sql.SQL(
+            "SELECT {} FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+            " AND expired_at IS NULL ORDER BY chunk_index"
+        ).format(EPISODE_COLUMNS),
+        (group_id, uri),
+    )
+    episodes = [episode_from_row(row) for row in await cur.fetchall()]
+    return DocumentResult(
+        uri=uri,
+        version=version,
+        episodes=episodes,
+        entities=[],
+        facts=[],
+        invalidated=[],
+        retracted=[],
+        created=False,
+        recorded_at=episodes[0].created_at,
+    )
+
+
+_EPISODE_KEYS = {
+    "content",
+    "reference_time",
+    "name",
+    "source",
+    "source_description",
+    "saga",
+    "idempotency_key",
+}
+
+
+def _episode_spec(index: int, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"episodes[{index}] must be a mapping, got {type(value).__name__}")
+    item = cast(Mapping[str, Any], value)
+    unknown = set(item) - _EPISODE_KEYS
+    if unknown:
+        raise InvalidInput(f"episodes[{index}] has unknown keys {sorted(unknown)}")
+    for required in ("content", "reference_time"):
+        if required not in item:
+            raise InvalidInput(f"episodes[{index}] has no {required!r}")
+    spec: dict[str, Any] = {
+        "content": item["content"],
+        "reference_time": aware(item["reference_time"], f"episodes[{index}].reference_time"),
+        "name": item.get("name"),
+        "source": item.get("source", "text"),
+        "source_description": item.get("source_description", ""),
+        "saga": item.get("saga"),
+        "idempotency_key_": item.get("idempotency_key"),
+    }
+    check_episode_content(spec["content"], spec["source"], 10**9)
+    return spec
+
+
+def _named(p: Plan, prepared: Sequence[_Prepared]) -> list[EntityInput]:
+    return [*p.entities, *(e for x in prepared for e in (x.source, x.target))]
+
+
+async def _episode_facts(w: Write, episode_ids: Sequence[uuid.UUID]) -> list[Fact]:
+    """The current facts the episodes support."""
+    cur = await w.conn.execute(
+        "SELECT version_id FROM timestone.facts"
+        " WHERE group_id = %s AND expired_at IS NULL AND episodes && %b::uuid[]",
+        (w.group_id, list(episode_ids)),
+    )
+    version_ids = [row["version_id"] for row in await cur.fetchall()]
+    if not version_ids:
+        return []
+    return await read_facts(
+        w.conn,
+        w.group_id,
+        valid_at=None,
+        as_of=None,
+        read_time=w.now,
+        limit=None,
+        version_ids=version_ids,
+    )
+
+
+def _closed_apart(
+    written: _Written, facts: list[Fact], invalidated: list[Fact]
+) -> tuple[list[Fact], list[Fact]]:
+    """An older fact the episode closed (a contradiction) is invalidated, not a new fact."""
+    before = written.changes.expired
+    closed = [
+        f
+        for f in facts
+        if f.episodes[0] != written.episode_id
+        and f.invalid_at is not None
+        and f.id in before
+        and before[f.id]["invalid_at"] is None
+    ]
+    return [f for f in facts if f not in closed], [*invalidated, *closed]
