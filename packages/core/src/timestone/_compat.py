@@ -3,7 +3,8 @@
 ``tools/gen_sync.py`` renames ``ALock`` to ``Lock``, ``ASemaphore`` to ``Semaphore``,
 ``asleep`` to ``sleep``, ``agather`` to ``gather``, ``ato_thread`` to ``to_thread``, and
 ``aspawn``, ``ajoin`` and ``asettle`` to ``spawn``, ``join`` and ``settle``, and the type
-of what ``aspawn`` returns, ``ASpawned``, to ``Spawned``; everything else is the same code.
+of what ``aspawn`` returns, ``ASpawned``, to ``Spawned``, and the type of a unit of work,
+``AWork``, to ``Work``; everything else is the same code.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ __all__ = [
     "ALock",
     "ASemaphore",
     "ASpawned",
+    "AWork",
     "Lock",
     "Semaphore",
     "Spawned",
+    "Work",
     "agather",
     "ajoin",
     "asettle",
@@ -39,6 +42,8 @@ __all__ = [
 
 T = TypeVar("T")
 
+AWork = Callable[[], Awaitable[T]]  # a unit of work run again on a conflict
+Work = Callable[[], T]
 ALock = asyncio.Lock
 Lock = threading.Lock
 ASemaphore = asyncio.Semaphore

@@ -31,7 +31,7 @@ from .._arrays import register_text_array
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
 from .._vectors import TOLD_SEED, index_opclass, keyed, register_vector_array
-from ..embedders import Embedder
+from ..embedders import Embedder, check_vectors
 from ..errors import (
     ConflictError,
     ConnectionFailed,
@@ -555,8 +555,6 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
     One transaction, as the schema owner, whom row level security does not
     apply to (migration 0018). Returns the number of rows re-embedded.
     """
-    from ..embedders import check_vectors
-
     wanted = {"name": embedder.name, "dimension": embedder.dimension}
     conn = await connect_owner(dsn)
     total = 0

@@ -42,6 +42,7 @@ from ..db._database import Conn, Database
 from ..errors import (
     ExtractionWarning,
     InvalidInput,
+    NotFound,
     OntologyViolation,
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
@@ -926,8 +927,6 @@ def summarize_saga(
         rows = [(r["reference_time"], r["content"][:2000]) for r in cur.fetchall()]
         budget, used = read_budget(conn, group_id)
     if not rows:
-        from ..errors import NotFound
-
         raise NotFound(f"no episodes in saga {saga!r} of this group")
     ledger = Ledger(budget=budget, used=used)
     try:

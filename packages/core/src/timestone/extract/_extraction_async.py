@@ -41,6 +41,7 @@ from ..db._database_async import Conn, Database
 from ..errors import (
     ExtractionWarning,
     InvalidInput,
+    NotFound,
     OntologyViolation,
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
@@ -927,8 +928,6 @@ async def summarize_saga(
         rows = [(r["reference_time"], r["content"][:2000]) for r in await cur.fetchall()]
         budget, used = await read_budget(conn, group_id)
     if not rows:
-        from ..errors import NotFound
-
         raise NotFound(f"no episodes in saga {saga!r} of this group")
     ledger = Ledger(budget=budget, used=used)
     try:

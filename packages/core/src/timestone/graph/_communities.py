@@ -39,6 +39,7 @@ from ..db._database import Conn, Database
 from ..db._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed
 from ..embedders import Embedder
 from ..errors import InvalidInput
+from ..extract._extraction import Ledger, call, read_budget, write_ledger
 from ..llm import LLM, LLMRequest
 from ..write._ids import new_ids
 from ..write._transaction import Write, begin_write
@@ -221,8 +222,6 @@ def _llm_names(
 ) -> list[_New]:
     """One batched call names and summarizes every new or changed community; the call is
     checked against the group's LLM budget and recorded in its ledger."""
-    from ..extract._extraction import Ledger, call, read_budget, write_ledger
-
     blocks: list[str] = []
     for i, n in enumerate(inserts):
         inside = set(n.members)

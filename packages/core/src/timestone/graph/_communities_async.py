@@ -38,6 +38,7 @@ from ..db._database_async import Conn, Database
 from ..db._distributed_async import HIDDEN_GROUP, ROUTED_GROUP, routed
 from ..embedders import Embedder
 from ..errors import InvalidInput
+from ..extract._extraction_async import Ledger, call, read_budget, write_ledger
 from ..llm import LLM, LLMRequest
 from ..write._ids import new_ids
 from ..write._transaction_async import Write, begin_write
@@ -220,8 +221,6 @@ async def _llm_names(
 ) -> list[_New]:
     """One batched call names and summarizes every new or changed community; the call is
     checked against the group's LLM budget and recorded in its ledger."""
-    from ..extract._extraction_async import Ledger, call, read_budget, write_ledger
-
     blocks: list[str] = []
     for i, n in enumerate(inserts):
         inside = set(n.members)

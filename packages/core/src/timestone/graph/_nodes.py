@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from .._records import MAX_NAME_CHARS, Entity, Fact, check_text
+from .._records import MAX_NAME_CHARS, Entity, Fact, check_relation, check_text
 from ..errors import InvalidInput
 
 __all__ = [
@@ -177,8 +177,6 @@ def check_depth(value: object) -> int:
 
 
 def check_relations(values: object, what: str) -> list[str]:
-    from .._records import check_relation
-
     if isinstance(values, str) or not isinstance(values, Sequence):
         raise InvalidInput(f"{what} must be a list of relation names, got {type(values).__name__}")
     return [check_relation(v) for v in cast(Sequence[object], values)]

@@ -1,4 +1,4 @@
-"""The property graph view of a group: node lookup, the recursive walk, writes, retraction.
+"""The property graph view of a group: node lookup and the walk (writes: ``_graph_writes``).
 
 Entities are Timestone entities and relations between them are facts, so what
 a property graph store writes is what ``facts``, ``search`` and ``timeline``
@@ -30,14 +30,11 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from .._names import fold, fuzzy_eligible, near_identical, normalize
-from .._records import Entity, EntityInput, Fact, FactInput, check_uuid
+from .._records import Entity, Fact, check_uuid
 from ..db._database_async import Conn
 from ..errors import InvalidInput
-from ..items._store_async import put_item
-from ..write._entities_async import entity_from_row, lock_keys, recompute_entities
-from ..write._facts_async import held_clause, read_facts, recompute_retracted, valid_clause
-from ..write._ingest_async import Ingest, ingest_outcome
-from ..write._transaction_async import Write
+from ..write._entities_async import entity_from_row
+from ..write._facts_async import held_clause, read_facts, valid_clause
 from ._nodes import (
     GRAPH_CHUNKS,
     GRAPH_LINKS,
@@ -45,27 +42,26 @@ from ._nodes import (
     GraphChunk,
     GraphEdge,
     GraphNodes,
-    GraphRelation,
-    GraphWrite,
-    link_key,
 )
 
 if TYPE_CHECKING:
-    from .._vectors import Row
+    pass
 
 __all__ = [
+    "ResolvedNodes",
     "graph_edges",
     "graph_nearest",
     "graph_nodes",
-    "graph_retract",
-    "graph_upsert",
-    "write_keys",
+    "literal",
+    "read_graph_entities",
+    "resolve_nodes",
+    "uuid_form",
 ]
 
 _MIN_TRIGRAM = 0.6
 
 
-def _lit(value: object) -> sql.Composable:
+def literal(value: object) -> sql.Composable:
     return sql.Literal(value)
 
 
@@ -73,7 +69,7 @@ def _texts(values: Sequence[str]) -> sql.Composable:
     return sql.SQL("{}::text[]").format(sql.Literal(list(values)))
 
 
-def _uuid_form(value: str) -> uuid.UUID | None:
+def uuid_form(value: str) -> uuid.UUID | None:
     try:
         return check_uuid(value, "node id")
     except InvalidInput:
@@ -83,7 +79,7 @@ def _uuid_form(value: str) -> uuid.UUID | None:
 # -- node ids --------------------------------------------------------------------------
 
 
-class _Resolved:
+class ResolvedNodes:
     """What node ids name: chunk keys and entity ids, and the ids that name nothing."""
 
     def __init__(self) -> None:
@@ -99,13 +95,13 @@ class _Resolved:
         return ["k:" + node_id]
 
 
-async def _resolve(
+async def resolve_nodes(
     conn: Conn, group_id: str, ids: Sequence[str], as_of: datetime | None
-) -> _Resolved:
+) -> ResolvedNodes:
     """A chunk key first, then an entity id in UUID form, then an entity name: its normalized
     form, its folded form, then (reading now) a near-identical spelling, as ingestion resolves
     names. A name names every entity of that spelling, whatever its type."""
-    out = _Resolved()
+    out = ResolvedNodes()
     if not ids:
         return out
     cur = await conn.execute(
@@ -113,7 +109,7 @@ async def _resolve(
             "SELECT DISTINCT i.key FROM timestone.items AS i WHERE i.group_id = {g}"
             " AND i.namespace = {ns} AND i.key = ANY({ids}) AND {held}"
         ).format(
-            g=_lit(group_id),
+            g=literal(group_id),
             ns=_texts(GRAPH_CHUNKS),
             ids=_texts(ids),
             held=held_clause("i", as_of),
@@ -122,15 +118,15 @@ async def _resolve(
     for row in await cur.fetchall():
         out.chunks[row["key"]] = row["key"]
     rest = [i for i in ids if i not in out.chunks]
-    by_uuid = {i: u for i in rest if (u := _uuid_form(i)) is not None}
+    by_uuid = {i: u for i in rest if (u := uuid_form(i)) is not None}
     if by_uuid:
         cur = await conn.execute(
             sql.SQL(
                 "SELECT DISTINCT e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
                 " AND e.id = ANY({ids}) AND {held}"
             ).format(
-                g=_lit(group_id),
-                ids=sql.SQL("{}::uuid[]").format(_lit(list(by_uuid.values()))),
+                g=literal(group_id),
+                ids=sql.SQL("{}::uuid[]").format(literal(list(by_uuid.values()))),
                 held=held_clause("e", as_of),
             )
         )
@@ -149,7 +145,7 @@ async def _resolve(
                 " AND e.{col} = ANY({ks}) AND {held} ORDER BY e.created_at, e.id"
             ).format(
                 col=sql.Identifier(column),
-                g=_lit(group_id),
+                g=literal(group_id),
                 ks=_texts(sorted(set(wanted.values()))),
                 held=held_clause("e", as_of),
             )
@@ -165,7 +161,7 @@ async def _resolve(
     eligible = [i for i in rest if fuzzy_eligible(i)]
     if eligible and as_of is None:
         cur = await conn.execute(
-            "SELECT query, id, name FROM timestone.similar_entities(%s, 5, %s::real)",
+            "SELECT query, id, name FROM timestone.similarread_graph_entities(%s, 5, %s::real)",
             ([normalize(i) for i in eligible], _MIN_TRIGRAM),
         )
         rows = await cur.fetchall()
@@ -177,17 +173,6 @@ async def _resolve(
         rest = [i for i in rest if i not in out.entities]
     out.missing = rest
     return out
-
-
-def write_keys(
-    entities: Sequence[EntityInput],
-    chunks: Sequence[GraphChunk],
-    relations: Sequence[GraphRelation],
-) -> list[str]:
-    """The advisory lock keys of a graph write: the names it may mint, the items it puts."""
-    names = [*entities, *(EntityInput(n) for r in relations for n in (r.source, r.target))]
-    items = ["item\x1f" + "\x1f".join((*GRAPH_CHUNKS, c.key)) for c in chunks]
-    return [*lock_keys(names), *items, "graph-links"] if relations else [*lock_keys(names), *items]
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -207,13 +192,13 @@ def _chunk(row: Mapping[str, Any]) -> GraphChunk:
 def _attributes_match(column: sql.Composable, attributes: Mapping[str, Any]) -> sql.Composable:
     """Every given attribute equal (JSON equality)."""
     parts = [
-        sql.SQL("{} -> {} = {}::jsonb").format(column, _lit(k), _lit(json.dumps(v)))
+        sql.SQL("{} -> {} = {}::jsonb").format(column, literal(k), literal(json.dumps(v)))
         for k, v in attributes.items()
     ]
     return sql.SQL(" AND ").join(parts) if parts else sql.SQL("true")
 
 
-async def _entities(
+async def read_graph_entities(
     conn: Conn, group_id: str, where: sql.Composable, as_of: datetime | None, window: sql.Composable
 ) -> list[Entity]:
     cur = await conn.execute(
@@ -234,7 +219,7 @@ async def _entities(
                     "expired_at",
                 )
             ),
-            g=_lit(group_id),
+            g=literal(group_id),
             held=held_clause("e", as_of),
             where=where,
             window=window,
@@ -252,7 +237,7 @@ async def _chunks(
             " WHERE i.group_id = {g} AND i.namespace = {ns} AND {held} AND {where}"
             " ORDER BY i.item_created_at, i.key{window}"
         ).format(
-            g=_lit(group_id),
+            g=literal(group_id),
             ns=_texts(GRAPH_CHUNKS),
             held=held_clause("i", as_of),
             where=where,
@@ -277,20 +262,20 @@ async def graph_nodes(
     entity_where: list[sql.Composable] = []
     chunk_where: list[sql.Composable] = []
     if ids is not None:
-        found = await _resolve(conn, group_id, ids, as_of)
+        found = await resolve_nodes(conn, group_id, ids, as_of)
         entity_ids = sorted({u for us in found.entities.values() for u in us})
-        entity_where.append(sql.SQL("e.id = ANY({}::uuid[])").format(_lit(entity_ids)))
+        entity_where.append(sql.SQL("e.id = ANY({}::uuid[])").format(literal(entity_ids)))
         chunk_where.append(sql.SQL("i.key = ANY({})").format(_texts(sorted(found.chunks))))
     if attributes:
         entity_where.append(_attributes_match(sql.SQL("e.attributes"), attributes))
         chunk_where.append(_attributes_match(sql.SQL("(i.value -> 'attributes')"), attributes))
-    window = sql.SQL(" LIMIT {} OFFSET {}").format(_lit(limit), _lit(offset))
+    window = sql.SQL(" LIMIT {} OFFSET {}").format(literal(limit), literal(offset))
 
     def both(parts: list[sql.Composable]) -> sql.Composable:
         return sql.SQL(" AND ").join(parts) if parts else sql.SQL("true")
 
     return GraphNodes(
-        entities=await _entities(conn, group_id, both(entity_where), as_of, window),
+        entities=await read_graph_entities(conn, group_id, both(entity_where), as_of, window),
         chunks=await _chunks(conn, group_id, both(chunk_where), as_of, window),
     )
 
@@ -337,7 +322,7 @@ def _edges_touching(
         " FROM timestone.items AS i"
         " WHERE i.group_id = {g} AND i.namespace = {ns} AND {held_i} AND {rel_i} AND {link_ends}"
     ).format(
-        g=_lit(group_id),
+        g=literal(group_id),
         held_f=held_clause("f", as_of),
         valid_f=valid_clause("f", valid_at),
         rel_f=relation_filter(sql.SQL("f.relation")),
@@ -374,9 +359,9 @@ async def graph_edges(
         query = sql.SQL(
             "SELECT e.*, 1 AS depth FROM ({edges}) AS e ORDER BY e.relation, e.src, e.dst, e.eid"
             " LIMIT {n}"
-        ).format(edges=_edges_touching(group_id, None, **opts), n=_lit(limit))
+        ).format(edges=_edges_touching(group_id, None, **opts), n=literal(limit))
     else:
-        found = await _resolve(conn, group_id, around, as_of)
+        found = await resolve_nodes(conn, group_id, around, as_of)
         start = sorted({k for i in around for k in found.keys(i)})
         frontier = sql.SQL("l.frontier")
         query = sql.SQL(
@@ -403,9 +388,9 @@ async def graph_edges(
         ).format(
             start=_texts(start),
             edges=_edges_touching(group_id, frontier, **opts),
-            depth=_lit(depth),
-            enough=_lit(len(start) + limit),
-            n=_lit(limit),
+            depth=literal(depth),
+            enough=literal(len(start) + limit),
+            n=literal(limit),
         )
     cur = await conn.execute(query)
     rows = await cur.fetchall()
@@ -425,10 +410,10 @@ async def _materialize(
     chunk_keys = sorted({k[2:] for k in ends if k.startswith("c:")})
     nodes: dict[str, Entity | GraphChunk | str] = {}
     if entity_ids:
-        for e in await _entities(
+        for e in await read_graph_entities(
             conn,
             group_id,
-            sql.SQL("e.id = ANY({}::uuid[])").format(_lit(entity_ids)),
+            sql.SQL("e.id = ANY({}::uuid[])").format(literal(entity_ids)),
             as_of,
             sql.SQL(""),
         ):
@@ -502,7 +487,11 @@ async def graph_nearest(
             " AND e.name_embedding IS NOT NULL"
             " ORDER BY e.name_embedding <=> {q}::vector, e.id LIMIT {n}"
         ).format(
-            cols=cols, q=_lit(text), g=_lit(group_id), held=held_clause("e", as_of), n=_lit(limit)
+            cols=cols,
+            q=literal(text),
+            g=literal(group_id),
+            held=held_clause("e", as_of),
+            n=literal(limit),
         )
         cur = await conn.execute(query)
         return [entity_from_row(row) for row in await cur.fetchall()]
@@ -511,7 +500,7 @@ async def graph_nearest(
         sql.SQL(
             "SELECT DISTINCT vector_dims(i.embedding) AS d FROM timestone.items AS i"
             " WHERE i.group_id = {g} AND i.namespace = {ns} AND {held}"
-        ).format(g=_lit(group_id), ns=_texts(namespace), held=held_clause("i", as_of))
+        ).format(g=literal(group_id), ns=_texts(namespace), held=held_clause("i", as_of))
     )
     dims = sorted(row["d"] for row in await cur.fetchall())
     if dims and len(vector) not in dims:
@@ -529,294 +518,13 @@ async def graph_nearest(
         " ORDER BY i.embedding <=> {q}::vector, e.id LIMIT {n}"
     ).format(
         cols=cols,
-        q=_lit(text),
+        q=literal(text),
         held_e=held_clause("e", as_of),
-        g=_lit(group_id),
+        g=literal(group_id),
         ns=_texts(namespace),
         held_i=held_clause("i", as_of),
-        d=_lit(len(vector)),
-        n=_lit(limit),
+        d=literal(len(vector)),
+        n=literal(limit),
     )
     cur = await conn.execute(query)
     return [entity_from_row(row) for row in await cur.fetchall()]
-
-
-# -- writing ---------------------------------------------------------------------------
-
-
-async def _decide_by_name(w: Write, entities: Sequence[EntityInput]) -> dict[Any, uuid.UUID]:
-    """Upsert by name: a typed entity input joins the current entity of its name, whatever
-    that entity's type (resolution would otherwise mint one entity per type)."""
-    typed = [e for e in entities if e.labels]
-    if not typed:
-        return {}
-    cur = await w.conn.execute(
-        "SELECT DISTINCT ON (norm_name) norm_name, id FROM timestone.entities"
-        " WHERE group_id = %s AND expired_at IS NULL AND norm_name = ANY(%s)"
-        " ORDER BY norm_name, created_at, id",
-        (w.group_id, sorted({normalize(e.name) for e in typed})),
-    )
-    by_name = {row["norm_name"]: row["id"] for row in await cur.fetchall()}
-    return {
-        (normalize(e.name), e.labels[0]): by_name[normalize(e.name)]
-        for e in typed
-        if normalize(e.name) in by_name
-    }
-
-
-async def graph_upsert(
-    w: Write,
-    ingest: Ingest,
-    *,
-    entities: Sequence[EntityInput],
-    chunks: Sequence[GraphChunk],
-    relations: Sequence[GraphRelation],
-    vectors: Mapping[str, Sequence[float]],
-    space: str,
-    reference_time: datetime,
-    valid_at: datetime,
-    episode_vector: Row | None,
-) -> GraphWrite:
-    """Chunks, then entities and the facts between them (one episode), then links and
-    vectors; ``ingest`` is the memory's ``Ingest`` (its resolution and date fight)."""
-    from ..write._episodes_async import EpisodeRow
-
-    # node ids are per group: an id this group does not hold names a new node here, whatever
-    # another group holds under it (nor is that group's holding of it ever told)
-    named = [c.key for c in chunks] + [n for r in relations for n in (r.source, r.target)]
-    named += [e.name for e in entities]
-    here = await _resolve(w.conn, w.group_id, list(dict.fromkeys(named)), None)
-
-    for c in chunks:
-        value = {"text": c.text, "label": c.label, "attributes": dict(c.attributes)}
-        await put_item(w, GRAPH_CHUNKS, c.key, value, None)
-        here.chunks[c.key] = c.key
-
-    facts_in: list[FactInput] = []
-
-    def by_id(node_id: str) -> uuid.UUID | None:
-        """The entity a node id names by its id (not by its name), if any."""
-        known = here.entities.get(node_id)
-        form = _uuid_form(node_id)
-        return known[0] if known and form is not None and known[0] == form else None
-
-    entity_relations = [
-        r for r in relations if not (r.source in here.chunks or r.target in here.chunks)
-    ]
-    link_in = [r for r in relations if r.source in here.chunks or r.target in here.chunks]
-    id_names = await _names_of(
-        w, {i for r in entity_relations for n in (r.source, r.target) if (i := by_id(n))}
-    )
-    for r in entity_relations:
-        ends = [id_names[i] if (i := by_id(n)) else n for n in (r.source, r.target)]
-        facts_in.append(
-            FactInput(
-                ends[0], r.relation, ends[1], valid_at=valid_at, attributes=dict(r.attributes)
-            )
-        )
-
-    episode_id: uuid.UUID | None = None
-    touched: list[Entity] = []
-    facts: list[Fact] = []
-    if entities or facts_in:
-        prepared = ingest.prepare(facts_in, reference_time)[1] if facts_in else []
-        content = json.dumps(
-            {
-                "entities": [
-                    {"name": e.name, "labels": list(e.labels), "attributes": e.attributes}
-                    for e in entities
-                ],
-                "relations": [
-                    {
-                        "source": f.source,
-                        "relation": f.relation,
-                        "target": f.target,
-                        "attributes": f.attributes,
-                    }
-                    for f in facts_in
-                ],
-            },
-            ensure_ascii=False,
-            default=str,
-        )
-        row = EpisodeRow(
-            name=f"graph upsert at {reference_time.isoformat()}",
-            content=content,
-            source="json",
-            source_description="property graph store",
-            reference_time=reference_time,
-            saga=None,
-            idempotency_key="graph:" + uuid.uuid4().hex,
-        )
-        written = await ingest._write_episode(  # pyright: ignore[reportPrivateUsage]
-            w,
-            row,
-            episode_vector,
-            prepared,
-            list(entities),
-            await _decide_by_name(w, entities),
-        )
-        episode_id = written.episode_id
-        touched = await _entities(
-            w.conn,
-            w.group_id,
-            sql.SQL("e.id = ANY({}::uuid[])").format(_lit(list(written.entity_ids))),
-            None,
-            sql.SQL(""),
-        )
-        facts = (await ingest_outcome(w, written))[0]
-
-    links = 0
-    if link_in:
-        link_ends = await _resolve(
-            w.conn, w.group_id, [n for r in link_in for n in (r.source, r.target)], None
-        )
-        link_ends.chunks.update(here.chunks)
-        ends = [(link_ends.keys(r.source)[0], link_ends.keys(r.target)[0]) for r in link_in]
-        keys = [link_key(src, r.relation, dst) for r, (src, dst) in zip(link_in, ends, strict=True)]
-        cur = await w.conn.execute(
-            "SELECT key, value FROM timestone.items WHERE group_id = %s AND namespace = %s"
-            " AND key = ANY(%s) AND expired_at IS NULL",
-            (w.group_id, list(GRAPH_LINKS), keys),
-        )
-        held = {
-            row["key"]: dict(row["value"].get("attributes", {})) for row in await cur.fetchall()
-        }
-        for r, (source, target), key in zip(link_in, ends, keys, strict=True):
-            merged = held.setdefault(key, {})  # a link given twice merges onto itself
-            merged.update(r.attributes)
-            value: dict[str, Any] = {
-                "source": source,
-                "relation": r.relation,
-                "target": target,
-                "attributes": merged,
-            }
-            await put_item(w, GRAPH_LINKS, key, value, None)
-            links += 1
-
-    stored = 0
-    if vectors:
-        stored = await _put_vectors(w, vectors, space)
-    return GraphWrite(
-        episode_id=episode_id,
-        entities=touched,
-        facts=facts,
-        chunks=len(chunks),
-        links=links,
-        vectors=stored,
-        recorded_at=w.now,
-    )
-
-
-async def _names_of(w: Write, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The current names of entities, in one query."""
-    if not ids:
-        return {}
-    cur = await w.conn.execute(
-        "SELECT id, name FROM timestone.entities WHERE group_id = %s AND id = ANY(%s)"
-        " AND expired_at IS NULL",
-        (w.group_id, list(ids)),
-    )
-    return {row["id"]: row["name"] for row in await cur.fetchall()}
-
-
-async def _put_vectors(w: Write, vectors: Mapping[str, Sequence[float]], space: str) -> int:
-    namespace = (*GRAPH_VECTORS, space)
-    cur = await w.conn.execute(
-        "SELECT DISTINCT vector_dims(embedding) AS d FROM timestone.items"
-        " WHERE group_id = %s AND namespace = %s AND expired_at IS NULL",
-        (w.group_id, list(namespace)),
-    )
-    dims = {row["d"] for row in await cur.fetchall()} | {len(v) for v in vectors.values()}
-    if len(dims) > 1:
-        raise InvalidInput(
-            f"vectors of space {space!r} would have {', '.join(map(str, sorted(dims)))} "
-            "dimensions: one space holds the vectors of one embedding model"
-        )
-    found = await _resolve(w.conn, w.group_id, list(vectors), None)
-    stored = 0
-    for name, vector in vectors.items():
-        for ident in found.entities.get(name, []):
-            await put_item(w, namespace, str(ident), {"dimension": len(vector)}, vector)
-            stored += 1
-    return stored
-
-
-async def graph_retract(
-    w: Write, *, ids: Sequence[str], edges: Sequence[uuid.UUID | str]
-) -> dict[str, int]:
-    """Retract nodes (with every edge at them) and edges, in system time: the graph stops
-    holding them, and ``as_of`` still reads them. A fact's assertions are expired, whichever
-    episode made them, and its slot recomputed, so what it had closed reopens."""
-    counts = {"entities": 0, "facts": 0, "chunks": 0, "links": 0}
-    found = await _resolve(w.conn, w.group_id, ids, None)
-    entity_ids = sorted({u for us in found.entities.values() for u in us})
-    chunk_keys = sorted(found.chunks)
-    fact_ids = [e for e in edges if isinstance(e, uuid.UUID)]
-    link_keys = [e for e in edges if isinstance(e, str)]
-
-    retracted: list[dict[str, Any]] = []
-    mentioned: set[uuid.UUID] = set(entity_ids)
-    if fact_ids:
-        # the facts' slots first, then their assertions: joined in one statement, a group
-        # the planner's statistics have not seen yet (estimated at one row) got a nested
-        # loop that read the group's facts once per assertion (5.6 s for 5,000)
-        cur = await w.conn.execute(
-            "SELECT DISTINCT source_id, relation, target_id FROM timestone.facts"
-            " WHERE group_id = %s AND id = ANY(%s) AND expired_at IS NULL",
-            (w.group_id, fact_ids),
-        )
-        triples = await cur.fetchall()
-        cur = await w.conn.execute(
-            "UPDATE timestone.assertions AS a SET expired_at = %s"
-            " FROM unnest(%s::uuid[], %s::text[], %s::uuid[]) AS t(source_id, relation, target_id)"
-            " WHERE a.group_id = %s AND a.expired_at IS NULL AND a.source_id = t.source_id"
-            " AND a.relation = t.relation AND a.target_id = t.target_id"
-            " RETURNING a.source_id, a.relation, a.cardinality, a.valid_at",
-            (
-                w.now,
-                [t["source_id"] for t in triples],
-                [t["relation"] for t in triples],
-                [t["target_id"] for t in triples],
-                w.group_id,
-            ),
-        )
-        retracted += await cur.fetchall()
-    if entity_ids:
-        cur = await w.conn.execute(
-            "UPDATE timestone.assertions SET expired_at = %s WHERE group_id = %s"
-            " AND expired_at IS NULL AND (source_id = ANY(%s) OR target_id = ANY(%s))"
-            " RETURNING source_id, relation, cardinality, valid_at",
-            (w.now, w.group_id, entity_ids, entity_ids),
-        )
-        retracted += await cur.fetchall()
-        await w.conn.execute(
-            "UPDATE timestone.mentions SET expired_at = %s WHERE group_id = %s"
-            " AND expired_at IS NULL AND entity_id = ANY(%s)",
-            (w.now, w.group_id, entity_ids),
-        )
-        await w.conn.execute(
-            "UPDATE timestone.items SET expired_at = %s WHERE group_id = %s"
-            " AND namespace[1:2] = %s::text[] AND key = ANY(%s) AND expired_at IS NULL",
-            (w.now, w.group_id, list(GRAPH_VECTORS), [str(i) for i in entity_ids]),
-        )
-    changes = await recompute_retracted(w, retracted)
-    counts["facts"] = len([f for f in changes.expired if f not in changes.inserted])
-    gone, _ = await recompute_entities(w, mentioned | changes.touched_entities)
-    counts["entities"] = gone
-    if chunk_keys:
-        cur = await w.conn.execute(
-            "UPDATE timestone.items SET expired_at = %s WHERE group_id = %s AND namespace = %s"
-            " AND key = ANY(%s) AND expired_at IS NULL",
-            (w.now, w.group_id, list(GRAPH_CHUNKS), chunk_keys),
-        )
-        counts["chunks"] = cur.rowcount
-    node_keys = ["e:" + str(i) for i in entity_ids] + ["c:" + k for k in chunk_keys]
-    cur = await w.conn.execute(
-        "UPDATE timestone.items SET expired_at = %s WHERE group_id = %s AND namespace = %s"
-        " AND expired_at IS NULL AND (key = ANY(%s) OR (value ->> 'source') = ANY(%s)"
-        " OR (value ->> 'target') = ANY(%s))",
-        (w.now, w.group_id, list(GRAPH_LINKS), link_keys, node_keys, node_keys),
-    )
-    counts["links"] = cur.rowcount
-    return counts

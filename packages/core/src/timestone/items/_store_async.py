@@ -14,12 +14,21 @@ from typing import Any
 
 from psycopg import sql
 
-from ..db._database_async import Conn
+from ..db._database_async import Conn, Database
+from ..embedders import Embedder, check_vectors
 from ..write._facts_async import held_clause
-from ..write._transaction_async import Write
+from ..write._transaction_async import Write, begin_write
 from ._item import Item, matches_filter, matches_namespace, negative_zero, value_json
 
-__all__ = ["delete_item", "get_item", "item_namespaces", "put_item", "search_items"]
+__all__ = [
+    "delete_item",
+    "get_item",
+    "item_namespaces",
+    "put_item",
+    "remove_item",
+    "search_items",
+    "store_item",
+]
 
 _COLUMNS = sql.SQL(
     "i.group_id, i.namespace, i.key, i.value, i.value_exact, i.item_created_at, i.created_at,"
@@ -208,3 +217,34 @@ async def item_namespaces(
         if matches_namespace(row["namespace"], prefix, suffix)
     }
     return sorted(found)[offset : offset + limit]
+
+
+def _lock(namespace: tuple[str, ...], key: str) -> list[str]:
+    return ["item\x1f" + "\x1f".join((*namespace, key))]
+
+
+async def store_item(
+    db: Database,
+    embedder: Embedder,
+    group_id: str,
+    namespace: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    texts: Sequence[str],
+) -> Item:
+    """A checked put: ``texts`` embedded before the transaction opens, then the write under
+    the key's lock (one vector, or several that the item scores by the best of)."""
+    vectors = list(check_vectors(embedder, texts, await embedder.aembed(texts))) if texts else []
+    async with db.transaction(group_id, "putting an item") as conn:
+        w = await begin_write(conn, group_id, embedder, keys=_lock(namespace, key))
+        one = vectors[0] if len(vectors) == 1 else None
+        return await put_item(w, namespace, key, value, one, vectors if len(vectors) > 1 else ())
+
+
+async def remove_item(
+    db: Database, embedder: Embedder, group_id: str, namespace: tuple[str, ...], key: str
+) -> bool:
+    """A checked delete, under the key's lock; False when there was no current version."""
+    async with db.transaction(group_id, "deleting an item") as conn:
+        w = await begin_write(conn, group_id, embedder, keys=_lock(namespace, key))
+        return await delete_item(w, namespace, key)

@@ -34,6 +34,7 @@ from .._vectors import VectorArray
 from ..db._database import Conn
 from ..db._distributed import row_inserts
 from ..ontology import Ontology
+from ._facts import held_clause
 from ._ids import new_ids
 from ._transaction import (
     Write,
@@ -547,8 +548,6 @@ def fact_sentences(
     conn: Conn, group_id: str, entity_id: uuid.UUID, as_of: datetime | None
 ) -> list[str]:
     """The sentences of the entity's open facts held at ``as_of``, newest world time first."""
-    from ._facts import held_clause
-
     branch = sql.SQL(
         "(SELECT f.fact, f.valid_at, f.id FROM timestone.facts AS f"
         " WHERE f.group_id = {g} AND f.{col} = {e} AND f.invalid_at IS NULL AND {held}"
@@ -592,8 +591,6 @@ def read_entity(
     conn: Conn, group_id: str, key: uuid.UUID | str, as_of: datetime | None
 ) -> Entity | None:
     """An entity by id, or by normalized name (the earliest minted on a tie), at ``as_of``."""
-    from ._facts import held_clause
-
     match = (
         sql.SQL("e.id = {}").format(sql.Literal(key))
         if isinstance(key, uuid.UUID)

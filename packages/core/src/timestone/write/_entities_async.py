@@ -33,6 +33,7 @@ from .._vectors import VectorArray
 from ..db._database_async import Conn
 from ..db._distributed_async import row_inserts
 from ..ontology import Ontology
+from ._facts_async import held_clause
 from ._ids import new_ids
 from ._transaction_async import (
     Write,
@@ -548,8 +549,6 @@ async def fact_sentences(
     conn: Conn, group_id: str, entity_id: uuid.UUID, as_of: datetime | None
 ) -> list[str]:
     """The sentences of the entity's open facts held at ``as_of``, newest world time first."""
-    from ._facts_async import held_clause
-
     branch = sql.SQL(
         "(SELECT f.fact, f.valid_at, f.id FROM timestone.facts AS f"
         " WHERE f.group_id = {g} AND f.{col} = {e} AND f.invalid_at IS NULL AND {held}"
@@ -593,8 +592,6 @@ async def read_entity(
     conn: Conn, group_id: str, key: uuid.UUID | str, as_of: datetime | None
 ) -> Entity | None:
     """An entity by id, or by normalized name (the earliest minted on a tie), at ``as_of``."""
-    from ._facts_async import held_clause
-
     match = (
         sql.SQL("e.id = {}").format(sql.Literal(key))
         if isinstance(key, uuid.UUID)

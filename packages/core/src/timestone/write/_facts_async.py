@@ -18,6 +18,7 @@ from typing import Any, LiteralString
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from .._names import normalize
 from .._records import Fact
 from .._vectors import VectorArray
 from ..db._distributed_async import HIDDEN_GROUP, ROUTED_GROUP, routed, row_inserts
@@ -617,8 +618,6 @@ def _attributes(value: str | Mapping[str, Any]) -> dict[str, Any]:
 async def _entity_ids(conn: Any, group_id: str, value: str | uuid.UUID) -> list[uuid.UUID]:
     """The ids an entity reference names: the id itself, or every entity of that normalized
     name (any type, any version: ids are stable)."""
-    from .._names import normalize
-
     if isinstance(value, uuid.UUID):
         return [value]
     cur = await conn.execute(

@@ -43,7 +43,7 @@ from .._records import (
 from .._time import aware
 from ..db._database import Conn, Database
 from ..embedders import Embedder, embed_rows
-from ..errors import ConflictError, InvalidInput, InvalidPeriod
+from ..errors import InvalidInput, InvalidPeriod
 from ..extract._cardinality import Cardinalities
 from ..extract._extraction import (
     Extracted,
@@ -63,6 +63,7 @@ from ..llm import LLM
 from ..ontology import Ontology
 from ._chunks import Chunk, chunk_text
 from ._collector import paused
+from ._correct import retract_episodes
 from ._entities import (
     ENTITY_COLUMNS,
     MentionRow,
@@ -74,7 +75,15 @@ from ._entities import (
     resolve_entities,
     write_entities,
 )
-from ._episodes import EpisodeRow, SentEpisode, find_by_key, idempotency_key, insert_episode
+from ._episodes import (
+    EPISODE_COLUMNS,
+    EpisodeRow,
+    SentEpisode,
+    episode_from_row,
+    find_by_key,
+    idempotency_key,
+    insert_episode,
+)
 from ._facts import (
     AssertionRow,
     Slot,
@@ -86,7 +95,7 @@ from ._facts import (
     read_slots,
     write_slots,
 )
-from ._transaction import Write, begin_write, stored_order
+from ._transaction import Write, begin_write, stored_order, write_with_retry
 
 if TYPE_CHECKING:
     from .._vectors import Row
@@ -102,7 +111,6 @@ __all__ = [
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
 PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
-_RETRIES = 3
 
 
 def default_sentence(source: str, relation: str, target: str) -> str:
@@ -434,36 +442,34 @@ class Ingest:
         group_id, prepared, key = batch.group_id, batch.prepared, batch.episode.idempotency_key
         entities = [e for p in prepared for e in (p.source, p.target)]
         self.learned.ask(group_id, (p.relation for p in prepared))
-        for attempt in range(_RETRIES):
-            try:
-                with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
-                    w = begin_write(
-                        conn,
-                        group_id,
-                        self.embedder,
-                        keys=["episode\x1f" + key, *lock_keys(entities)],
-                    )
-                    w.remember(batch.vectors)
-                    existing = find_by_key(conn, group_id, key)
-                    if existing is not None:
-                        if not outcome:
-                            return None
-                        return _existing_result(conn, group_id, existing)
-                    relations = (p.relation for p in prepared)
-                    order = send_relation_order(w, relations) if outcome else None
-                    written = self._write_episode(
-                        w, batch.episode, batch.vectors[batch.episode_text], prepared, keep=outcome
-                    )
-                    # built while the database stores the write; the episode's row comes last
-                    result = (
-                        _created(w, written, ingest_outcome(w, written, order)) if outcome else None
-                    )
-                self.db.note_writes(len(prepared), group_id)
-                return result
-            except ConflictError:
-                if attempt == _RETRIES - 1:
-                    raise
-        raise AssertionError("unreachable")
+
+        def write() -> IngestResult | None:
+            with self.db.transaction(group_id, "adding facts", pipeline=True) as conn:
+                w = begin_write(
+                    conn,
+                    group_id,
+                    self.embedder,
+                    keys=["episode\x1f" + key, *lock_keys(entities)],
+                )
+                w.remember(batch.vectors)
+                existing = find_by_key(conn, group_id, key)
+                if existing is not None:
+                    if not outcome:
+                        return None
+                    return _existing_result(conn, group_id, existing)
+                relations = (p.relation for p in prepared)
+                order = send_relation_order(w, relations) if outcome else None
+                written = self._write_episode(
+                    w, batch.episode, batch.vectors[batch.episode_text], prepared, keep=outcome
+                )
+                # built while the database stores the write; the episode's row comes last
+                result = (
+                    _created(w, written, ingest_outcome(w, written, order)) if outcome else None
+                )
+            self.db.note_writes(len(prepared), group_id)
+            return result
+
+        return write_with_retry(write)
 
     def _write_episode(
         self,
@@ -569,8 +575,6 @@ class Ingest:
     ) -> DocumentResult:
         """With ``llm``: every chunk is extracted (before the transaction), with the title,
         its neighbours and the entities of earlier chunks as context."""
-        from ._correct import retract_episodes
-
         check_group(group_id)
         ref = aware(reference_time, "reference_time")
         check_text(uri, "document uri", max_chars=2048)
@@ -736,40 +740,38 @@ class Ingest:
             raise
         row = dataclasses.replace(row, llm_calls=ledger.calls, llm_tokens=ledger.tokens)
         everyone = [*planned.entities, *(e for p in prepared for e in (p.source, p.target))]
+
+        def write() -> IngestResult:
+            with self.db.transaction(group_id, "adding an episode", pipeline=True) as conn:
+                w = begin_write(
+                    conn,
+                    group_id,
+                    self.embedder,
+                    keys=["episode\x1f" + key, *lock_keys(everyone)],
+                )
+                w.remember(vectors)
+                existing = find_by_key(conn, group_id, key)
+                if existing is not None:
+                    write_ledger(conn, group_id, ledger, None, w.now)
+                    return _existing_result(conn, group_id, existing)
+                order = send_relation_order(w, (p.relation for p in prepared))
+                written = self._write_episode(
+                    w, row, vectors[text], prepared, planned.entities, planned.decided
+                )
+                write_ledger(conn, group_id, ledger, written.episode_id, w.now)
+                return _created(
+                    w,
+                    written,
+                    _closed_apart(written, *(ingest_outcome(w, written, order))),
+                    llm_calls=ledger.calls,
+                    llm_tokens=ledger.tokens,
+                )
+
         try:
-            for attempt in range(_RETRIES):
-                try:
-                    with self.db.transaction(group_id, "adding an episode", pipeline=True) as conn:
-                        w = begin_write(
-                            conn,
-                            group_id,
-                            self.embedder,
-                            keys=["episode\x1f" + key, *lock_keys(everyone)],
-                        )
-                        w.remember(vectors)
-                        existing = find_by_key(conn, group_id, key)
-                        if existing is not None:
-                            write_ledger(conn, group_id, ledger, None, w.now)
-                            return _existing_result(conn, group_id, existing)
-                        order = send_relation_order(w, (p.relation for p in prepared))
-                        written = self._write_episode(
-                            w, row, vectors[text], prepared, planned.entities, planned.decided
-                        )
-                        write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                        return _created(
-                            w,
-                            written,
-                            _closed_apart(written, *(ingest_outcome(w, written, order))),
-                            llm_calls=ledger.calls,
-                            llm_tokens=ledger.tokens,
-                        )
-                except ConflictError:
-                    if attempt == _RETRIES - 1:
-                        raise
+            return write_with_retry(write)
         except BaseException:
             record_spent(self.db, group_id, ledger)
             raise
-        raise AssertionError("unreachable")
 
     def add_episodes(
         self,
@@ -1063,8 +1065,6 @@ def _existing_result(conn: Conn, group_id: str, episode: Episode) -> IngestResul
 
 
 def _existing_document(conn: Conn, group_id: str, uri: str, version: int) -> DocumentResult:
-    from ._episodes import EPISODE_COLUMNS, episode_from_row
-
     cur = conn.execute(
         sql.SQL(
             "SELECT {} FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"

@@ -8,12 +8,14 @@ import decimal
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from psycopg import sql
 
+from .._compat import Work
 from ..db._database import Conn
 from ..embedders import Embedder, embed_rows
+from ..errors import ConflictError
 
 if TYPE_CHECKING:
     from .._vectors import Row
@@ -26,7 +28,23 @@ __all__ = [
     "json_text",
     "stored_order",
     "vector_inserts",
+    "write_with_retry",
 ]
+
+T = TypeVar("T")
+RETRIES = 3  # attempts of one write before its ConflictError reaches the caller
+
+
+def write_with_retry(write: Work[T], *, attempts: int = RETRIES) -> T:
+    """Run ``write`` (one transaction) again when a concurrent writer won a race for a
+    name, a key or a slot (``ConflictError``); the last attempt's error is raised."""
+    for attempt in range(attempts):
+        try:
+            return write()
+        except ConflictError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _no_vectors() -> dict[str, Row]:
@@ -140,7 +158,6 @@ def begin_write(
     Reading the clock after the locks makes system time follow commit order where writers meet.
     """
     group_lock = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-    from psycopg import sql
 
     conn.execute(
         sql.SQL("SELECT {}(hashtextextended(%s, 0))").format(sql.Identifier(group_lock)),

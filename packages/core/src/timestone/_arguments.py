@@ -1,0 +1,36 @@
+"""The arguments many methods share: a result limit, the two clocks' points, an entity."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from ._records import check_text
+from ._time import NOW, Now, aware, utcnow
+from .errors import InvalidInput
+
+__all__ = ["MAX_LIMIT", "check_as_of", "check_limit", "check_valid_at", "entity_ref"]
+
+MAX_LIMIT = 1000
+
+
+def check_limit(limit: object) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r:.80}")
+    return limit
+
+
+def check_valid_at(valid_at: datetime | Now | None) -> datetime | None:
+    if valid_at is NOW:
+        return utcnow()
+    return None if valid_at is None else aware(valid_at, "valid_at")
+
+
+def check_as_of(as_of: datetime | None) -> datetime | None:
+    return None if as_of is None else aware(as_of, "as_of")
+
+
+def entity_ref(value: object, what: str) -> str | uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    return check_text(value, what, max_chars=512)
