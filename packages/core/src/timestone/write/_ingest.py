@@ -13,16 +13,12 @@ write").
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
-
-from psycopg import Cursor, sql
-from psycopg.rows import DictRow
 
 from .. import _compat
 from .._groups import check_group
@@ -41,7 +37,7 @@ from .._records import (
     check_text,
 )
 from .._time import aware
-from ..db._database import Conn, Database
+from ..db._database import Database
 from ..embedders import Embedder, embed_rows
 from ..errors import InvalidInput, InvalidPeriod
 from ..extract._cardinality import Cardinalities
@@ -65,9 +61,7 @@ from ._chunks import Chunk, chunk_text
 from ._collector import paused
 from ._correct import retract_episodes
 from ._entities import (
-    ENTITY_COLUMNS,
     MentionRow,
-    entity_from_row,
     entity_key,
     insert_mentions,
     lock_keys,
@@ -76,12 +70,8 @@ from ._entities import (
     write_entities,
 )
 from ._episodes import (
-    EPISODE_COLUMNS,
     EpisodeRow,
-    SentEpisode,
-    episode_from_row,
     find_by_key,
-    idempotency_key,
     insert_episode,
 )
 from ._facts import (
@@ -95,7 +85,33 @@ from ._facts import (
     read_slots,
     write_slots,
 )
-from ._transaction import Write, begin_write, stored_order, write_with_retry
+from ._inputs import (
+    END,
+    FACTS_KEYS,
+    FactBatch,
+    Prepared,
+    as_given,
+    default_sentence,
+    episode_spec,
+    fact_end,
+    fact_json,
+    key_of,
+    merge,
+    named,
+    optional_text,
+)
+from ._outcome import (
+    Written,
+    closed_apart,
+    created_result,
+    entities_by_id,
+    episode_facts,
+    existing_document,
+    existing_result,
+    ingest_outcome,
+    send_relation_order,
+)
+from ._transaction import Write, begin_write, write_with_retry
 
 if TYPE_CHECKING:
     from .._vectors import Row
@@ -113,118 +129,6 @@ MAX_FACTS_PER_CALL = 10_000
 PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
 
 
-def default_sentence(source: str, relation: str, target: str) -> str:
-    return f"{source} {relation.lower().replace('_', ' ')} {target}."
-
-
-@dataclasses.dataclass(slots=True)  # made per fact: not frozen, whose __init__ costs 2.6x
-class _Prepared:
-    """A validated fact with its defaults resolved."""
-
-    source: EntityInput
-    relation: str
-    target: EntityInput
-    sentence: str
-    valid_at: datetime
-    invalid_at: datetime | None
-    attributes: Mapping[str, Any]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Batch:
-    """An ``add_facts`` call checked and embedded, its database work still to do."""
-
-    group_id: str
-    episode: EpisodeRow
-    prepared: list[_Prepared]
-    episode_text: str
-    vectors: dict[str, Row]
-
-
-_END = object()  # the end of the batches of ``add_fact_batches``
-_FACTS_KEYS = frozenset(
-    {"facts", "reference_time", "name", "saga", "idempotency_key", "source_description"}
-)
-
-
-def _end(value: str | EntityInput) -> EntityInput:
-    """A fact's end as an entity; one shared object per plain name (never mutated)."""
-    return value if isinstance(value, EntityInput) else _named_entity(value)
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _named_entity(name: str) -> EntityInput:
-    return EntityInput(name)
-
-
-def _fact_json(f: FactInput) -> dict[str, Any]:
-    def end(e: str | EntityInput) -> Any:
-        if isinstance(e, str):
-            return e
-        out: dict[str, Any] = {"name": e.name}
-        if e.labels:
-            out["labels"] = list(e.labels)
-        if e.summary is not None:
-            out["summary"] = e.summary
-        if e.attributes:
-            out["attributes"] = e.attributes
-        return out
-
-    out: dict[str, Any] = {"source": end(f.source), "relation": f.relation, "target": end(f.target)}
-    if f.fact is not None:
-        out["fact"] = f.fact
-    if f.valid_at is not None:
-        out["valid_at"] = f.valid_at.isoformat()
-    if f.invalid_at is not None:
-        out["invalid_at"] = f.invalid_at.isoformat()
-    if f.attributes:
-        out["attributes"] = f.attributes
-    return out
-
-
-def _as_given(value: object) -> str:
-    """An attribute value JSON has no form for, in the episode's record of the call: the
-    ontology's model accepted it (a ``datetime`` field) and stores what it made of it."""
-    isoformat = getattr(value, "isoformat", None)
-    return str(isoformat()) if callable(isoformat) else str(value)
-
-
-def _key_of(given: object, group_id: str, content: str, reference_time: datetime) -> str:
-    """The idempotency key given (an empty one is refused, not taken for none), or the
-    default: a hash of the group, the content and the reference time."""
-    if given is None:
-        return idempotency_key(group_id, content, reference_time)
-    return check_text(given, "idempotency_key", max_chars=512)
-
-
-def _optional_text(value: object, what: str, max_chars: int) -> str | None:
-    return None if value is None else check_text(value, what, max_chars=max_chars)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Written:
-    """``current``: the current version of every entity the write recomputed.
-
-    ``sent``: the episode's insert, whose stored row is read last (``stored``): in a
-    pipeline that read waits for every statement of the write, so what can be built
-    without it is built first."""
-
-    sent: SentEpisode
-    entity_ids: list[uuid.UUID]
-    changes: SlotChanges
-    current: dict[uuid.UUID, Entity] = dataclasses.field(default_factory=dict[uuid.UUID, Entity])
-
-    @property
-    def episode_id(self) -> uuid.UUID:
-        return self.sent.id
-
-    def stored(self) -> Episode:
-        return self.sent.stored()
-
-    def entities(self) -> list[Entity]:
-        return [self.current[i] for i in self.entity_ids if i in self.current]
-
-
 class Ingest:
     """The write paths of one memory: its database, embedder and ontology."""
 
@@ -240,7 +144,7 @@ class Ingest:
 
     def prepare(
         self, facts: object, reference_time: datetime
-    ) -> tuple[list[FactInput], list[_Prepared]]:
+    ) -> tuple[list[FactInput], list[Prepared]]:
         kind = type(facts).__name__
         if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
             raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
@@ -253,9 +157,9 @@ class Ingest:
                 f"{len(parsed):,} facts in one call; the limit is {MAX_FACTS_PER_CALL:,} "
                 "(split the batch: each call is one transaction)"
             )
-        prepared: list[_Prepared] = []
+        prepared: list[Prepared] = []
         for f in parsed:
-            source, target = _end(f.source), _end(f.target)
+            source, target = fact_end(f.source), fact_end(f.target)
             attributes = self.ontology.check_relation(
                 f.relation,
                 f.attributes,
@@ -271,7 +175,7 @@ class Ingest:
                     f"valid_at {valid_at.isoformat()} (valid_at defaults to the reference_time)"
                 )
             prepared.append(
-                _Prepared(
+                Prepared(
                     source=source,
                     relation=f.relation,
                     target=target,
@@ -368,10 +272,10 @@ class Ingest:
         finally:
             _compat.settle(pending)
 
-    def _next_batch(self, group_id: str, source: Iterator[object], index: int) -> _Batch | None:
+    def _next_batch(self, group_id: str, source: Iterator[object], index: int) -> FactBatch | None:
         """Batch ``index`` of ``add_fact_batches`` checked and embedded; None at the end."""
-        value = next(source, _END)
-        if value is _END:
+        value = next(source, END)
+        if value is END:
             return None
         if not isinstance(value, Mapping):
             raise InvalidInput(
@@ -379,7 +283,7 @@ class Ingest:
                 f"got {type(value).__name__}"
             )
         item = cast(Mapping[str, Any], value)
-        unknown = set(item) - _FACTS_KEYS
+        unknown = set(item) - FACTS_KEYS
         if unknown:
             raise InvalidInput(f"batches[{index}] has unknown keys {sorted(map(str, unknown))}")
         for required in ("facts", "reference_time"):
@@ -411,12 +315,12 @@ class Ingest:
         saga: str | None,
         idempotency_key_: str | None,
         source_description: str,
-    ) -> _Batch:
+    ) -> FactBatch:
         """One ``add_facts`` call checked and embedded: everything but the database."""
         ref = aware(reference_time, "reference_time")
         parsed, prepared = self.prepare(facts, ref)
-        content = json.dumps([_fact_json(f) for f in parsed], ensure_ascii=False, default=_as_given)
-        key = _key_of(idempotency_key_, group_id, content, ref)
+        content = json.dumps([fact_json(f) for f in parsed], ensure_ascii=False, default=as_given)
+        key = key_of(idempotency_key_, group_id, content, ref)
         episode = EpisodeRow(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
@@ -427,15 +331,15 @@ class Ingest:
                 source_description, "source_description", max_chars=10_000, allow_empty=True
             ),
             reference_time=ref,
-            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            saga=optional_text(saga, "saga", MAX_NAME_CHARS),
             idempotency_key=key,
         )
         episode_text = " ".join(p.sentence for p in prepared)
         # names are embedded inside the transaction, and only for entities it mints
         vectors = self.vectors([episode_text, *(p.sentence for p in prepared)])
-        return _Batch(group_id, episode, prepared, episode_text, vectors)
+        return FactBatch(group_id, episode, prepared, episode_text, vectors)
 
-    def _store(self, batch: _Batch, *, outcome: bool) -> IngestResult | None:
+    def _store(self, batch: FactBatch, *, outcome: bool) -> IngestResult | None:
         """Write a checked batch: one transaction, retried when a concurrent writer took a
         name or the idempotency key first. Its result, or None without ``outcome``: the
         facts and entities it wrote are then not built, nor the facts it closed read."""
@@ -456,7 +360,7 @@ class Ingest:
                 if existing is not None:
                     if not outcome:
                         return None
-                    return _existing_result(conn, group_id, existing)
+                    return existing_result(conn, group_id, existing)
                 relations = (p.relation for p in prepared)
                 order = send_relation_order(w, relations) if outcome else None
                 written = self._write_episode(
@@ -464,7 +368,9 @@ class Ingest:
                 )
                 # built while the database stores the write; the episode's row comes last
                 result = (
-                    _created(w, written, ingest_outcome(w, written, order)) if outcome else None
+                    created_result(w, written, ingest_outcome(w, written, order))
+                    if outcome
+                    else None
                 )
             self.db.note_writes(len(prepared), group_id)
             return result
@@ -476,16 +382,16 @@ class Ingest:
         w: Write,
         row: EpisodeRow,
         vector: Row | None,
-        prepared: Sequence[_Prepared],
-        entities_: Sequence[EntityInput] = (),
+        prepared: Sequence[Prepared],
+        entities_by_id: Sequence[EntityInput] = (),
         decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
         *,
         keep: bool = True,
-    ) -> _Written:
-        """``entities_``: entities the episode names besides its facts' endpoints (extraction);
+    ) -> Written:
+        """``entities_by_id``: entities the episode names besides its facts' endpoints (extraction);
         ``decided``: the LLM tier's choices for ambiguous names, made before the write;
         ``keep``: whether the caller builds a result (without one, the entities' current
-        versions are not built: ``_Written.current`` stays empty).
+        versions are not built: ``Written.current`` stays empty).
 
         The reads come first (resolution, then the touched slots: neither depends on this
         episode's rows), then the inserts are sent, and the date fight and the entities'
@@ -493,10 +399,10 @@ class Ingest:
         (``Database.transaction(..., pipeline=True)``) no insert is waited for until the
         episode's row is read back at the end.
         """
-        if not prepared and not entities_:
+        if not prepared and not entities_by_id:
             sent = insert_episode(w, row, vector)
-            return _Written(sent=sent, entity_ids=[], changes=SlotChanges())
-        entities = [*entities_, *(e for p in prepared for e in (p.source, p.target))]
+            return Written(sent=sent, entity_ids=[], changes=SlotChanges())
+        entities = [*entities_by_id, *(e for p in prepared for e in (p.source, p.target))]
         minted: set[uuid.UUID] = set()
         ids = resolve_entities(w, entities, self.ontology, decided, minted)
         idents = [ids[entity_key(e)] for e in entities]  # the facts' ends: two per fact, last
@@ -504,11 +410,11 @@ class Ingest:
         attributes: dict[uuid.UUID, dict[str, Any]] = {}
         for e, ident in zip(entities, idents, strict=True):
             prev = merged.get(ident)
-            merged[ident] = e if prev is None else _merge(prev, e)
+            merged[ident] = e if prev is None else merge(prev, e)
             attributes.setdefault(ident, {}).update(
                 self.ontology.check_entity(e.entity_type, e.attributes, e.name)
             )
-        ends = iter(idents[len(entities_) :])  # zip takes a fact's source, then its target
+        ends = iter(idents[len(entities_by_id) :])  # zip takes a fact's source, then its target
         learned = self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
             AssertionRow(
@@ -552,7 +458,7 @@ class Ingest:
         changes = write_slots(w, fight)
         current: dict[uuid.UUID, Entity] = {}
         write_entities(w, touched, current if keep else None)
-        return _Written(
+        return Written(
             sent=sent,
             entity_ids=list(merged),
             changes=changes,
@@ -579,7 +485,7 @@ class Ingest:
         ref = aware(reference_time, "reference_time")
         check_text(uri, "document uri", max_chars=2048)
         check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
-        title_ = _optional_text(title, "document title", MAX_NAME_CHARS) or uri
+        title_ = optional_text(title, "document title", MAX_NAME_CHARS) or uri
         meta = {} if metadata is None else dict(check_mapping(metadata, "document metadata"))
         check_json(meta, "document metadata")
         check_json_size(meta, "document metadata")
@@ -589,7 +495,7 @@ class Ingest:
         if llm is not None:
             ledger, plans = self._document_plans(group_id, llm, uri, digest, title_, chunks, ref)
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
-        names = [e for p, pre in zip(plans, prepared, strict=True) for e in _named(p, pre)]
+        names = [e for p, pre in zip(plans, prepared, strict=True) for e in named(p, pre)]
         vectors = self.vectors(
             [
                 *(c.text for c in chunks),
@@ -611,7 +517,7 @@ class Ingest:
             old = cur.fetchall()
             if old and old[0]["sha"] == digest:
                 write_ledger(conn, group_id, ledger, None, w.now)
-                return _existing_document(conn, group_id, uri, int(old[0]["document_version"]))
+                return existing_document(conn, group_id, uri, int(old[0]["document_version"]))
             cur = conn.execute(
                 "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
                 " WHERE group_id = %s AND document_uri = %s",
@@ -664,8 +570,8 @@ class Ingest:
                 uri=uri,
                 version=version,
                 episodes=episodes,
-                entities=_entities(conn, group_id, entity_ids),
-                facts=_episode_facts(w, [e.id for e in episodes]) if llm else [],
+                entities=entities_by_id(conn, group_id, entity_ids),
+                facts=episode_facts(w, [e.id for e in episodes]) if llm else [],
                 invalidated=invalidated,
                 retracted=retracted,
                 created=True,
@@ -694,7 +600,7 @@ class Ingest:
         check_group(group_id)
         ref = aware(reference_time, "reference_time")
         text = check_episode_content(content, source, max_chars)
-        key = _key_of(idempotency_key_, group_id, text, ref)
+        key = key_of(idempotency_key_, group_id, text, ref)
         row = EpisodeRow(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
@@ -705,13 +611,13 @@ class Ingest:
                 source_description, "source_description", max_chars=10_000, allow_empty=True
             ),
             reference_time=ref,
-            saga=_optional_text(saga, "saga", MAX_NAME_CHARS),
+            saga=optional_text(saga, "saga", MAX_NAME_CHARS),
             idempotency_key=key,
         )
         with self.db.transaction(group_id, "reading before extraction") as conn:
             existing = find_by_key(conn, group_id, key)
             if existing is not None:
-                return _existing_result(conn, group_id, existing)
+                return existing_result(conn, group_id, existing)
             budget, used = read_budget(conn, group_id)
             previous = previous_episodes(conn, group_id, row.saga, ref)
         ledger = Ledger(budget=budget, used=used)
@@ -753,16 +659,16 @@ class Ingest:
                 existing = find_by_key(conn, group_id, key)
                 if existing is not None:
                     write_ledger(conn, group_id, ledger, None, w.now)
-                    return _existing_result(conn, group_id, existing)
+                    return existing_result(conn, group_id, existing)
                 order = send_relation_order(w, (p.relation for p in prepared))
                 written = self._write_episode(
                     w, row, vectors[text], prepared, planned.entities, planned.decided
                 )
                 write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                return _created(
+                return created_result(
                     w,
                     written,
-                    _closed_apart(written, *(ingest_outcome(w, written, order))),
+                    closed_apart(written, *(ingest_outcome(w, written, order))),
                     llm_calls=ledger.calls,
                     llm_tokens=ledger.tokens,
                 )
@@ -794,7 +700,7 @@ class Ingest:
                 f"concurrency must be an integer from 1 to 64, got {concurrency!r:.80}"
             )
         items = cast(Sequence[object], episodes)
-        specs = [_episode_spec(i, e) for i, e in enumerate(items)]
+        specs = [episode_spec(i, e) for i, e in enumerate(items)]
         slots = _compat.Semaphore(concurrency)
         done: list[int] = [0]
 
@@ -867,295 +773,3 @@ class Ingest:
             record_spent(self.db, group_id, ledger)
             raise
         return ledger, plans
-
-
-def _merge(a: EntityInput, b: EntityInput) -> EntityInput:
-    labels = tuple(dict.fromkeys((*a.labels, *b.labels)))
-    if labels == a.labels and b.summary is None and not b.attributes:
-        return a  # ``b`` adds nothing
-    return EntityInput(
-        name=a.name,
-        labels=labels,
-        summary=b.summary if b.summary is not None else a.summary,
-        attributes={**a.attributes, **b.attributes},
-    )
-
-
-def _entities(conn: Conn, group_id: str, ids: Sequence[uuid.UUID]) -> list[Entity]:
-    if not ids:
-        return []
-    cur = conn.execute(
-        sql.SQL(
-            "SELECT {} FROM timestone.entities"
-            " WHERE group_id = %s AND expired_at IS NULL AND id = ANY(%b::uuid[])"
-        ).format(ENTITY_COLUMNS),
-        (group_id, list(ids)),
-    )
-    by_id = {row["id"]: entity_from_row(row) for row in cur.fetchall()}
-    return [by_id[i] for i in ids if i in by_id]
-
-
-def ingest_outcome(
-    w: Write, written: _Written, order: RelationOrder | None = None
-) -> tuple[list[Fact], list[Fact]]:
-    """The facts this episode now supports, and the facts its write closed or expired.
-
-    The versions the write inserted are built from what it wrote, not read back: a read
-    would give the same rows, with the endpoints' names as of the write, in the order of
-    ``read_facts``. ``order``: the episode's relations sorted by the database, asked for
-    before the write's inserts (``send_relation_order``), else asked for here.
-    """
-    changes = written.changes
-    names = {ident: e.name for ident, e in written.current.items()}
-    unnamed = {i for _, key, p in changes.written for i in (key[0], p.target_id)} - set(names)
-    if unnamed:
-        names.update(_names_at(w, unnamed))
-    new = _in_read_order(
-        w,
-        order,
-        [
-            Fact(
-                id=p.id,
-                version_id=version_id,
-                group_id=w.group_id,
-                source_id=key[0],
-                source=names[key[0]],
-                relation=key[1],
-                target_id=p.target_id,
-                target=names[p.target_id],
-                fact=p.fact,
-                valid_at=p.valid_at,
-                invalid_at=p.invalid_at,
-                created_at=w.now,
-                expired_at=None,
-                episodes=p.episodes,
-                attributes=stored_order(p.attributes),
-            )
-            for version_id, key, p in changes.written
-            if key[0] in names and p.target_id in names
-        ],
-    )
-    facts = [f for f in new if written.episode_id in f.episodes]
-    closed = [
-        f
-        for f in new
-        if written.episode_id not in f.episodes
-        and f.id in changes.expired
-        and f.invalid_at != changes.expired[f.id]["invalid_at"]
-    ]
-    gone = [fid for fid in changes.expired if fid not in changes.inserted]
-    if gone:
-        closed += read_facts(
-            w.conn,
-            w.group_id,
-            valid_at=None,
-            as_of=None,
-            read_time=w.now,
-            limit=None,
-            history=True,
-            version_ids=[changes.expired[fid]["version_id"] for fid in gone],
-        )
-    return facts, closed
-
-
-def _created(
-    w: Write,
-    written: _Written,
-    outcome: tuple[list[Fact], list[Fact]],
-    llm_calls: int = 0,
-    llm_tokens: int = 0,
-) -> IngestResult:
-    """The result of a write that created its episode: ``outcome`` is the facts it
-    supports and the facts it closed (``ingest_outcome``)."""
-    return IngestResult(
-        episode=written.stored(),
-        entities=written.entities(),
-        facts=outcome[0],
-        invalidated=outcome[1],
-        created=True,
-        recorded_at=w.now,
-        llm_calls=llm_calls,
-        llm_tokens=llm_tokens,
-    )
-
-
-def _names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The names of entities as of the write: each one's latest version."""
-    cur = w.conn.execute(
-        "SELECT DISTINCT ON (id) id, name FROM timestone.entities"
-        " WHERE group_id = %s AND id = ANY(%b::uuid[]) AND created_at <= %s"
-        " ORDER BY id, created_at DESC",
-        (w.group_id, list(ids), w.now),
-    )
-    return {row["id"]: row["name"] for row in cur.fetchall()}
-
-
-@dataclasses.dataclass(slots=True)
-class RelationOrder:
-    """Relations sorted by the database, sent before the write's inserts: read at the end,
-    the answer is already there and waits for nothing the write sent after it."""
-
-    relations: frozenset[str]
-    cursor: Cursor[DictRow] | None  # None: at most one relation, nothing to sort
-    _ranks: dict[str, int] | None = None
-
-    def ranks(self) -> dict[str, int]:
-        if self._ranks is None:
-            if self.cursor is None:
-                self._ranks = dict.fromkeys(self.relations, 0)
-            else:
-                rows = self.cursor.fetchall()
-                self._ranks = {row["r"]: i for i, row in enumerate(rows)}
-        return self._ranks
-
-
-def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrder:
-    """Ask the database to sort ``relations`` (a pipeline sends it without waiting)."""
-    wanted = frozenset(relations)
-    if len(wanted) < 2:
-        return RelationOrder(wanted, None)
-    cur = w.conn.execute("SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (sorted(wanted),))
-    return RelationOrder(wanted, cur)
-
-
-def _in_read_order(w: Write, order: RelationOrder | None, facts: list[Fact]) -> list[Fact]:
-    """``facts`` in the order of ``read_facts``: newest world time first, then relation (in
-    the database's collation), then id (uuids compare as their bytes, as in Postgres).
-    ``order``: the relations' order, asked for earlier (asked for now if it misses one)."""
-    relations = {f.relation for f in facts}
-    if order is None or not relations <= order.relations:
-        order = send_relation_order(w, relations)
-    rank = order.ranks()
-    facts.sort(key=lambda f: (rank[f.relation], f.id))
-    facts.sort(key=lambda f: f.valid_at, reverse=True)
-    return facts
-
-
-def _existing_result(conn: Conn, group_id: str, episode: Episode) -> IngestResult:
-    """The result of a write that was already ingested: nothing new was written."""
-    cur = conn.execute(
-        "SELECT DISTINCT entity_id FROM timestone.mentions"
-        " WHERE group_id = %s AND episode_id = %s AND expired_at IS NULL",
-        (group_id, episode.id),
-    )
-    entity_ids = [row["entity_id"] for row in cur.fetchall()]
-    cur = conn.execute(
-        "SELECT version_id FROM timestone.facts"
-        " WHERE group_id = %s AND expired_at IS NULL AND %s = ANY(episodes)",
-        (group_id, episode.id),
-    )
-    version_ids = [row["version_id"] for row in cur.fetchall()]
-    facts = read_facts(
-        conn,
-        group_id,
-        valid_at=None,
-        as_of=None,
-        read_time=episode.created_at,
-        limit=None,
-        version_ids=version_ids,
-    )
-    return IngestResult(
-        episode=episode,
-        entities=_entities(conn, group_id, entity_ids),
-        facts=facts,
-        invalidated=[],
-        created=False,
-        recorded_at=episode.created_at,
-    )
-
-
-def _existing_document(conn: Conn, group_id: str, uri: str, version: int) -> DocumentResult:
-    cur = conn.execute(
-        sql.SQL(
-            "SELECT {} FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
-            " AND expired_at IS NULL ORDER BY chunk_index"
-        ).format(EPISODE_COLUMNS),
-        (group_id, uri),
-    )
-    episodes = [episode_from_row(row) for row in cur.fetchall()]
-    return DocumentResult(
-        uri=uri,
-        version=version,
-        episodes=episodes,
-        entities=[],
-        facts=[],
-        invalidated=[],
-        retracted=[],
-        created=False,
-        recorded_at=episodes[0].created_at,
-    )
-
-
-_EPISODE_KEYS = {
-    "content",
-    "reference_time",
-    "name",
-    "source",
-    "source_description",
-    "saga",
-    "idempotency_key",
-}
-
-
-def _episode_spec(index: int, value: object) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise InvalidInput(f"episodes[{index}] must be a mapping, got {type(value).__name__}")
-    item = cast(Mapping[str, Any], value)
-    unknown = set(item) - _EPISODE_KEYS
-    if unknown:
-        raise InvalidInput(f"episodes[{index}] has unknown keys {sorted(unknown)}")
-    for required in ("content", "reference_time"):
-        if required not in item:
-            raise InvalidInput(f"episodes[{index}] has no {required!r}")
-    spec: dict[str, Any] = {
-        "content": item["content"],
-        "reference_time": aware(item["reference_time"], f"episodes[{index}].reference_time"),
-        "name": item.get("name"),
-        "source": item.get("source", "text"),
-        "source_description": item.get("source_description", ""),
-        "saga": item.get("saga"),
-        "idempotency_key_": item.get("idempotency_key"),
-    }
-    check_episode_content(spec["content"], spec["source"], 10**9)
-    return spec
-
-
-def _named(p: Plan, prepared: Sequence[_Prepared]) -> list[EntityInput]:
-    return [*p.entities, *(e for x in prepared for e in (x.source, x.target))]
-
-
-def _episode_facts(w: Write, episode_ids: Sequence[uuid.UUID]) -> list[Fact]:
-    """The current facts the episodes support."""
-    cur = w.conn.execute(
-        "SELECT version_id FROM timestone.facts"
-        " WHERE group_id = %s AND expired_at IS NULL AND episodes && %b::uuid[]",
-        (w.group_id, list(episode_ids)),
-    )
-    version_ids = [row["version_id"] for row in cur.fetchall()]
-    if not version_ids:
-        return []
-    return read_facts(
-        w.conn,
-        w.group_id,
-        valid_at=None,
-        as_of=None,
-        read_time=w.now,
-        limit=None,
-        version_ids=version_ids,
-    )
-
-
-def _closed_apart(
-    written: _Written, facts: list[Fact], invalidated: list[Fact]
-) -> tuple[list[Fact], list[Fact]]:
-    """An older fact the episode closed (a contradiction) is invalidated, not a new fact."""
-    before = written.changes.expired
-    closed = [
-        f
-        for f in facts
-        if f.episodes[0] != written.episode_id
-        and f.invalid_at is not None
-        and f.id in before
-        and before[f.id]["invalid_at"] is None
-    ]
-    return [f for f in facts if f not in closed], [*invalidated, *closed]
