@@ -66,7 +66,7 @@ from psycopg.rows import DictRow, dict_row
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
-from timestone.db._database_async import VECTOR_INDEXES
+from timestone.db._embedding_async import VECTOR_INDEXES
 from timestone.search._request import prepare_search
 from timestone.search._run import run_search
 from timestone.search._sql import fact_vectors, search_params

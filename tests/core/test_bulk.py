@@ -27,7 +27,7 @@ import timestone
 from timestone import FactInput
 from timestone._vectors import keyed
 from timestone.db._database import connect_owner
-from timestone.db._database_async import LOAD_INDEXES, VECTOR_INDEXES
+from timestone.db._embedding_async import LOAD_INDEXES, VECTOR_INDEXES
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
 from timestone.write import _bulk, _index_build
 from timestone.write._bulk import bulk_load

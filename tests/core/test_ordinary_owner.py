@@ -139,7 +139,7 @@ def test_the_library_role_still_sees_one_group(owned: Owned) -> None:
 def test_the_owner_loads_in_bulk(owned: Owned) -> None:
     """``bulk_load`` acts as the schema owner, dropping the vector indexes and building
     them again: an ordinary owner may."""
-    from timestone.db._database import VECTOR_INDEXES
+    from timestone.db._embedding import VECTOR_INDEXES
 
     group = "bulk-" + uuid.uuid4().hex[:8]
     with owned.mem.bulk_load(maintenance_work_mem="64MB"):

@@ -33,10 +33,11 @@ from ._records import (
     RollbackReport,
 )
 from ._time import aware
-from .db._database import Database, bind_embedder, migrate
-from .db._database import reembed as reembed_all
+from .db._database import Database, migrate
 from .db._distributed import check_workers
 from .db._embedded import embedded_dsn
+from .db._embedding import bind_embedder
+from .db._embedding import reembed as reembed_all
 from .db._prepared import prepared_statements as prepared_statements_setting
 from .db._tenant import tenant_connection
 from .db._upkeep import UpkeepAPI

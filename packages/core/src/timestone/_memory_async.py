@@ -32,10 +32,11 @@ from ._records import (
     RollbackReport,
 )
 from ._time import aware
-from .db._database_async import Database, bind_embedder, migrate
-from .db._database_async import reembed as reembed_all
+from .db._database_async import Database, migrate
 from .db._distributed_async import check_workers
 from .db._embedded import embedded_dsn
+from .db._embedding_async import bind_embedder
+from .db._embedding_async import reembed as reembed_all
 from .db._prepared import prepared_statements as prepared_statements_setting
 from .db._tenant_async import tenant_connection
 from .db._upkeep_async import UpkeepAPI

@@ -18,7 +18,7 @@ import time
 from collections.abc import Generator
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, LiteralString, NamedTuple, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -31,18 +31,15 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from .._arrays import register_text_array
 from .._compat import Spawned, settle, spawn
 from .._groups import check_group
-from .._vectors import TOLD_SEED, index_opclass, keyed, register_vector_array
-from ..embedders import Embedder, check_vectors
+from .._vectors import register_vector_array
 from ..errors import (
     ConflictError,
     ConnectionFailed,
     DatabaseError,
-    EmbedderMismatch,
     MissingExtension,
     SchemaTooNew,
     TimestoneError,
 )
-from ..search._request import TOLD
 from ._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from ._sockets import widen_send_buffer
 
@@ -50,21 +47,11 @@ __all__ = [
     "APP_ROLE",
     "BULK_LOCK",
     "EXTENSIONS",
-    "LOAD_INDEXES",
-    "VECTOR_COLUMNS",
-    "VECTOR_INDEXES",
     "Conn",
     "Database",
-    "VectorIndex",
-    "bind_embedder",
-    "build_load_indexes",
-    "build_vector_indexes",
     "connect_owner",
-    "drop_load_indexes",
-    "drop_vector_indexes",
     "migrate",
     "schema_version",
-    "vector_dimensions",
     "wrap_db_error",
 ]
 
@@ -87,78 +74,7 @@ TENANT_SETTINGS: LiteralString = (
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
 BULK_LOCK = 0x7473_6275_6C6B  # "tsbulk": held by a bulk load for its whole length
-# The columns the memory's embedder fills: typed vector(d) and HNSW-indexed by the binding.
-VECTOR_COLUMNS = (
-    ("episodes", "embedding"),
-    ("entities", "name_embedding"),
-    ("facts", "embedding"),
-    ("communities", "name_embedding"),
-)
 
-
-class VectorIndex(NamedTuple):
-    """An HNSW index: its column, keyed by group from ``seed`` (``_vectors.keyed``), for
-    the rows ``held``."""
-
-    name: str
-    table: str
-    column: str
-    held: LiteralString
-    seed: int = 1
-
-
-# The HNSW indexes on them. Current rows only; facts in two, the open periods a search of
-# the present reads and the closed ones history reads, so that a search of the present
-# never walks past closed periods in the graph. The told episodes (not the records of
-# structured facts) in one more, which ``context`` reads: on seeds of their own, so that
-# no plan takes the index of every episode for it, nor this one for that.
-VECTOR_INDEXES = (
-    VectorIndex("episodes_embedding_hnsw", "episodes", "embedding", "expired_at IS NULL"),
-    VectorIndex(
-        "episodes_told_embedding_hnsw",
-        "episodes",
-        "embedding",
-        "expired_at IS NULL AND " + TOLD,
-        TOLD_SEED,
-    ),
-    VectorIndex("entities_name_embedding_hnsw", "entities", "name_embedding", "expired_at IS NULL"),
-    VectorIndex(
-        "facts_embedding_hnsw", "facts", "embedding", "expired_at IS NULL AND invalid_at IS NULL"
-    ),
-    VectorIndex(
-        "facts_embedding_closed_hnsw",
-        "facts",
-        "embedding",
-        "expired_at IS NULL AND invalid_at IS NOT NULL",
-    ),
-    VectorIndex(
-        "communities_name_embedding_hnsw", "communities", "name_embedding", "expired_at IS NULL"
-    ),
-)
-# Indexes of facts that serve reads (history, the walk, closing times, full text) and that
-# no write reads: a bulk load drops them with the HNSW indexes and builds them at its end,
-# where a build from the finished table costs a fraction of an insert per row. Each is
-# written as the server prints it (``pg_get_indexdef``); a test holds them to the schema.
-LOAD_INDEXES = (
-    "CREATE INDEX facts_history_source ON timestone.facts"
-    " USING btree (group_id, source_id, created_at)",
-    "CREATE INDEX facts_history_target ON timestone.facts"
-    " USING btree (group_id, target_id, created_at)",
-    "CREATE INDEX facts_source_recent ON timestone.facts"
-    " USING btree (group_id, source_id, valid_at) WHERE (expired_at IS NULL)",
-    "CREATE INDEX facts_target_recent ON timestone.facts"
-    " USING btree (group_id, target_id, valid_at) WHERE (expired_at IS NULL)",
-    "CREATE INDEX facts_created ON timestone.facts"
-    " USING btree (group_id, created_at, id) WHERE (expired_at IS NULL)",
-    "CREATE INDEX facts_closing ON timestone.facts USING btree (group_id, invalid_at)"
-    " INCLUDE (version_id) WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
-    "CREATE INDEX facts_fts_open ON timestone.facts USING gin (fts)"
-    " WITH (gin_pending_list_limit='256', fastupdate=off)"
-    " WHERE ((expired_at IS NULL) AND (invalid_at IS NULL))",
-    "CREATE INDEX facts_fts_closed ON timestone.facts USING gin (fts)"
-    " WITH (gin_pending_list_limit='256', fastupdate=off)"
-    " WHERE ((expired_at IS NULL) AND (invalid_at IS NOT NULL))",
-)
 
 Conn = Connection[DictRow]
 
@@ -377,224 +293,6 @@ def migrate(dsn: str) -> int:
             raise wrap_db_error(exc, "migrating the schema") from exc
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-
-
-def stored_embedder(conn: Conn) -> dict[str, Any] | None:
-    cur = conn.execute("SELECT value FROM timestone.meta WHERE key = 'embedder'")
-    row = cur.fetchone()
-    return dict(row["value"]) if row is not None else None
-
-
-def _type_vectors(conn: Conn, dimension: int) -> None:
-    drop_vector_indexes(conn)
-    for table, column in VECTOR_COLUMNS:
-        conn.execute(
-            sql.SQL("ALTER TABLE timestone.{} ALTER COLUMN {} TYPE vector({}) USING NULL").format(
-                sql.Identifier(table), sql.Identifier(column), sql.Literal(dimension)
-            )
-        )
-
-
-def _type_new_vectors(conn: Conn, dimension: int) -> None:
-    cur = conn.execute(
-        "SELECT c.relname AS t, a.attname AS c FROM pg_attribute AS a"
-        " JOIN pg_class AS c ON c.oid = a.attrelid"
-        " WHERE c.relnamespace = 'timestone'::regnamespace AND a.atttypmod = -1"
-        " AND a.atttypid = 'vector'::regtype AND NOT a.attisdropped"
-    )
-    untyped = {(row["t"], row["c"]) for row in cur.fetchall()}
-    for table, column in VECTOR_COLUMNS:
-        if (table, column) in untyped:
-            conn.execute(
-                sql.SQL(
-                    "ALTER TABLE timestone.{t} ALTER COLUMN {c}"
-                    " TYPE vector({d}) USING {c}::vector({d})"
-                ).format(
-                    t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
-                )
-            )
-    from ..write._bulk import bulk_loading  # _bulk builds on this module
-
-    if not bulk_loading(conn):  # a bulk load builds them when it ends
-        build_load_indexes(conn)
-        build_vector_indexes(conn)
-
-
-def vector_dimensions(conn: Conn) -> dict[tuple[str, str], int]:
-    """(table, column) -> dimension of each typed vector column of the schema."""
-    cur = conn.execute(
-        "SELECT c.relname AS t, a.attname AS c, a.atttypmod AS d FROM pg_attribute AS a"
-        " JOIN pg_class AS c ON c.oid = a.attrelid"
-        " WHERE c.relnamespace = 'timestone'::regnamespace AND a.atttypmod > 0"
-        " AND a.atttypid = 'vector'::regtype AND NOT a.attisdropped"
-    )
-    return {(row["t"], row["c"]): int(row["d"]) for row in cur.fetchall()}
-
-
-def build_vector_indexes(conn: Conn, *, size: bool = True) -> None:
-    """Build the HNSW indexes that are missing (all of them on a new binding), each on
-    its column keyed by group (``_vectors.keyed``) at the column's dimension, in the
-    caller's transaction. ``size``: give the build the memory its largest graph needs
-    (``_bulk.set_build_memory``), for the transaction; False where the caller set it."""
-    cur = conn.execute(
-        "SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass('timestone.' || n) IS NULL",
-        ([name for name, *_ in VECTOR_INDEXES],),
-    )
-    missing = {row["n"] for row in cur.fetchall()}
-    if not missing:
-        return
-    if size:
-        from ..write._bulk import set_build_memory  # _bulk builds on this module
-
-        set_build_memory(conn, sorted(missing), None, local=True)
-    dimensions = vector_dimensions(conn)
-    for name, table, column, held, seed in VECTOR_INDEXES:
-        if name not in missing:
-            continue
-        dimension = dimensions.get((table, column))
-        if dimension is None:
-            raise DatabaseError(
-                f"timestone.{table}.{column} has no dimension: bind an embedder first"
-            )
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON timestone.{} USING hnsw ({} {}) WHERE {}"
-            ).format(
-                sql.Identifier(name),
-                sql.Identifier(table),
-                sql.SQL("({})").format(
-                    keyed(sql.Identifier(column), sql.Identifier("group_id"), dimension, seed=seed)
-                ),
-                index_opclass(dimension),
-                sql.SQL(held),
-            )
-        )
-
-
-def _load_index_name(definition: str) -> str:
-    return definition.split()[2]
-
-
-def build_load_indexes(conn: Conn) -> None:
-    """Build the read indexes a bulk load dropped (those missing; one query to find them)."""
-    cur = conn.execute(
-        "SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass('timestone.' || n) IS NULL",
-        ([_load_index_name(d) for d in LOAD_INDEXES],),
-    )
-    missing = {row["n"] for row in cur.fetchall()}
-    for definition in LOAD_INDEXES:
-        if _load_index_name(definition) in missing:
-            conn.execute(sql.SQL(definition))  # pyright: ignore[reportArgumentType]  # a constant above
-
-
-def drop_load_indexes(conn: Conn) -> None:
-    for definition in LOAD_INDEXES:
-        conn.execute(
-            sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(
-                sql.Identifier(_load_index_name(definition))
-            )
-        )
-
-
-def drop_vector_indexes(conn: Conn) -> None:
-    for name, *_ in VECTOR_INDEXES:
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS timestone.{}").format(sql.Identifier(name)))
-
-
-def _describe(info: dict[str, Any]) -> str:
-    return f"{info['name']} ({info['dimension']} dimensions)"
-
-
-def bind_embedder(dsn: str, embedder: Embedder) -> None:
-    """Record the embedder in a new database and type its vector columns; refuse another one."""
-    wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = connect_owner(dsn)
-    with conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
-        try:
-            stored = stored_embedder(conn)
-            if stored is None:
-                with conn.transaction():
-                    _type_vectors(conn, embedder.dimension)
-                    build_vector_indexes(conn)
-                    conn.execute(
-                        "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s)",
-                        (json.dumps(wanted),),
-                    )
-            elif stored == wanted:
-                # a migration may have added a vector column since the binding: type it now
-                with conn.transaction():
-                    _type_new_vectors(conn, embedder.dimension)
-            else:
-                raise EmbedderMismatch(
-                    f"this database was built with the embedder {_describe(stored)}, not "
-                    f"{_describe(wanted)}. Open it with the embedder it was built with, or move "
-                    "it to the new one with Memory.open(..., embedder=new, reembed=True) "
-                    "(or memory.reembed(new)), which re-embeds every stored text"
-                )
-        except psycopg.Error as exc:
-            raise wrap_db_error(exc, "recording the embedder") from exc
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-
-
-_REEMBED_SOURCES = (
-    ("episodes", "embedding", "content"),
-    ("entities", "name_embedding", "name"),
-    ("facts", "embedding", "fact"),
-    ("communities", "name_embedding", "name"),
-)
-
-
-def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
-    """Move every stored vector, of every group and every version, to ``embedder``.
-
-    One transaction, as the schema owner, whom row level security does not
-    apply to (migration 0018). Returns the number of rows re-embedded.
-    """
-    wanted = {"name": embedder.name, "dimension": embedder.dimension}
-    conn = connect_owner(dsn)
-    total = 0
-    with conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
-        try:
-            with conn.transaction():
-                _type_vectors(conn, embedder.dimension)
-                for table, column, text_column in _REEMBED_SOURCES:
-                    ident = sql.Identifier(table)
-                    cur = conn.execute(
-                        sql.SQL("SELECT group_id, version_id, {} AS text FROM timestone.{}").format(
-                            sql.Identifier(text_column), ident
-                        )
-                    )
-                    rows = cur.fetchall()
-                    for start in range(0, len(rows), batch_size):
-                        batch = rows[start : start + batch_size]
-                        texts = [str(r["text"]) for r in batch]
-                        vectors = check_vectors(embedder, texts, embedder.embed(texts))
-                        with conn.cursor() as wcur:
-                            wcur.executemany(
-                                sql.SQL(
-                                    "UPDATE timestone.{} SET {} = %s::vector "
-                                    "WHERE group_id = %s AND version_id = %s"
-                                ).format(ident, sql.Identifier(column)),
-                                [
-                                    (str(vec), r["group_id"], r["version_id"])
-                                    for r, vec in zip(batch, vectors, strict=True)
-                                ],
-                            )
-                        total += len(batch)
-                build_vector_indexes(conn)
-                conn.execute(
-                    "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s) "
-                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                    (json.dumps(wanted),),
-                )
-        except psycopg.Error as exc:
-            raise wrap_db_error(exc, "re-embedding") from exc
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-    return total
 
 
 def _configure(conn: Connection[Any]) -> None:

@@ -28,7 +28,8 @@ from psycopg import sql
 from .._vectors import keyed
 from ..errors import InvalidInput
 from ..write._bulk import check_index_names
-from ._database import VECTOR_INDEXES, Conn, connect_owner, wrap_db_error
+from ._database import Conn, connect_owner, wrap_db_error
+from ._embedding import VECTOR_INDEXES
 
 __all__ = ["HEALTH_SAMPLE", "vector_index_health"]
 

@@ -27,7 +27,8 @@ from psycopg import sql
 from .._vectors import keyed
 from ..errors import InvalidInput
 from ..write._bulk_async import check_index_names
-from ._database_async import VECTOR_INDEXES, Conn, connect_owner, wrap_db_error
+from ._database_async import Conn, connect_owner, wrap_db_error
+from ._embedding_async import VECTOR_INDEXES
 
 __all__ = ["HEALTH_SAMPLE", "vector_index_health"]
 

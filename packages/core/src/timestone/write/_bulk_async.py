@@ -50,17 +50,14 @@ import psycopg
 from psycopg import sql
 
 from .._compat import asleep
-from ..db._database_async import (
-    BULK_LOCK,
+from ..db._database_async import BULK_LOCK, Conn, connect_owner, wrap_db_error
+from ..db._embedding_async import (
     VECTOR_INDEXES,
-    Conn,
     build_load_indexes,
     build_vector_indexes,
-    connect_owner,
     drop_load_indexes,
     drop_vector_indexes,
     vector_dimensions,
-    wrap_db_error,
 )
 from ..errors import ConflictError, DatabaseError, InvalidInput
 from ._index_build import (
