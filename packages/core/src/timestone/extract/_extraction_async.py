@@ -33,10 +33,9 @@ from typing import TYPE_CHECKING, Any, cast
 import pydantic
 from psycopg import sql
 
-from .._names import fold, near_identical, normalize, relation_name
+from .._names import normalize, relation_name
 from .._records import EntityInput, Episode, FactInput, check_chars, check_relation, storable
 from .._time import utcnow
-from .._vectors import keyed
 from ..db._database_async import Conn, Database
 from ..errors import (
     ExtractionWarning,
@@ -46,37 +45,31 @@ from ..errors import (
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
 from ..ontology import EntityType, Ontology
-from ..write._entities_async import SUMMARY_CHARS, entity_key
 from ..write._episodes_async import EPISODE_COLUMNS, episode_from_row
 from ..write._transaction_async import Write
 from . import _prompts as P
-from ._answers import check_condensed, check_entity_decisions, check_fact_judgements
 from ._calls_async import OUTPUT_RETRIES, STEPS, Ledger, call, why
 
 if TYPE_CHECKING:
-    from .._vectors import Row
+    pass
 
 __all__ = [
     "MAX_EPISODE_CHARS",
     "OUTPUT_RETRIES",
     "Extracted",
     "Ledger",
-    "Plan",
     "Types",
     "build_types",
     "call",
     "check_episode_content",
     "extract",
-    "plan",
+    "model_request",
 ]
 
 MAX_EPISODE_CHARS = 100_000
 SOURCES = ("text", "message", "json")
 MAX_PREVIOUS = 10
 _PREVIOUS_CHARS = 1000
-_CANDIDATES_PER_FACT = 5
-_CONDENSED_CHARS = 1000
-_EMBED_MATCH = 0.85
 
 
 # -- validation of the input -------------------------------------------------------------
@@ -203,7 +196,7 @@ def _models_by_name(value: object, what: str) -> dict[str, type[pydantic.BaseMod
     return out
 
 
-def _request(
+def model_request(
     schema_name: str,
     messages: list[dict[str, str]],
     schema: Mapping[str, Any],
@@ -403,7 +396,7 @@ async def extract(
     schema = P.extraction_schema(
         types.entity_names, sorted(types.edges) if types.closed_relations else []
     )
-    raw = await call(llm, ledger, _request(P.EXTRACTION, messages, schema), P.Extraction)
+    raw = await call(llm, ledger, model_request(P.EXTRACTION, messages, schema), P.Extraction)
     entities, facts = _keep(raw, types, ontology, reference_time)
     return Extracted(entities=entities, facts=facts, context=content[:4000])
 
@@ -411,424 +404,7 @@ async def extract(
 # -- 2 and 3. resolution --------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class Plan:
-    """What the write transaction does with one episode's extraction."""
-
-    entities: list[EntityInput]
-    facts: list[FactInput]
-    decided: dict[tuple[str, str | None], uuid.UUID]
-
-
-def _vec_text(v: Row) -> str:
-    return "[" + ",".join(repr(x) for x in v.tolist()) + "]"
-
-
-async def _entity_candidates(
-    conn: Conn, group_id: str, names: Sequence[str], vectors: Mapping[str, Row]
-) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
-    """Exact matches by normalized name, and trigram + embedding candidates of the rest."""
-    norms = list(dict.fromkeys(normalize(n) for n in names))
-    cur = await conn.execute(
-        "SELECT id, name, norm_name, entity_type, summary FROM timestone.entities"
-        " WHERE group_id = %s AND expired_at IS NULL AND norm_name = ANY(%s)"
-        " ORDER BY created_at, id",
-        (group_id, norms),
-    )
-    exact: dict[str, list[dict[str, Any]]] = {}
-    for row in await cur.fetchall():
-        exact.setdefault(row["norm_name"], []).append(dict(row))
-    rest = [n for n in names if normalize(n) not in exact]
-    similar: dict[str, list[dict[str, Any]]] = {normalize(n): [] for n in rest}
-    if not rest:
-        return exact, similar
-    cur = await conn.execute(
-        "SELECT s.query, s.id, s.name, s.entity_type, e.summary"
-        " FROM timestone.similar_entities(%s) AS s"
-        " JOIN timestone.entities AS e ON e.group_id = %s AND e.id = s.id"
-        "  AND e.expired_at IS NULL",
-        ([normalize(n) for n in rest], group_id),
-    )
-    for row in await cur.fetchall():
-        similar.setdefault(row["query"], []).append(dict(row))
-    dimension = len(vectors[rest[0]])
-    cur = await conn.execute(
-        sql.SQL(
-            "SELECT q.query, c.id, c.name, c.entity_type, c.summary, c.sim"
-            " FROM unnest(%(queries)s::text[], %(vectors)s::text[]) AS q(query, vec)"
-            " CROSS JOIN LATERAL ("
-            "  SELECT e.id, e.name, e.entity_type, e.summary,"
-            "   1 - (e.name_embedding <=> q.vec::vector) AS sim"
-            "  FROM timestone.entities AS e WHERE e.group_id = %(g)s AND e.expired_at IS NULL"
-            "  ORDER BY {near} <=> {query} LIMIT 3) AS c"
-        ).format(
-            # the keyed distance, which the HNSW index is built on (``_vectors.keyed``)
-            near=keyed(sql.SQL("e.name_embedding"), sql.SQL("e.group_id"), dimension),
-            query=keyed(sql.SQL("q.vec::vector"), sql.SQL("%(g)s::text"), dimension),
-        ),
-        {
-            "queries": [normalize(n) for n in rest],
-            "vectors": [_vec_text(vectors[n]) for n in rest],
-            "g": group_id,
-        },
-    )
-    for row in await cur.fetchall():
-        found = similar.setdefault(row["query"], [])
-        if row["sim"] >= _EMBED_MATCH and all(c["id"] != row["id"] for c in found):
-            found.append(dict(row))
-    return exact, similar
-
-
-def _compatible(etype: str | None, candidate_type: str) -> bool:
-    return etype is None or candidate_type in (etype, "Entity")
-
-
-def _tokens_close(t: str, u: str) -> bool:
-    if t == u or t.startswith(u) or u.startswith(t):
-        return True
-    if len(t) >= 4 and len(u) >= 4 and t[:4] == u[:4]:
-        return True
-    if min(len(t), len(u)) >= 5 and abs(len(t) - len(u)) <= 1:
-        return sum(a != b for a, b in zip(t, u, strict=False)) <= 1
-    return False
-
-
-def maybe_same(a: str, b: str) -> bool:
-    """Whether two names could name one thing: every word of the shorter one matches a word
-    of the other (equal, a prefix or initial, a shared stem, a one-letter typo). "Kathy
-    Johansson"/"Katherine Johansson" may; "Château Sud"/"Château Nord" cannot, and never
-    reach the model."""
-    ta = [w for w in (fold(x) for x in normalize(a).split()) if w]
-    tb = [w for w in (fold(x) for x in normalize(b).split()) if w]
-    if not ta or not tb:
-        return False
-    short, long = (ta, tb) if len(ta) <= len(tb) else (tb, ta)
-    return all(any(_tokens_close(t, u) for u in long) for t in short)
-
-
-async def _fact_candidates(
-    conn: Conn,
-    group_id: str,
-    queries: Sequence[tuple[int, uuid.UUID | None, uuid.UUID | None, str, Row]],
-) -> dict[int, list[dict[str, Any]]]:
-    """Open cardinality-many facts on the new facts' endpoints, nearest in meaning first."""
-    if not queries:
-        return {}
-    cur = await conn.execute(
-        "SELECT q.i, c.* FROM unnest(%s::int[], %s::uuid[], %s::uuid[], %s::text[], %s::text[])"
-        "  AS q(i, src, tgt, rel, vec)"
-        " CROSS JOIN LATERAL ("
-        "  SELECT f.id, f.source_id, f.relation, f.target_id, f.fact, f.valid_at,"
-        "   s.name AS source, s.entity_type AS source_type,"
-        "   t.name AS target, t.entity_type AS target_type"
-        "  FROM timestone.facts AS f"
-        "  JOIN timestone.entities AS s ON s.group_id = f.group_id AND s.id = f.source_id"
-        "   AND s.expired_at IS NULL"
-        "  JOIN timestone.entities AS t ON t.group_id = f.group_id AND t.id = f.target_id"
-        "   AND t.expired_at IS NULL"
-        "  WHERE f.group_id = %s AND f.expired_at IS NULL AND f.invalid_at IS NULL"
-        "   AND f.cardinality = 'many'"
-        "   AND (f.source_id IN (q.src, q.tgt) OR f.target_id IN (q.src, q.tgt))"
-        "   AND NOT (f.source_id IS NOT DISTINCT FROM q.src AND f.relation = q.rel"
-        "    AND f.target_id IS NOT DISTINCT FROM q.tgt)"
-        "  ORDER BY f.embedding <=> q.vec::vector, f.id LIMIT %s) AS c",
-        (
-            [q[0] for q in queries],
-            [q[1] for q in queries],
-            [q[2] for q in queries],
-            [q[3] for q in queries],
-            [_vec_text(q[4]) for q in queries],
-            group_id,
-            _CANDIDATES_PER_FACT,
-        ),
-    )
-    out: dict[int, list[dict[str, Any]]] = {}
-    for row in await cur.fetchall():
-        out.setdefault(row["i"], []).append(dict(row))
-    return out
-
-
-def _end(name: str, entity_type: str) -> EntityInput:
-    return EntityInput(name, labels=() if entity_type == "Entity" else (entity_type,))
-
-
-async def plan(
-    db: Database,
-    group_id: str,
-    llm: LLM,
-    ledger: Ledger,
-    extracted: Sequence[Extracted],
-    ontology: Ontology,
-    vectors: Mapping[str, Row],
-) -> list[Plan]:
-    """Calls 2 and 3 (and condensation), batched over every episode in ``extracted``.
-
-    ``vectors`` holds the embeddings of every entity name and fact sentence.
-    """
-    names = list(dict.fromkeys(e.name for x in extracted for e in x.entities))
-    async with db.transaction(group_id, "reading resolution candidates") as conn:
-        exact, similar = await _entity_candidates(conn, group_id, names, vectors)
-
-    # tier 1 and 2 by the mechanism; the rest goes to one call
-    ids: dict[tuple[str, str | None], uuid.UUID] = {}
-    decided: dict[tuple[str, str | None], uuid.UUID] = {}
-    types_of: dict[uuid.UUID, str] = {}
-    ambiguous: list[tuple[EntityInput, list[dict[str, Any]], str]] = []
-    for x in extracted:
-        for e in x.entities:
-            key = entity_key(e)
-            if key in ids or any(a[0] is e for a in ambiguous):
-                continue
-            found = [c for c in exact.get(key[0], []) if _compatible(key[1], c["entity_type"])]
-            if found:
-                ids[key] = found[0]["id"]
-                types_of[found[0]["id"]] = found[0]["entity_type"]
-                continue
-            cands = [
-                c
-                for c in similar.get(key[0], [])
-                if _compatible(key[1], c["entity_type"]) and maybe_same(e.name, c["name"])
-            ]
-            close = [c for c in cands if near_identical(e.name, c["name"])]
-            if close:
-                ids[key] = close[0]["id"]
-                types_of[close[0]["id"]] = close[0]["entity_type"]
-            elif cands and all(entity_key(a[0]) != key for a in ambiguous):
-                ambiguous.append((e, cands, x.context))
-    if ambiguous:
-        catalog: list[dict[str, Any]] = []
-        index: dict[uuid.UUID, int] = {}
-        for _, cands, _ in ambiguous:
-            for c in cands:
-                if c["id"] not in index:
-                    index[c["id"]] = len(catalog)
-                    catalog.append(c)
-        offered = [[index[c["id"]] for c in cands] for _, cands, _ in ambiguous]
-        items = [
-            {"item": i, "name": e.name, "type": e.entity_type, "candidates": offered[i]}
-            for i, (e, _, _) in enumerate(ambiguous)
-        ]
-        shown = [
-            {
-                "number": i,
-                "name": c["name"],
-                "type": c["entity_type"],
-                "summary": c["summary"][:300],
-            }
-            for i, c in enumerate(catalog)
-        ]
-        context = "\n---\n".join(dict.fromkeys(ctx for _, _, ctx in ambiguous))[:6000]
-        answer = await call(
-            llm,
-            ledger,
-            _request(
-                P.ENTITY_RESOLUTION,
-                P.entity_resolution_messages(items, shown, context),
-                P.ENTITY_RESOLUTION_SCHEMA,
-            ),
-            P.EntityDecisions,
-            lambda a: check_entity_decisions(a, offered),
-        )
-        for d in answer.decisions:  # checked: a match is one of its item's candidates
-            if d.match is None:
-                continue
-            e = ambiguous[d.item][0]
-            chosen = catalog[d.match]
-            ids[entity_key(e)] = chosen["id"]
-            decided[entity_key(e)] = chosen["id"]
-            types_of[chosen["id"]] = chosen["entity_type"]
-
-    # fact resolution: cardinality-many facts with a known endpoint
-    flat: list[tuple[int, int, FactInput]] = []
-    queries: list[tuple[int, uuid.UUID | None, uuid.UUID | None, str, Row]] = []
-    for xi, x in enumerate(extracted):
-        for fi, f in enumerate(x.facts):
-            if ontology.cardinality(f.relation) == "one":
-                continue
-            src, tgt = ids.get(entity_key(f.source_entity)), ids.get(entity_key(f.target_entity))
-            if src is None and tgt is None:
-                continue
-            sentence = f.fact or ""
-            queries.append((len(flat), src, tgt, f.relation, vectors[sentence]))
-            flat.append((xi, fi, f))
-    candidates: dict[int, list[dict[str, Any]]] = {}
-    if queries:
-        async with db.transaction(group_id, "reading fact candidates") as conn:
-            candidates = await _fact_candidates(conn, group_id, queries)
-    facts = [list(x.facts) for x in extracted]
-    if candidates:
-        existing: list[dict[str, Any]] = []
-        index = {}
-        for rows in candidates.values():
-            for r in rows:
-                if r["id"] not in index:
-                    index[r["id"]] = len(existing)
-                    existing.append(r)
-        allowed = {i: [index[r["id"]] for r in rows] for i, rows in candidates.items()}
-        new = [
-            {
-                "new": i,
-                "fact": f.fact,
-                "valid_at": (f.valid_at.isoformat() if f.valid_at else None),
-                "candidates": allowed[i],
-            }
-            for i, (_, _, f) in enumerate(flat)
-            if i in candidates
-        ]
-        shown = [
-            {"number": i, "fact": r["fact"], "valid_at": r["valid_at"].isoformat()}
-            for i, r in enumerate(existing)
-        ]
-        answer = await call(
-            llm,
-            ledger,
-            _request(
-                P.FACT_RESOLUTION, P.fact_resolution_messages(new, shown), P.FACT_RESOLUTION_SCHEMA
-            ),
-            P.FactJudgements,
-            lambda a: check_fact_judgements(a, allowed),
-        )
-        extra: list[list[FactInput]] = [[] for _ in extracted]
-        for j in answer.judgements:  # checked: each names a new fact and its candidates
-            xi, fi, f = flat[j.new]
-            if j.duplicate_of is not None:
-                old = existing[j.duplicate_of]
-                same_relation = old["relation"] == f.relation
-                facts[xi][fi] = FactInput(
-                    source=_end(old["source"], old["source_type"]),
-                    relation=old["relation"],
-                    target=_end(old["target"], old["target_type"]),
-                    fact=f.fact,
-                    valid_at=f.valid_at,
-                    invalid_at=f.invalid_at,
-                    attributes=dict(f.attributes) if same_relation else {},
-                )
-                continue
-            for k in dict.fromkeys(j.contradicts):
-                old = existing[k]
-                if f.valid_at is not None and f.valid_at > old["valid_at"]:
-                    extra[xi].append(
-                        FactInput(
-                            source=_end(old["source"], old["source_type"]),
-                            relation=old["relation"],
-                            target=_end(old["target"], old["target_type"]),
-                            fact=old["fact"],
-                            valid_at=old["valid_at"],
-                            invalid_at=f.valid_at,
-                        )
-                    )
-                elif (
-                    f.valid_at is not None
-                    and f.valid_at < old["valid_at"]
-                    and (f.invalid_at is None or f.invalid_at > old["valid_at"])
-                ):
-                    # the new fact is older than the one it contradicts: it ended when that began
-                    f = dataclasses.replace(f, invalid_at=old["valid_at"])
-                    facts[xi][fi] = f
-        for xi, more in enumerate(extra):
-            facts[xi].extend(more)
-
-    plans = [
-        Plan(entities=list(x.entities), facts=facts[xi], decided=decided)
-        for xi, x in enumerate(extracted)
-    ]
-    await _condense(db, group_id, llm, ledger, plans, ids)
-    return plans
-
-
 # -- summaries --------------------------------------------------------------------------------
-
-
-async def _condense(
-    db: Database,
-    group_id: str,
-    llm: LLM,
-    ledger: Ledger,
-    plans: Sequence[Plan],
-    ids: Mapping[tuple[str, str | None], uuid.UUID],
-) -> None:
-    """Past ``SUMMARY_CHARS``, condense an entity's summary with the small model, once.
-
-    The condensed text becomes this episode's explicit summary mention of the entity, so
-    removing the episode drops it and the summary falls back to what remains.
-    """
-    new_text: dict[tuple[str, str | None], list[str]] = {}
-    for p in plans:
-        for f in p.facts:
-            for end in (f.source_entity, f.target_entity):
-                new_text.setdefault(entity_key(end), []).append(f.fact or "")
-    known = {key: ids[key] for key in new_text if key in ids}
-    state: dict[uuid.UUID, tuple[str, list[str]]] = {}
-    if known:
-        async with db.transaction(group_id, "reading summaries") as conn:
-            cur = await conn.execute(
-                "SELECT x.ent, m.summary, m.recorded_at FROM unnest(%s::uuid[]) AS x(ent)"
-                " LEFT JOIN LATERAL (SELECT summary, recorded_at FROM timestone.mentions"
-                "  WHERE group_id = %s AND expired_at IS NULL AND entity_id = x.ent"
-                "  AND summary IS NOT NULL AND summary <> ''"
-                "  ORDER BY recorded_at DESC, position DESC LIMIT 1) AS m ON true",
-                (list(set(known.values())), group_id),
-            )
-            explicit = {
-                r["ent"]: (r["summary"] or "", r["recorded_at"]) for r in await cur.fetchall()
-            }
-            cur = await conn.execute(
-                "SELECT x.ent, f.fact FROM unnest(%s::uuid[], %s::timestamptz[]) AS x(ent, since)"
-                " JOIN timestone.facts AS f ON f.group_id = %s AND f.expired_at IS NULL"
-                "  AND f.invalid_at IS NULL AND (f.source_id = x.ent OR f.target_id = x.ent)"
-                "  AND (x.since IS NULL OR f.created_at > x.since)"
-                " ORDER BY f.valid_at DESC",
-                (
-                    list(explicit),
-                    [explicit[i][1] for i in explicit],
-                    group_id,
-                ),
-            )
-            sentences: dict[uuid.UUID, list[str]] = {}
-            for r in await cur.fetchall():
-                sentences.setdefault(r["ent"], []).append(r["fact"])
-            state = {i: (explicit[i][0], sentences.get(i, [])) for i in explicit}
-    items: list[tuple[tuple[str, str | None], str]] = []
-    for key, added in new_text.items():
-        summary, old = state.get(known[key], ("", [])) if key in known else ("", [])
-        parts = [summary, *dict.fromkeys([*added, *old])]
-        text = " ".join(p for p in parts if p)
-        if len(text) > SUMMARY_CHARS:
-            items.append((key, text[: SUMMARY_CHARS * 4]))
-    if not items:
-        return
-    answer = await call(
-        llm,
-        ledger,
-        _request(
-            P.CONDENSE,
-            P.condense_messages(
-                [{"item": i, "entity": k[0], "text": t} for i, (k, t) in enumerate(items)],
-                _CONDENSED_CHARS,
-            ),
-            P.CONDENSE_SCHEMA,
-            small=True,
-        ),
-        P.Condensed,
-        lambda a: check_condensed(a, len(items)),
-    )
-    condensed = {
-        items[s.item][0]: s.summary.strip()[: _CONDENSED_CHARS * 2]
-        for s in answer.summaries
-        if s.summary.strip()
-    }
-    for p in plans:
-        for i, e in enumerate(p.entities):
-            text = condensed.get(entity_key(e))
-            if text is not None:
-                p.entities[i] = dataclasses.replace(e, summary=text)
-                condensed.pop(entity_key(e))
-        for key, text in list(condensed.items()):  # an endpoint not among the entities
-            for f in p.facts:
-                for end in (f.source_entity, f.target_entity):
-                    if entity_key(end) == key and key in condensed:
-                        p.entities.append(dataclasses.replace(end, summary=text))
-                        condensed.pop(key)
 
 
 # -- budgets and the ledger in the database -------------------------------------------------
@@ -934,7 +510,9 @@ async def summarize_saga(
         answer = await call(
             llm,
             ledger,
-            _request(P.SAGA_SUMMARY, P.saga_messages(saga, rows, limit), P.SAGA_SCHEMA, small=True),
+            model_request(
+                P.SAGA_SUMMARY, P.saga_messages(saga, rows, limit), P.SAGA_SCHEMA, small=True
+            ),
             P.SagaSummary,
         )
     finally:

@@ -44,17 +44,16 @@ from ..extract._cardinality import Cardinalities
 from ..extract._extraction import (
     Extracted,
     Ledger,
-    Plan,
     Types,
     build_types,
     check_episode_content,
     extract,
-    plan,
     previous_episodes,
     read_budget,
     record_spent,
     write_ledger,
 )
+from ..extract._resolution import Plan, plan
 from ..llm import LLM
 from ..ontology import Ontology
 from ._chunks import Chunk, chunk_text

@@ -43,17 +43,16 @@ from ..extract._cardinality_async import Cardinalities
 from ..extract._extraction_async import (
     Extracted,
     Ledger,
-    Plan,
     Types,
     build_types,
     check_episode_content,
     extract,
-    plan,
     previous_episodes,
     read_budget,
     record_spent,
     write_ledger,
 )
+from ..extract._resolution_async import Plan, plan
 from ..llm import LLM
 from ..ontology import Ontology
 from ._chunks import Chunk, chunk_text

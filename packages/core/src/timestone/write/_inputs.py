@@ -17,10 +17,8 @@ from .._records import (
 )
 from .._time import aware
 from ..errors import InvalidInput
-from ..extract._extraction import (
-    Plan,
-    check_episode_content,
-)
+from ..extract._extraction import check_episode_content
+from ..extract._resolution import Plan
 from ._episodes import (
     EpisodeRow,
     idempotency_key,

@@ -16,10 +16,8 @@ from .._records import (
 )
 from .._time import aware
 from ..errors import InvalidInput
-from ..extract._extraction_async import (
-    Plan,
-    check_episode_content,
-)
+from ..extract._extraction_async import check_episode_content
+from ..extract._resolution_async import Plan
 from ._episodes_async import (
     EpisodeRow,
     idempotency_key,
