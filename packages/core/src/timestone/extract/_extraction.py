@@ -266,100 +266,115 @@ def _check_attrs(
         return {}
 
 
+def _keep_entity(
+    e: P.ExtractedEntity, entities: Mapping[str, EntityInput], types: Types, ontology: Ontology
+) -> EntityInput | None:
+    """An extracted entity as stored; None for a name already kept, or (warned) where it
+    breaks the call's ontology."""
+    allowed = set(types.entity_names)
+    name = e.name.strip()
+    if not name or len(name) > 512 or not storable(name):
+        return None
+    etype = e.type.strip() or "Entity"
+    if etype in types.excluded:
+        return None
+    if allowed and etype not in allowed:
+        _warn(f"entity {name!r} has type {etype!r}, outside the ontology; dropped")
+        return None
+    if normalize(name) in entities:
+        return None
+    declared = types.entities.get(etype)
+    attributes = _check_attrs(
+        declared.attributes if declared else None, _attrs(e.attributes), f"{etype} {name!r}"
+    )
+    try:
+        attributes = ontology.check_entity(etype, attributes, name)
+    except (OntologyViolation, InvalidInput) as exc:
+        _warn(f"entity {name!r}: {exc}; dropped")
+        return None
+    labels = () if etype == "Entity" else (etype,)
+    return EntityInput(name, labels=labels, attributes=attributes)
+
+
+def _keep_fact(
+    f: P.ExtractedFact,
+    entities: Mapping[str, EntityInput],
+    types: Types,
+    ontology: Ontology,
+    ref: datetime,
+) -> FactInput | None:
+    """An extracted fact as stored, or None (warned) where it names no extracted entity or
+    breaks the call's ontology; its dates default to the reference time."""
+    src, tgt = entities.get(normalize(f.source)), entities.get(normalize(f.target))
+    if src is None or tgt is None:
+        missing = f.source if src is None else f.target
+        _warn(f"fact {f.fact!r} names {missing!r}, which is not an extracted entity; dropped")
+        return None
+    relation = relation_name(f.relation)
+    if relation is None:
+        _warn(f"fact {f.fact!r} has no usable relation ({f.relation!r}); dropped")
+        return None
+    if types.closed_relations and relation not in types.edges:
+        _warn(f"fact {f.fact!r}: relation {relation} is not in the closed ontology; dropped")
+        return None
+    if types.edge_map and relation in types.edges:
+        pair = (src.entity_type, tgt.entity_type)
+        allowed_here = {
+            r
+            for p, rels in types.edge_map.items()
+            if p in (pair, ("Entity", "Entity"))
+            for r in rels
+        }
+        if relation not in allowed_here:
+            _warn(
+                f"fact {f.fact!r}: {relation} is not allowed from {pair[0]} to {pair[1]}; dropped"
+            )
+            return None
+    declared_edge = types.edges.get(relation)
+    attributes = _check_attrs(
+        declared_edge[1] if declared_edge else None, _attrs(f.attributes), relation
+    )
+    try:
+        attributes = ontology.check_relation(
+            relation,
+            attributes,
+            src.entity_type if src.labels else None,
+            tgt.entity_type if tgt.labels else None,
+        )
+    except (OntologyViolation, InvalidInput) as exc:
+        _warn(f"fact {f.fact!r}: {exc}; dropped")
+        return None
+    valid_at = _date(f.valid_at, f"valid_at of {f.fact!r}") or ref
+    invalid_at = _date(f.invalid_at, f"invalid_at of {f.fact!r}")
+    if invalid_at is not None and invalid_at <= valid_at:
+        _warn(f"fact {f.fact!r}: invalid_at is not after valid_at; dropped")
+        return None
+    sentence = (
+        f.fact.strip()[:10_000] or f"{src.name} {relation.lower().replace('_', ' ')} {tgt.name}."
+    )
+    if not storable(sentence):
+        _warn(f"fact {sentence!r:.80}: a NUL byte or a lone surrogate; dropped")
+        return None
+    return FactInput(
+        source=src,
+        relation=relation,
+        target=tgt,
+        fact=sentence,
+        valid_at=valid_at,
+        invalid_at=invalid_at,
+        attributes=attributes,
+    )
+
+
 def _keep(
     raw: P.Extraction, types: Types, ontology: Ontology, ref: datetime
 ) -> tuple[list[EntityInput], list[FactInput]]:
-    allowed = set(types.entity_names)
     entities: dict[str, EntityInput] = {}
     for e in raw.entities:
-        name = e.name.strip()
-        if not name or len(name) > 512 or not storable(name):
-            continue
-        etype = e.type.strip() or "Entity"
-        if etype in types.excluded:
-            continue
-        if allowed and etype not in allowed:
-            _warn(f"entity {name!r} has type {etype!r}, outside the ontology; dropped")
-            continue
-        if normalize(name) in entities:
-            continue
-        declared = types.entities.get(etype)
-        attributes = _check_attrs(
-            declared.attributes if declared else None, _attrs(e.attributes), f"{etype} {name!r}"
-        )
-        try:
-            attributes = ontology.check_entity(etype, attributes, name)
-        except (OntologyViolation, InvalidInput) as exc:
-            _warn(f"entity {name!r}: {exc}; dropped")
-            continue
-        labels = () if etype == "Entity" else (etype,)
-        entities[normalize(name)] = EntityInput(name, labels=labels, attributes=attributes)
-
-    facts: list[FactInput] = []
-    for f in raw.facts:
-        src, tgt = entities.get(normalize(f.source)), entities.get(normalize(f.target))
-        if src is None or tgt is None:
-            missing = f.source if src is None else f.target
-            _warn(f"fact {f.fact!r} names {missing!r}, which is not an extracted entity; dropped")
-            continue
-        relation = relation_name(f.relation)
-        if relation is None:
-            _warn(f"fact {f.fact!r} has no usable relation ({f.relation!r}); dropped")
-            continue
-        if types.closed_relations and relation not in types.edges:
-            _warn(f"fact {f.fact!r}: relation {relation} is not in the closed ontology; dropped")
-            continue
-        if types.edge_map and relation in types.edges:
-            pair = (src.entity_type, tgt.entity_type)
-            allowed_here = {
-                r
-                for p, rels in types.edge_map.items()
-                if p in (pair, ("Entity", "Entity"))
-                for r in rels
-            }
-            if relation not in allowed_here:
-                _warn(
-                    f"fact {f.fact!r}: {relation} is not allowed from {pair[0]} to {pair[1]};"
-                    " dropped"
-                )
-                continue
-        declared_edge = types.edges.get(relation)
-        attributes = _check_attrs(
-            declared_edge[1] if declared_edge else None, _attrs(f.attributes), relation
-        )
-        try:
-            attributes = ontology.check_relation(
-                relation,
-                attributes,
-                src.entity_type if src.labels else None,
-                tgt.entity_type if tgt.labels else None,
-            )
-        except (OntologyViolation, InvalidInput) as exc:
-            _warn(f"fact {f.fact!r}: {exc}; dropped")
-            continue
-        valid_at = _date(f.valid_at, f"valid_at of {f.fact!r}") or ref
-        invalid_at = _date(f.invalid_at, f"invalid_at of {f.fact!r}")
-        if invalid_at is not None and invalid_at <= valid_at:
-            _warn(f"fact {f.fact!r}: invalid_at is not after valid_at; dropped")
-            continue
-        sentence = (
-            f.fact.strip()[:10_000]
-            or f"{src.name} {relation.lower().replace('_', ' ')} {tgt.name}."
-        )
-        if not storable(sentence):
-            _warn(f"fact {sentence!r:.80}: a NUL byte or a lone surrogate; dropped")
-            continue
-        facts.append(
-            FactInput(
-                source=src,
-                relation=relation,
-                target=tgt,
-                fact=sentence,
-                valid_at=valid_at,
-                invalid_at=invalid_at,
-                attributes=attributes,
-            )
-        )
+        kept = _keep_entity(e, entities, types, ontology)
+        if kept is not None:
+            entities[normalize(kept.name)] = kept
+    facts = [f for f in (_keep_fact(f, entities, types, ontology, ref) for f in raw.facts) if f]
     return list(entities.values()), facts
 
 

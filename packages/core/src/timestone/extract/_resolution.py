@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -188,6 +188,211 @@ def named_end(name: str, entity_type: str) -> EntityInput:
     return EntityInput(name, labels=() if entity_type == "Entity" else (entity_type,))
 
 
+_Key = tuple[str, str | None]
+_Ambiguous = tuple[EntityInput, list[dict[str, Any]], str]
+
+
+@dataclasses.dataclass(slots=True)
+class _Entities:
+    """What resolution knows of the names: ids by key, those the model chose, types by id."""
+
+    ids: dict[_Key, uuid.UUID] = dataclasses.field(default_factory=dict[_Key, uuid.UUID])
+    decided: dict[_Key, uuid.UUID] = dataclasses.field(default_factory=dict[_Key, uuid.UUID])
+    types_of: dict[uuid.UUID, str] = dataclasses.field(default_factory=dict[uuid.UUID, str])
+
+    def take(self, key: _Key, row: Mapping[str, Any]) -> None:
+        self.ids[key] = row["id"]
+        self.types_of[row["id"]] = row["entity_type"]
+
+
+def _by_mechanism(
+    extracted: Sequence[Extracted],
+    exact: Mapping[str, list[dict[str, Any]]],
+    similar: Mapping[str, list[dict[str, Any]]],
+) -> tuple[_Entities, list[_Ambiguous]]:
+    """Tiers 1 and 2: an exact name, then a near-identical one; the rest is ambiguous."""
+    known = _Entities()
+    ambiguous: list[_Ambiguous] = []
+    for x in extracted:
+        for e in x.entities:
+            key = entity_key(e)
+            if key in known.ids or any(a[0] is e for a in ambiguous):
+                continue
+            found = [c for c in exact.get(key[0], []) if compatible(key[1], c["entity_type"])]
+            if found:
+                known.take(key, found[0])
+                continue
+            cands = [
+                c
+                for c in similar.get(key[0], [])
+                if compatible(key[1], c["entity_type"]) and maybe_same(e.name, c["name"])
+            ]
+            close = [c for c in cands if near_identical(e.name, c["name"])]
+            if close:
+                known.take(key, close[0])
+            elif cands and all(entity_key(a[0]) != key for a in ambiguous):
+                ambiguous.append((e, cands, x.context))
+    return known, ambiguous
+
+
+def _numbered(
+    groups: Iterable[Iterable[dict[str, Any]]],
+) -> tuple[list[dict[str, Any]], dict[Any, int]]:
+    """Rows of several candidate lists, each once, numbered in order of first appearance."""
+    rows: list[dict[str, Any]] = []
+    index: dict[Any, int] = {}
+    for group in groups:
+        for r in group:
+            if r["id"] not in index:
+                index[r["id"]] = len(rows)
+                rows.append(r)
+    return rows, index
+
+
+def _ask_entities(llm: LLM, ledger: Ledger, ambiguous: list[_Ambiguous], known: _Entities) -> None:
+    """Call 2: one batched question for the names the mechanism could not settle."""
+    catalog, index = _numbered(cands for _, cands, _ in ambiguous)
+    offered = [[index[c["id"]] for c in cands] for _, cands, _ in ambiguous]
+    items = [
+        {"item": i, "name": e.name, "type": e.entity_type, "candidates": offered[i]}
+        for i, (e, _, _) in enumerate(ambiguous)
+    ]
+    shown = [
+        {"number": i, "name": c["name"], "type": c["entity_type"], "summary": c["summary"][:300]}
+        for i, c in enumerate(catalog)
+    ]
+    context = "\n---\n".join(dict.fromkeys(ctx for _, _, ctx in ambiguous))[:6000]
+    answer = call(
+        llm,
+        ledger,
+        model_request(
+            P.ENTITY_RESOLUTION,
+            P.entity_resolution_messages(items, shown, context),
+            P.ENTITY_RESOLUTION_SCHEMA,
+        ),
+        P.EntityDecisions,
+        lambda a: check_entity_decisions(a, offered),
+    )
+    for d in answer.decisions:  # checked: a match is one of its item's candidates
+        if d.match is None:
+            continue
+        key, chosen = entity_key(ambiguous[d.item][0]), catalog[d.match]
+        known.take(key, chosen)
+        known.decided[key] = chosen["id"]
+
+
+_Flat = tuple[int, int, FactInput]  # (episode, fact, the fact)
+_Query = tuple[int, uuid.UUID | None, uuid.UUID | None, str, "Row"]
+
+
+def _fact_queries(
+    extracted: Sequence[Extracted],
+    ontology: Ontology,
+    ids: Mapping[_Key, uuid.UUID],
+    vectors: Mapping[str, Row],
+) -> tuple[list[_Flat], list[_Query]]:
+    """The cardinality-many facts with a known end: each is looked up among stored facts."""
+    flat: list[_Flat] = []
+    queries: list[_Query] = []
+    for xi, x in enumerate(extracted):
+        for fi, f in enumerate(x.facts):
+            if ontology.cardinality(f.relation) == "one":
+                continue
+            src, tgt = ids.get(entity_key(f.source_entity)), ids.get(entity_key(f.target_entity))
+            if src is None and tgt is None:
+                continue
+            queries.append((len(flat), src, tgt, f.relation, vectors[f.fact or ""]))
+            flat.append((xi, fi, f))
+    return flat, queries
+
+
+def _stored_fact(old: Mapping[str, Any], f: FactInput, *, duplicate: bool) -> FactInput:
+    """A stored fact again: the new one's wording and dates when it duplicates it, else the
+    stored fact itself, ended when the new one began (a contradiction)."""
+    source = named_end(old["source"], old["source_type"])
+    target = named_end(old["target"], old["target_type"])
+    if duplicate:
+        return FactInput(
+            source=source,
+            relation=old["relation"],
+            target=target,
+            fact=f.fact,
+            valid_at=f.valid_at,
+            invalid_at=f.invalid_at,
+            attributes=dict(f.attributes) if old["relation"] == f.relation else {},
+        )
+    return FactInput(
+        source=source,
+        relation=old["relation"],
+        target=target,
+        fact=old["fact"],
+        valid_at=old["valid_at"],
+        invalid_at=f.valid_at,
+    )
+
+
+def _contradicted(f: FactInput, old: Mapping[str, Any], extra: list[FactInput]) -> FactInput:
+    """A contradiction settled by the dates: a later new fact ends the stored one (``extra``
+    gets its closed version); an earlier one ends when the stored one began."""
+    if f.valid_at is not None and f.valid_at > old["valid_at"]:
+        extra.append(_stored_fact(old, f, duplicate=False))
+    elif (
+        f.valid_at is not None
+        and f.valid_at < old["valid_at"]
+        and (f.invalid_at is None or f.invalid_at > old["valid_at"])
+    ):
+        # the new fact is older than the one it contradicts: it ended when that began
+        return dataclasses.replace(f, invalid_at=old["valid_at"])
+    return f
+
+
+def _judge_facts(
+    llm: LLM,
+    ledger: Ledger,
+    flat: list[_Flat],
+    candidates: Mapping[int, list[dict[str, Any]]],
+    facts: list[list[FactInput]],
+) -> None:
+    """Call 3: duplicates and contradictions among the stored candidates, applied to
+    ``facts`` (each episode's list, changed in place)."""
+    existing, index = _numbered(candidates.values())
+    allowed = {i: [index[r["id"]] for r in rows] for i, rows in candidates.items()}
+    new = [
+        {
+            "new": i,
+            "fact": f.fact,
+            "valid_at": (f.valid_at.isoformat() if f.valid_at else None),
+            "candidates": allowed[i],
+        }
+        for i, (_, _, f) in enumerate(flat)
+        if i in candidates
+    ]
+    shown = [
+        {"number": i, "fact": r["fact"], "valid_at": r["valid_at"].isoformat()}
+        for i, r in enumerate(existing)
+    ]
+    answer = call(
+        llm,
+        ledger,
+        model_request(
+            P.FACT_RESOLUTION, P.fact_resolution_messages(new, shown), P.FACT_RESOLUTION_SCHEMA
+        ),
+        P.FactJudgements,
+        lambda a: check_fact_judgements(a, allowed),
+    )
+    extra: list[list[FactInput]] = [[] for _ in facts]
+    for j in answer.judgements:  # checked: each names a new fact and its candidates
+        xi, fi, f = flat[j.new]
+        if j.duplicate_of is not None:
+            facts[xi][fi] = _stored_fact(existing[j.duplicate_of], f, duplicate=True)
+            continue
+        for k in dict.fromkeys(j.contradicts):
+            f = _contradicted(f, existing[k], extra[xi])
+            facts[xi][fi] = f
+    for xi, more in enumerate(extra):
+        facts[xi].extend(more)
+
+
 def plan(
     db: Database,
     group_id: str,
@@ -204,175 +409,77 @@ def plan(
     names = list(dict.fromkeys(e.name for x in extracted for e in x.entities))
     with db.transaction(group_id, "reading resolution candidates") as conn:
         exact, similar = entity_candidates(conn, group_id, names, vectors)
-
     # tier 1 and 2 by the mechanism; the rest goes to one call
-    ids: dict[tuple[str, str | None], uuid.UUID] = {}
-    decided: dict[tuple[str, str | None], uuid.UUID] = {}
-    types_of: dict[uuid.UUID, str] = {}
-    ambiguous: list[tuple[EntityInput, list[dict[str, Any]], str]] = []
-    for x in extracted:
-        for e in x.entities:
-            key = entity_key(e)
-            if key in ids or any(a[0] is e for a in ambiguous):
-                continue
-            found = [c for c in exact.get(key[0], []) if compatible(key[1], c["entity_type"])]
-            if found:
-                ids[key] = found[0]["id"]
-                types_of[found[0]["id"]] = found[0]["entity_type"]
-                continue
-            cands = [
-                c
-                for c in similar.get(key[0], [])
-                if compatible(key[1], c["entity_type"]) and maybe_same(e.name, c["name"])
-            ]
-            close = [c for c in cands if near_identical(e.name, c["name"])]
-            if close:
-                ids[key] = close[0]["id"]
-                types_of[close[0]["id"]] = close[0]["entity_type"]
-            elif cands and all(entity_key(a[0]) != key for a in ambiguous):
-                ambiguous.append((e, cands, x.context))
+    known, ambiguous = _by_mechanism(extracted, exact, similar)
     if ambiguous:
-        catalog: list[dict[str, Any]] = []
-        index: dict[uuid.UUID, int] = {}
-        for _, cands, _ in ambiguous:
-            for c in cands:
-                if c["id"] not in index:
-                    index[c["id"]] = len(catalog)
-                    catalog.append(c)
-        offered = [[index[c["id"]] for c in cands] for _, cands, _ in ambiguous]
-        items = [
-            {"item": i, "name": e.name, "type": e.entity_type, "candidates": offered[i]}
-            for i, (e, _, _) in enumerate(ambiguous)
-        ]
-        shown = [
-            {
-                "number": i,
-                "name": c["name"],
-                "type": c["entity_type"],
-                "summary": c["summary"][:300],
-            }
-            for i, c in enumerate(catalog)
-        ]
-        context = "\n---\n".join(dict.fromkeys(ctx for _, _, ctx in ambiguous))[:6000]
-        answer = call(
-            llm,
-            ledger,
-            model_request(
-                P.ENTITY_RESOLUTION,
-                P.entity_resolution_messages(items, shown, context),
-                P.ENTITY_RESOLUTION_SCHEMA,
-            ),
-            P.EntityDecisions,
-            lambda a: check_entity_decisions(a, offered),
-        )
-        for d in answer.decisions:  # checked: a match is one of its item's candidates
-            if d.match is None:
-                continue
-            e = ambiguous[d.item][0]
-            chosen = catalog[d.match]
-            ids[entity_key(e)] = chosen["id"]
-            decided[entity_key(e)] = chosen["id"]
-            types_of[chosen["id"]] = chosen["entity_type"]
-
+        _ask_entities(llm, ledger, ambiguous, known)
     # fact resolution: cardinality-many facts with a known endpoint
-    flat: list[tuple[int, int, FactInput]] = []
-    queries: list[tuple[int, uuid.UUID | None, uuid.UUID | None, str, Row]] = []
-    for xi, x in enumerate(extracted):
-        for fi, f in enumerate(x.facts):
-            if ontology.cardinality(f.relation) == "one":
-                continue
-            src, tgt = ids.get(entity_key(f.source_entity)), ids.get(entity_key(f.target_entity))
-            if src is None and tgt is None:
-                continue
-            sentence = f.fact or ""
-            queries.append((len(flat), src, tgt, f.relation, vectors[sentence]))
-            flat.append((xi, fi, f))
+    flat, queries = _fact_queries(extracted, ontology, known.ids, vectors)
     candidates: dict[int, list[dict[str, Any]]] = {}
     if queries:
         with db.transaction(group_id, "reading fact candidates") as conn:
             candidates = fact_candidates(conn, group_id, queries)
     facts = [list(x.facts) for x in extracted]
     if candidates:
-        existing: list[dict[str, Any]] = []
-        index = {}
-        for rows in candidates.values():
-            for r in rows:
-                if r["id"] not in index:
-                    index[r["id"]] = len(existing)
-                    existing.append(r)
-        allowed = {i: [index[r["id"]] for r in rows] for i, rows in candidates.items()}
-        new = [
-            {
-                "new": i,
-                "fact": f.fact,
-                "valid_at": (f.valid_at.isoformat() if f.valid_at else None),
-                "candidates": allowed[i],
-            }
-            for i, (_, _, f) in enumerate(flat)
-            if i in candidates
-        ]
-        shown = [
-            {"number": i, "fact": r["fact"], "valid_at": r["valid_at"].isoformat()}
-            for i, r in enumerate(existing)
-        ]
-        answer = call(
-            llm,
-            ledger,
-            model_request(
-                P.FACT_RESOLUTION, P.fact_resolution_messages(new, shown), P.FACT_RESOLUTION_SCHEMA
-            ),
-            P.FactJudgements,
-            lambda a: check_fact_judgements(a, allowed),
-        )
-        extra: list[list[FactInput]] = [[] for _ in extracted]
-        for j in answer.judgements:  # checked: each names a new fact and its candidates
-            xi, fi, f = flat[j.new]
-            if j.duplicate_of is not None:
-                old = existing[j.duplicate_of]
-                same_relation = old["relation"] == f.relation
-                facts[xi][fi] = FactInput(
-                    source=named_end(old["source"], old["source_type"]),
-                    relation=old["relation"],
-                    target=named_end(old["target"], old["target_type"]),
-                    fact=f.fact,
-                    valid_at=f.valid_at,
-                    invalid_at=f.invalid_at,
-                    attributes=dict(f.attributes) if same_relation else {},
-                )
-                continue
-            for k in dict.fromkeys(j.contradicts):
-                old = existing[k]
-                if f.valid_at is not None and f.valid_at > old["valid_at"]:
-                    extra[xi].append(
-                        FactInput(
-                            source=named_end(old["source"], old["source_type"]),
-                            relation=old["relation"],
-                            target=named_end(old["target"], old["target_type"]),
-                            fact=old["fact"],
-                            valid_at=old["valid_at"],
-                            invalid_at=f.valid_at,
-                        )
-                    )
-                elif (
-                    f.valid_at is not None
-                    and f.valid_at < old["valid_at"]
-                    and (f.invalid_at is None or f.invalid_at > old["valid_at"])
-                ):
-                    # the new fact is older than the one it contradicts: it ended when that began
-                    f = dataclasses.replace(f, invalid_at=old["valid_at"])
-                    facts[xi][fi] = f
-        for xi, more in enumerate(extra):
-            facts[xi].extend(more)
-
+        _judge_facts(llm, ledger, flat, candidates, facts)
     plans = [
-        Plan(entities=list(x.entities), facts=facts[xi], decided=decided)
+        Plan(entities=list(x.entities), facts=facts[xi], decided=known.decided)
         for xi, x in enumerate(extracted)
     ]
-    condense(db, group_id, llm, ledger, plans, ids)
+    condense(db, group_id, llm, ledger, plans, known.ids)
     return plans
 
 
 CONDENSED_CHARS = 1000
+
+
+def _summary_state(
+    conn: Conn, group_id: str, entities: set[uuid.UUID]
+) -> dict[uuid.UUID, tuple[str, list[str]]]:
+    """Each entity's latest explicit summary, and the sentences of its open facts written
+    since then, newest world time first."""
+    cur = conn.execute(
+        "SELECT x.ent, m.summary, m.recorded_at FROM unnest(%s::uuid[]) AS x(ent)"
+        " LEFT JOIN LATERAL (SELECT summary, recorded_at FROM timestone.mentions"
+        "  WHERE group_id = %s AND expired_at IS NULL AND entity_id = x.ent"
+        "  AND summary IS NOT NULL AND summary <> ''"
+        "  ORDER BY recorded_at DESC, position DESC LIMIT 1) AS m ON true",
+        (list(entities), group_id),
+    )
+    explicit = {r["ent"]: (r["summary"] or "", r["recorded_at"]) for r in cur.fetchall()}
+    cur = conn.execute(
+        "SELECT x.ent, f.fact FROM unnest(%s::uuid[], %s::timestamptz[]) AS x(ent, since)"
+        " JOIN timestone.facts AS f ON f.group_id = %s AND f.expired_at IS NULL"
+        "  AND f.invalid_at IS NULL AND (f.source_id = x.ent OR f.target_id = x.ent)"
+        "  AND (x.since IS NULL OR f.created_at > x.since)"
+        " ORDER BY f.valid_at DESC",
+        (
+            list(explicit),
+            [explicit[i][1] for i in explicit],
+            group_id,
+        ),
+    )
+    sentences: dict[uuid.UUID, list[str]] = {}
+    for r in cur.fetchall():
+        sentences.setdefault(r["ent"], []).append(r["fact"])
+    return {i: (explicit[i][0], sentences.get(i, [])) for i in explicit}
+
+
+def _give_summaries(plans: Sequence[Plan], condensed: dict[_Key, str]) -> None:
+    """Each condensed summary goes to its entity in the first plan naming it (an entity, or
+    else the end of a fact)."""
+    for p in plans:
+        for i, e in enumerate(p.entities):
+            text = condensed.get(entity_key(e))
+            if text is not None:
+                p.entities[i] = dataclasses.replace(e, summary=text)
+                condensed.pop(entity_key(e))
+        for key, text in list(condensed.items()):  # an endpoint not among the entities
+            for f in p.facts:
+                for end in (f.source_entity, f.target_entity):
+                    if entity_key(end) == key and key in condensed:
+                        p.entities.append(dataclasses.replace(end, summary=text))
+                        condensed.pop(key)
 
 
 def condense(
@@ -397,31 +504,7 @@ def condense(
     state: dict[uuid.UUID, tuple[str, list[str]]] = {}
     if known:
         with db.transaction(group_id, "reading summaries") as conn:
-            cur = conn.execute(
-                "SELECT x.ent, m.summary, m.recorded_at FROM unnest(%s::uuid[]) AS x(ent)"
-                " LEFT JOIN LATERAL (SELECT summary, recorded_at FROM timestone.mentions"
-                "  WHERE group_id = %s AND expired_at IS NULL AND entity_id = x.ent"
-                "  AND summary IS NOT NULL AND summary <> ''"
-                "  ORDER BY recorded_at DESC, position DESC LIMIT 1) AS m ON true",
-                (list(set(known.values())), group_id),
-            )
-            explicit = {r["ent"]: (r["summary"] or "", r["recorded_at"]) for r in cur.fetchall()}
-            cur = conn.execute(
-                "SELECT x.ent, f.fact FROM unnest(%s::uuid[], %s::timestamptz[]) AS x(ent, since)"
-                " JOIN timestone.facts AS f ON f.group_id = %s AND f.expired_at IS NULL"
-                "  AND f.invalid_at IS NULL AND (f.source_id = x.ent OR f.target_id = x.ent)"
-                "  AND (x.since IS NULL OR f.created_at > x.since)"
-                " ORDER BY f.valid_at DESC",
-                (
-                    list(explicit),
-                    [explicit[i][1] for i in explicit],
-                    group_id,
-                ),
-            )
-            sentences: dict[uuid.UUID, list[str]] = {}
-            for r in cur.fetchall():
-                sentences.setdefault(r["ent"], []).append(r["fact"])
-            state = {i: (explicit[i][0], sentences.get(i, [])) for i in explicit}
+            state = _summary_state(conn, group_id, set(known.values()))
     items: list[tuple[tuple[str, str | None], str]] = []
     for key, added in new_text.items():
         summary, old = state.get(known[key], ("", [])) if key in known else ("", [])
@@ -451,15 +534,4 @@ def condense(
         for s in answer.summaries
         if s.summary.strip()
     }
-    for p in plans:
-        for i, e in enumerate(p.entities):
-            text = condensed.get(entity_key(e))
-            if text is not None:
-                p.entities[i] = dataclasses.replace(e, summary=text)
-                condensed.pop(entity_key(e))
-        for key, text in list(condensed.items()):  # an endpoint not among the entities
-            for f in p.facts:
-                for end in (f.source_entity, f.target_entity):
-                    if entity_key(end) == key and key in condensed:
-                        p.entities.append(dataclasses.replace(end, summary=text))
-                        condensed.pop(key)
+    _give_summaries(plans, condensed)
