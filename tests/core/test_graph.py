@@ -203,3 +203,13 @@ def test_the_walk_is_a_breadth_first_walk_cut_at_its_limit(
     for limit in range(1, 63):
         cut = memory.graph_edges(tree, around=[str(root.id)], depth=6, limit=limit)
         assert cut == whole[:limit], limit
+
+
+def test_a_node_id_may_name_an_entity_by_a_near_identical_spelling(
+    memory: timestone.Memory, group: str
+) -> None:
+    memory.graph_upsert(group, entities=[EntityInput("Northwind Traders International")])
+    found = memory.graph_nodes(group, ids=["Northwind Traders Internationale"])
+    assert [e.name for e in found.entities] == ["Northwind Traders International"]
+    # an id that is not a spelling of any name names nothing
+    assert memory.graph_nodes(group, ids=["Southwind Shipping Limited"]).entities == []

@@ -105,6 +105,26 @@ def resolve_nodes(
     out = ResolvedNodes()
     if not ids:
         return out
+    for key in _chunk_keys(conn, group_id, ids, as_of):
+        out.chunks[key] = key
+    rest = [i for i in ids if i not in out.chunks]
+    out.entities.update(_by_id(conn, group_id, rest, as_of))
+    rest = [i for i in rest if i not in out.entities]
+    for column, form in (("norm_name", normalize), ("fold_name", fold)):
+        wanted = {i: form(i) for i in rest if form(i)}
+        if not wanted:
+            break
+        out.entities.update(_by_spelling(conn, group_id, column, wanted, as_of))
+        rest = [i for i in rest if i not in out.entities]
+    eligible = [i for i in rest if fuzzy_eligible(i)]
+    if eligible and as_of is None:
+        out.entities.update(_near_names(conn, eligible))
+        rest = [i for i in rest if i not in out.entities]
+    out.missing = rest
+    return out
+
+
+def _chunk_keys(conn: Conn, group_id: str, ids: Sequence[str], as_of: datetime | None) -> list[str]:
     cur = conn.execute(
         sql.SQL(
             "SELECT DISTINCT i.key FROM timestone.items AS i WHERE i.group_id = {g}"
@@ -116,63 +136,66 @@ def resolve_nodes(
             held=held_clause("i", as_of),
         )
     )
+    return [row["key"] for row in cur.fetchall()]
+
+
+def _by_id(
+    conn: Conn, group_id: str, ids: Sequence[str], as_of: datetime | None
+) -> dict[str, list[uuid.UUID]]:
+    """The node ids in UUID form that are ids of entities held at ``as_of``."""
+    by_uuid = {i: u for i in ids if (u := uuid_form(i)) is not None}
+    if not by_uuid:
+        return {}
+    cur = conn.execute(
+        sql.SQL(
+            "SELECT DISTINCT e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
+            " AND e.id = ANY({ids}) AND {held}"
+        ).format(
+            g=literal(group_id),
+            ids=sql.SQL("{}::uuid[]").format(literal(list(by_uuid.values()))),
+            held=held_clause("e", as_of),
+        )
+    )
+    found = {row["id"] for row in cur.fetchall()}
+    return {i: [u] for i, u in by_uuid.items() if u in found}
+
+
+def _by_spelling(
+    conn: Conn, group_id: str, column: str, wanted: Mapping[str, str], as_of: datetime | None
+) -> dict[str, list[uuid.UUID]]:
+    """Node ids by one spelling of entity names (``column``: normalized or folded): every
+    entity of that spelling, oldest first."""
+    cur = conn.execute(
+        sql.SQL(
+            "SELECT e.{col} AS k, e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
+            " AND e.{col} = ANY({ks}) AND {held} ORDER BY e.created_at, e.id"
+        ).format(
+            col=sql.Identifier(column),
+            g=literal(group_id),
+            ks=_texts(sorted(set(wanted.values()))),
+            held=held_clause("e", as_of),
+        )
+    )
+    hits: dict[str, list[uuid.UUID]] = {}
     for row in cur.fetchall():
-        out.chunks[row["key"]] = row["key"]
-    rest = [i for i in ids if i not in out.chunks]
-    by_uuid = {i: u for i in rest if (u := uuid_form(i)) is not None}
-    if by_uuid:
-        cur = conn.execute(
-            sql.SQL(
-                "SELECT DISTINCT e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
-                " AND e.id = ANY({ids}) AND {held}"
-            ).format(
-                g=literal(group_id),
-                ids=sql.SQL("{}::uuid[]").format(literal(list(by_uuid.values()))),
-                held=held_clause("e", as_of),
-            )
-        )
-        found = {row["id"] for row in cur.fetchall()}
-        for i, u in by_uuid.items():
-            if u in found:
-                out.entities[i] = [u]
-    rest = [i for i in rest if i not in out.entities]
-    for column, form in (("norm_name", normalize), ("fold_name", fold)):
-        wanted = {i: form(i) for i in rest if form(i)}
-        if not wanted:
-            break
-        cur = conn.execute(
-            sql.SQL(
-                "SELECT e.{col} AS k, e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
-                " AND e.{col} = ANY({ks}) AND {held} ORDER BY e.created_at, e.id"
-            ).format(
-                col=sql.Identifier(column),
-                g=literal(group_id),
-                ks=_texts(sorted(set(wanted.values()))),
-                held=held_clause("e", as_of),
-            )
-        )
-        hits: dict[str, list[uuid.UUID]] = {}
-        for row in cur.fetchall():
-            if row["id"] not in hits.setdefault(row["k"], []):
-                hits[row["k"]].append(row["id"])
-        for i, k in wanted.items():
-            if k in hits:
-                out.entities[i] = hits[k]
-        rest = [i for i in rest if i not in out.entities]
-    eligible = [i for i in rest if fuzzy_eligible(i)]
-    if eligible and as_of is None:
-        cur = conn.execute(
-            "SELECT query, id, name FROM timestone.similarread_graph_entities(%s, 5, %s::real)",
-            ([normalize(i) for i in eligible], _MIN_TRIGRAM),
-        )
-        rows = cur.fetchall()
-        for i in eligible:
-            for row in rows:
-                if row["query"] == normalize(i) and near_identical(i, row["name"]):
-                    out.entities[i] = [row["id"]]
-                    break
-        rest = [i for i in rest if i not in out.entities]
-    out.missing = rest
+        if row["id"] not in hits.setdefault(row["k"], []):
+            hits[row["k"]].append(row["id"])
+    return {i: hits[k] for i, k in wanted.items() if k in hits}
+
+
+def _near_names(conn: Conn, names: Sequence[str]) -> dict[str, list[uuid.UUID]]:
+    """Node ids by a near-identical spelling of a current entity's name (trigram candidates)."""
+    cur = conn.execute(
+        "SELECT query, id, name FROM timestone.similar_entities(%s, 5, %s::real)",
+        ([normalize(i) for i in names], _MIN_TRIGRAM),
+    )
+    rows = cur.fetchall()
+    out: dict[str, list[uuid.UUID]] = {}
+    for i in names:
+        for row in rows:
+            if row["query"] == normalize(i) and near_identical(i, row["name"]):
+                out[i] = [row["id"]]
+                break
     return out
 
 

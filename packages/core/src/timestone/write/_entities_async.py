@@ -105,40 +105,16 @@ async def resolve_entities(
         " ORDER BY created_at, id",
         (w.group_id, list({k[0] for k in keys}), list({f for f in folds.values() if f})),
     )
-    existing: dict[str, list[tuple[uuid.UUID, str]]] = {}
-    folded: dict[str, list[tuple[uuid.UUID, str]]] = {}
+    known = _Known(folds)
     for row in await cur.fetchall():
-        existing.setdefault(row["norm_name"], []).append((row["id"], row["entity_type"]))
-        if row["fold_name"]:
-            folded.setdefault(row["fold_name"], []).append((row["id"], row["entity_type"]))
+        known.add(row["norm_name"], row["fold_name"], row["id"], row["entity_type"])
 
     resolved: dict[tuple[str, str | None], uuid.UUID] = {}
-    minted: dict[str, list[tuple[uuid.UUID, str]]] = {}
-    minted_folds: dict[str, list[tuple[uuid.UUID, str]]] = {}
-
-    def pick(found: list[tuple[uuid.UUID, str]], etype: str | None) -> uuid.UUID | None:
-        if etype is not None:
-            for ident, t in found:
-                if t == etype:
-                    return ident
-            for ident, t in found:
-                if t == "Entity":
-                    return ident
-            return None
-        return found[0][0] if found else None
-
-    def exact(norm: str, etype: str | None) -> uuid.UUID | None:
-        return pick(existing.get(norm, []) + minted.get(norm, []), etype)
-
-    def same_fold(key: tuple[str, str | None]) -> uuid.UUID | None:
-        f = folds[key]
-        return pick(folded.get(f, []) + minted_folds.get(f, []), key[1]) if f else None
-
     # typed keys first, so that an untyped mention of the same name joins the typed entity
     ordered = [k for k in keys if k[1] is not None] + [k for k in keys if k[1] is None]
     unmatched: list[tuple[str, str | None]] = []
     for key in ordered:
-        ident = exact(*key)
+        ident = known.exact(key)
         if ident is not None:
             resolved[key] = ident
         else:
@@ -150,22 +126,62 @@ async def resolve_entities(
         fuzzy = await _similar(w, eligible) if eligible else {}
         fresh = iter(new_ids(len(unmatched)))
         for key in unmatched:
-            ident = exact(*key)  # an earlier fuzzy or minted key may now match
+            ident = known.exact(key)  # an earlier fuzzy or minted key may now match
             if ident is None and decided:
                 ident = decided.get(key)
             if ident is None:
-                ident = same_fold(key)
+                ident = known.same_fold(key)
             if ident is None:
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
             if ident is None:
                 ident = next(fresh)
                 if new is not None:
                     new.add(ident)
-                minted.setdefault(key[0], []).append((ident, key[1] or "Entity"))
-                if folds[key]:
-                    minted_folds.setdefault(folds[key], []).append((ident, key[1] or "Entity"))
+                known.mint(key, ident)
             resolved[key] = ident
     return resolved
+
+
+_Found = list[tuple[uuid.UUID, str]]  # (entity id, entity type)
+
+
+class _Known:
+    """The entities a resolution may join: stored ones by normalized and folded name, and
+    those it minted itself, so that later spellings of a name join the first."""
+
+    def __init__(self, folds: Mapping[tuple[str, str | None], str | None]) -> None:
+        self.folds = folds
+        self.by_name: dict[str, _Found] = {}
+        self.by_fold: dict[str, _Found] = {}
+
+    def add(self, norm: str, fold: str | None, ident: uuid.UUID, etype: str) -> None:
+        self.by_name.setdefault(norm, []).append((ident, etype))
+        if fold:
+            self.by_fold.setdefault(fold, []).append((ident, etype))
+
+    def mint(self, key: tuple[str, str | None], ident: uuid.UUID) -> None:
+        self.add(key[0], self.folds[key], ident, key[1] or "Entity")
+
+    def exact(self, key: tuple[str, str | None]) -> uuid.UUID | None:
+        return _pick(self.by_name.get(key[0], []), key[1])
+
+    def same_fold(self, key: tuple[str, str | None]) -> uuid.UUID | None:
+        f = self.folds[key]
+        return _pick(self.by_fold.get(f, []), key[1]) if f else None
+
+
+def _pick(found: _Found, etype: str | None) -> uuid.UUID | None:
+    """A typed name takes the entity of its type, else an untyped one; an untyped name
+    takes the first."""
+    if etype is None:
+        return found[0][0] if found else None
+    for ident, t in found:
+        if t == etype:
+            return ident
+    for ident, t in found:
+        if t == "Entity":
+            return ident
+    return None
 
 
 async def _similar(w: Write, names: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
