@@ -192,46 +192,59 @@ class Parsed:
     rows: dict[str, list[dict[str, Any]]]
 
 
-def parse_export(lines: Iterable[str]) -> Parsed:
-    """Read and check an export; refuse it naming the line and what is wrong."""
+def _lines(lines: Iterable[str]) -> Iterable[object]:
     given = cast(object, lines)
     if isinstance(given, (str, bytes, Mapping)) or not isinstance(given, Iterable):
         kind = type(given).__name__  # pyright: ignore[reportUnknownArgumentType]
         raise InvalidInput(
             f"lines must be an iterable of text lines (an open file, a list of str), got {kind}"
         )
+    return cast(Iterable[object], given)
+
+
+def _line_object(number: int, text: object) -> dict[str, Any] | None:
+    """One line as a JSON object; None for a blank line."""
+    if not isinstance(text, str):
+        raise InvalidInput(
+            f"line {number} is {type(text).__name__}, not text: open the export in text "
+            "mode (encoding utf-8)"
+        )
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(obj, dict):
+        raise InvalidInput(f"line {number}: expected a JSON object")
+    return obj  # pyright: ignore[reportUnknownVariableType]
+
+
+def _check_header(number: int, item: Mapping[str, Any]) -> None:
+    if item.get("kind") != "header" or item.get("format") != FORMAT:
+        raise InvalidInput(f"line {number}: not a Timestone export (no {FORMAT} header)")
+    if item.get("format_version") != FORMAT_VERSION:
+        raise InvalidInput(
+            f"line {number}: export format version {item.get('format_version')!r:.80}; "
+            f"this Timestone reads version {FORMAT_VERSION}"
+        )
+
+
+def parse_export(lines: Iterable[str]) -> Parsed:
+    """Read and check an export; refuse it naming the line and what is wrong."""
     header: dict[str, Any] | None = None
     rows: dict[str, list[dict[str, Any]]] = {}
     ended = False
     number = 0
-    for number, text in enumerate(cast(Iterable[object], given), start=1):
-        if not isinstance(text, str):
-            raise InvalidInput(
-                f"line {number} is {type(text).__name__}, not text: open the export in text "
-                "mode (encoding utf-8)"
-            )
-        if not text.strip():
+    for number, text in enumerate(_lines(lines), start=1):
+        item = _line_object(number, text)
+        if item is None:
             continue
         if ended:
             raise InvalidInput(f"line {number}: content after the end marker")
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(
-                f"line {number}: not JSON ({exc.msg} at column {exc.colno})"
-            ) from exc
-        if not isinstance(obj, dict):
-            raise InvalidInput(f"line {number}: expected a JSON object")
-        item: dict[str, Any] = obj  # pyright: ignore[reportUnknownVariableType]
         kind = item.get("kind")
         if header is None:
-            if kind != "header" or item.get("format") != FORMAT:
-                raise InvalidInput(f"line {number}: not a Timestone export (no {FORMAT} header)")
-            if item.get("format_version") != FORMAT_VERSION:
-                raise InvalidInput(
-                    f"line {number}: export format version {item.get('format_version')!r:.80}; "
-                    f"this Timestone reads version {FORMAT_VERSION}"
-                )
+            _check_header(number, item)
             header = item
         elif kind == "row":
             table, row = item.get("table"), item.get("row")
