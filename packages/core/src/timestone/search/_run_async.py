@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, LiteralString
 
 import numpy as np
 import psycopg
-from psycopg import AsyncRawCursor, sql
+from psycopg import AsyncCursor, AsyncRawCursor, sql
 from psycopg.rows import DictRow
 
 from .._compat import ajoin, asettle, aspawn
@@ -303,9 +303,7 @@ async def run_search(
         if spare is None:
             await _send_scopes(conn, req.scopes, req, params, dimension, cursors, distributed)
     if center_cur is not None:
-        found = await center_cur.fetchone()
-        if found is None or found["n"] == 0:
-            raise NotFound(f"center {req.center!r:.80} is not an entity of group {group_id!r:.80}")
+        await _check_center(center_cur, req, group_id)
     probed = await probe.fetchone() if probe is not None else None
     if spare is not None and probed is not None and probed["few"]:
         if db is not None:
@@ -331,23 +329,44 @@ async def run_search(
         async with conn.pipeline():
             cursors["facts"] = await _send(conn, "facts:given", req, given, dimension)
             await conn.execute("COMMIT")
-    out: dict[str, ScopeHits] = {}
-    for scope in req.scopes:
-        rows = await cursors[scope].fetchall()
-        ranked_large = scope == "facts" and rows and rows[0].get("few") is False
-        if ranked_large and db is not None:
-            if not large:
-                db.note_large(group_id)  # its next searches skip the count (``exact_below``)
-            _note_horizon(db, group_id, rows[0])
-        keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
-        candidates = [candidate_of(row, key) for key, row in keyed.items()]
-        if scope == "facts" and widened is not None and req.window is not None:
-            ranked = rerank(candidates, req.method, widened)
-            ranked = favour_window(ranked, keyed, req.window, keep_of(req))
-        else:
-            ranked = rerank(candidates, req.method, keep_of(req))
-        out[scope] = ScopeHits(scope, keyed, ranked)
-    return out
+    return {
+        scope: await _fused(scope, cursors[scope], req, group_id, db, large, widened)
+        for scope in req.scopes
+    }
+
+
+async def _check_center(cur: AsyncCursor[DictRow], req: SearchRequest, group_id: str) -> None:
+    found = await cur.fetchone()
+    if found is None or found["n"] == 0:
+        raise NotFound(f"center {req.center!r:.80} is not an entity of group {group_id!r:.80}")
+
+
+async def _fused(
+    scope: str,
+    cur: AsyncRawCursor[DictRow],
+    req: SearchRequest,
+    group_id: str,
+    db: Database | None,
+    large: bool,
+    widened: int | None,
+) -> ScopeHits:
+    """A scope's candidates read and fused; a facts list ranked through the index tells
+    ``db`` the group is large (its next searches skip the count, ``exact_below``); facts
+    true in the window the question names are favoured from ``widened`` candidates."""
+    rows = await cur.fetchall()
+    ranked_large = scope == "facts" and rows and rows[0].get("few") is False
+    if ranked_large and db is not None:
+        if not large:
+            db.note_large(group_id)
+        _note_horizon(db, group_id, rows[0])
+    keyed = {(row.get("version_id") or row["id"]): dict(row) for row in rows}
+    candidates = [candidate_of(row, key) for key, row in keyed.items()]
+    if scope == "facts" and widened is not None and req.window is not None:
+        ranked = rerank(candidates, req.method, widened)
+        ranked = favour_window(ranked, keyed, req.window, keep_of(req))
+    else:
+        ranked = rerank(candidates, req.method, keep_of(req))
+    return ScopeHits(scope, keyed, ranked)
 
 
 def _note_horizon(db: Database, group_id: str, row: Mapping[str, Any]) -> None:
