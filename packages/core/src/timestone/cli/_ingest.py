@@ -39,7 +39,7 @@ from .._records import FactInput, IngestResult
 from .._time import parse_datetime
 from ..errors import InvalidInput, TimestoneError
 
-__all__ = ["JSONL_SUFFIXES", "TEXT_SUFFIXES", "Episode", "IngestSummary", "ingest_paths"]
+__all__ = ["JSONL_SUFFIXES", "TEXT_SUFFIXES", "IngestSummary", "JsonlLine", "ingest_paths"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
@@ -55,7 +55,7 @@ _KEYS = {
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Episode:
+class JsonlLine:
     """One checked JSONL line, ready for ``add_facts``."""
 
     line: int
@@ -82,7 +82,7 @@ def _line_key(text: str) -> str:
     return "jsonl:" + hashlib.sha256(text.strip().encode()).hexdigest()
 
 
-def parse_line(number: int, text: str) -> Episode:
+def parse_line(number: int, text: str) -> JsonlLine:
     """One JSONL line as an episode; ``InvalidInput`` naming what is wrong."""
     try:
         raw = json.loads(text)
@@ -114,7 +114,7 @@ def parse_line(number: int, text: str) -> Episode:
     for key in ("name", "saga", "source_description", "idempotency_key", "content"):
         if obj.get(key) is not None and not isinstance(obj[key], str):
             raise InvalidInput(f"{key} must be a string")
-    return Episode(
+    return JsonlLine(
         line=number,
         name=obj.get("name"),
         reference_time=reference_time,
@@ -125,7 +125,7 @@ def parse_line(number: int, text: str) -> Episode:
     )
 
 
-def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[Episode]:
+def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[JsonlLine]:
     """Every episode of the file; refuse the whole file at its first bad line unless told."""
     try:
         with path.open(encoding="utf-8") as handle:
@@ -134,7 +134,7 @@ def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[Ep
         raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
-    episodes: list[Episode] = []
+    episodes: list[JsonlLine] = []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -190,7 +190,7 @@ def ingest_paths(
     summary = IngestSummary()
     files = list(expand(paths))
     # Check every JSONL file before writing anything.
-    plans: list[tuple[Path, list[Episode] | None]] = []
+    plans: list[tuple[Path, list[JsonlLine] | None]] = []
     for path in files:
         if path.suffix.lower() in JSONL_SUFFIXES:
             plans.append((path, read_jsonl(path, skip_bad=skip_bad, summary=summary)))
@@ -230,7 +230,7 @@ def _ingest_episodes(
     mem: Memory,
     group_id: str,
     path: Path,
-    episodes: Sequence[Episode],
+    episodes: Sequence[JsonlLine],
     *,
     skip_bad: bool,
     summary: IngestSummary,

@@ -22,7 +22,7 @@ from ..db._database import Database
 from ..errors import InvalidInput
 from ..items._store import put_item
 from ..write._entities import lock_keys, recompute_entities
-from ..write._episodes import EpisodeRow
+from ..write._episodes import EpisodeInsert
 from ..write._facts import recompute_retracted
 from ..write._ingest import Ingest, ingest_outcome
 from ..write._transaction import Write, begin_write, write_with_retry
@@ -192,7 +192,7 @@ def graph_upsert(
             ensure_ascii=False,
             default=str,
         )
-        row = EpisodeRow(
+        row = EpisodeInsert(
             name=f"graph upsert at {reference_time.isoformat()}",
             content=content,
             source="json",

@@ -21,7 +21,7 @@ from ..db._database_async import Database
 from ..errors import InvalidInput
 from ..items._store_async import put_item
 from ..write._entities_async import lock_keys, recompute_entities
-from ..write._episodes_async import EpisodeRow
+from ..write._episodes_async import EpisodeInsert
 from ..write._facts_async import recompute_retracted
 from ..write._ingest_async import Ingest, ingest_outcome
 from ..write._transaction_async import Write, begin_write, write_with_retry
@@ -191,7 +191,7 @@ async def graph_upsert(
             ensure_ascii=False,
             default=str,
         )
-        row = EpisodeRow(
+        row = EpisodeInsert(
             name=f"graph upsert at {reference_time.isoformat()}",
             content=content,
             source="json",

@@ -47,7 +47,7 @@ from ._transaction_async import (
 __all__ = [
     "SUMMARY_CHARS",
     "EntityReads",
-    "MentionRow",
+    "MentionInsert",
     "Mentioned",
     "insert_mentions",
     "read_entities",
@@ -210,7 +210,9 @@ def _pick_similar(
 
 
 @dataclasses.dataclass(slots=True)  # made per fact: not frozen, whose __init__ costs 2.6x
-class MentionRow:
+class MentionInsert:
+    """A mention as a write inserts it (``timestone.models.MentionRow`` reads the table)."""
+
     entity_id: uuid.UUID
     entity: EntityInput
     attributes: Mapping[str, Any]
@@ -238,7 +240,7 @@ _INSERT_MENTIONS = (
 
 
 async def insert_mentions(
-    w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionRow]
+    w: Write, episode_id: uuid.UUID, mentions: Sequence[MentionInsert]
 ) -> Mentioned:
     """One statement for every row; each row's labels are a slice of one array."""
     labels: list[str] = []

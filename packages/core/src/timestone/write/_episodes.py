@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .._vectors import Row
 
 __all__ = [
-    "EpisodeRow",
+    "EpisodeInsert",
     "SentEpisode",
     "episode_from_row",
     "find_by_key",
@@ -48,7 +48,9 @@ def idempotency_key(group_id: str, content: str, reference_time: datetime) -> st
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class EpisodeRow:
+class EpisodeInsert:
+    """An episode as a write inserts it (``timestone.models.EpisodeRow`` reads the table)."""
+
     name: str
     content: str
     source: str
@@ -120,7 +122,7 @@ class SentEpisode:
         return self._stored
 
 
-def insert_episode(w: Write, episode: EpisodeRow, vector: Row | None) -> SentEpisode:
+def insert_episode(w: Write, episode: EpisodeInsert, vector: Row | None) -> SentEpisode:
     """Send the insert; its result is read by ``SentEpisode.stored``, so that in a pipeline
     the write goes on while the database stores the episode."""
     ident = new_ids(1)[0]

@@ -29,7 +29,7 @@ from ._transaction_async import Write, as_stored, json_object, json_text, vector
 __all__ = [
     "FACT_SELECT",
     "Asserted",
-    "AssertionRow",
+    "AssertionInsert",
     "Slot",
     "SlotChanges",
     "SlotPlan",
@@ -51,7 +51,9 @@ Slot = tuple[uuid.UUID, str] | tuple[uuid.UUID, str, uuid.UUID]
 
 
 @dataclasses.dataclass(slots=True)  # made per fact: not frozen, whose __init__ costs 2.6x
-class AssertionRow:
+class AssertionInsert:
+    """An assertion as a write inserts it (``timestone.models.AssertionRow`` reads the table)."""
+
     source_id: uuid.UUID
     relation: str
     target_id: uuid.UUID
@@ -86,7 +88,7 @@ _INSERT_ASSERTIONS = (
 
 
 async def insert_assertions(
-    w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionRow]
+    w: Write, episode_id: uuid.UUID, rows: Sequence[AssertionInsert]
 ) -> Asserted:
     """One statement for every row. Returns the rows as the database now holds them (JSON and
     times normalized the way a read would give them back)."""

@@ -60,7 +60,7 @@ from ._chunks import Chunk, chunk_text
 from ._collector import paused
 from ._correct import retract_episodes
 from ._entities import (
-    MentionRow,
+    MentionInsert,
     entity_key,
     insert_mentions,
     lock_keys,
@@ -69,12 +69,12 @@ from ._entities import (
     write_entities,
 )
 from ._episodes import (
-    EpisodeRow,
+    EpisodeInsert,
     find_by_key,
     insert_episode,
 )
 from ._facts import (
-    AssertionRow,
+    AssertionInsert,
     Slot,
     SlotChanges,
     asserted_spans,
@@ -320,7 +320,7 @@ class Ingest:
         parsed, prepared = self.prepare(facts, ref)
         content = json.dumps([fact_json(f) for f in parsed], ensure_ascii=False, default=as_given)
         key = key_of(idempotency_key_, group_id, content, ref)
-        episode = EpisodeRow(
+        episode = EpisodeInsert(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
             else f"facts at {ref.isoformat()}",
@@ -379,7 +379,7 @@ class Ingest:
     def _write_episode(
         self,
         w: Write,
-        row: EpisodeRow,
+        row: EpisodeInsert,
         vector: Row | None,
         prepared: Sequence[Prepared],
         entities_by_id: Sequence[EntityInput] = (),
@@ -416,7 +416,7 @@ class Ingest:
         ends = iter(idents[len(entities_by_id) :])  # zip takes a fact's source, then its target
         learned = self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
-            AssertionRow(
+            AssertionInsert(
                 source_id=source_id,
                 relation=p.relation,
                 target_id=target_id,
@@ -450,7 +450,7 @@ class Ingest:
         mentioned = insert_mentions(
             w,
             sent.id,
-            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
+            [MentionInsert(ident, entity, attributes[ident]) for ident, entity in merged.items()],
         )
         fight = fight_slots(reads, insert_assertions(w, sent.id, rows))
         touched = read_entities(w, set(merged) | fight.changes.touched_entities, mentioned)
@@ -529,7 +529,7 @@ class Ingest:
             episodes: list[Episode] = []
             entity_ids: list[uuid.UUID] = []
             for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
-                row = EpisodeRow(
+                row = EpisodeInsert(
                     name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
                     content=chunk.text,
                     source="document",
@@ -600,7 +600,7 @@ class Ingest:
         ref = aware(reference_time, "reference_time")
         text = check_episode_content(content, source, max_chars)
         key = key_of(idempotency_key_, group_id, text, ref)
-        row = EpisodeRow(
+        row = EpisodeInsert(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
             else f"{source} at {ref.isoformat()}",

@@ -59,7 +59,7 @@ from ._chunks import Chunk, chunk_text
 from ._collector import paused
 from ._correct_async import retract_episodes
 from ._entities_async import (
-    MentionRow,
+    MentionInsert,
     entity_key,
     insert_mentions,
     lock_keys,
@@ -68,12 +68,12 @@ from ._entities_async import (
     write_entities,
 )
 from ._episodes_async import (
-    EpisodeRow,
+    EpisodeInsert,
     find_by_key,
     insert_episode,
 )
 from ._facts_async import (
-    AssertionRow,
+    AssertionInsert,
     Slot,
     SlotChanges,
     asserted_spans,
@@ -321,7 +321,7 @@ class Ingest:
         parsed, prepared = self.prepare(facts, ref)
         content = json.dumps([fact_json(f) for f in parsed], ensure_ascii=False, default=as_given)
         key = key_of(idempotency_key_, group_id, content, ref)
-        episode = EpisodeRow(
+        episode = EpisodeInsert(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
             else f"facts at {ref.isoformat()}",
@@ -380,7 +380,7 @@ class Ingest:
     async def _write_episode(
         self,
         w: Write,
-        row: EpisodeRow,
+        row: EpisodeInsert,
         vector: Row | None,
         prepared: Sequence[Prepared],
         entities_by_id: Sequence[EntityInput] = (),
@@ -417,7 +417,7 @@ class Ingest:
         ends = iter(idents[len(entities_by_id) :])  # zip takes a fact's source, then its target
         learned = await self.learned.read(w.conn, w.group_id, (p.relation for p in prepared))
         rows = [
-            AssertionRow(
+            AssertionInsert(
                 source_id=source_id,
                 relation=p.relation,
                 target_id=target_id,
@@ -451,7 +451,7 @@ class Ingest:
         mentioned = await insert_mentions(
             w,
             sent.id,
-            [MentionRow(ident, entity, attributes[ident]) for ident, entity in merged.items()],
+            [MentionInsert(ident, entity, attributes[ident]) for ident, entity in merged.items()],
         )
         fight = fight_slots(reads, await insert_assertions(w, sent.id, rows))
         touched = await read_entities(w, set(merged) | fight.changes.touched_entities, mentioned)
@@ -532,7 +532,7 @@ class Ingest:
             episodes: list[Episode] = []
             entity_ids: list[uuid.UUID] = []
             for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
-                row = EpisodeRow(
+                row = EpisodeInsert(
                     name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
                     content=chunk.text,
                     source="document",
@@ -603,7 +603,7 @@ class Ingest:
         ref = aware(reference_time, "reference_time")
         text = check_episode_content(content, source, max_chars)
         key = key_of(idempotency_key_, group_id, text, ref)
-        row = EpisodeRow(
+        row = EpisodeInsert(
             name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
             if name is not None
             else f"{source} at {ref.isoformat()}",

@@ -20,7 +20,7 @@ from ..errors import InvalidInput
 from ..extract._extraction import check_episode_content
 from ..extract._resolution import Plan
 from ._episodes import (
-    EpisodeRow,
+    EpisodeInsert,
     idempotency_key,
 )
 
@@ -68,7 +68,7 @@ class FactBatch:
     """An ``add_facts`` call checked and embedded, its database work still to do."""
 
     group_id: str
-    episode: EpisodeRow
+    episode: EpisodeInsert
     prepared: list[Prepared]
     episode_text: str
     vectors: dict[str, Row]

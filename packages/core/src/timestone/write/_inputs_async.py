@@ -19,7 +19,7 @@ from ..errors import InvalidInput
 from ..extract._extraction_async import check_episode_content
 from ..extract._resolution_async import Plan
 from ._episodes_async import (
-    EpisodeRow,
+    EpisodeInsert,
     idempotency_key,
 )
 
@@ -67,7 +67,7 @@ class FactBatch:
     """An ``add_facts`` call checked and embedded, its database work still to do."""
 
     group_id: str
-    episode: EpisodeRow
+    episode: EpisodeInsert
     prepared: list[Prepared]
     episode_text: str
     vectors: dict[str, Row]
