@@ -220,9 +220,37 @@ def _send_scopes(
 _MEANING = "episodes_vec"
 
 
-def _embed_meaning(embedder: Embedder, req: SearchRequest, params: dict[str, Any]) -> None:
-    """``params[_MEANING]``: the episodes scope's query vector, when the question names
-    someone (else the whole question's, ``vec``, serves)."""
+def _statement_params(
+    req: SearchRequest,
+    group_id: str,
+    vector: Row | Sequence[float] | None,
+    db: Database | None,
+    large: bool,
+) -> tuple[dict[str, Any], int | None]:
+    """The statement's parameters, and how many facts it keeps for ``favour_window`` (None:
+    the question names no window, ``_window``)."""
+    params = search_params(req, group_id, vector)
+    widened = favoured_keep(req)
+    if widened is not None:
+        params["keep"] = widened
+    # ranked through the index: no count to make (as of a moment, the count is of the
+    # rows created by then, which a large group may still have held few of)
+    if db is not None and (db.held_many(group_id, req.as_of) if req.as_of is not None else large):
+        params["exact_below"] = 0
+    return params, widened
+
+
+def _embed(
+    embedder: Embedder | None, needed: bool, req: SearchRequest, params: dict[str, Any]
+) -> None:
+    """The query's vector (``vec``) when ``needed``, and the episodes scope's
+    (``_MEANING``) when the question names someone (else ``vec`` serves)."""
+    if embedder is None:
+        if needed:
+            raise TypeError("run_search needs the query's vector or an embedder")
+        return
+    if needed:
+        params["vec"] = np.asarray(embed_query(embedder, req.query), dtype=np.float32)
     if "episodes" not in req.scopes:
         return
     meaning = without_names(req.query)
@@ -265,15 +293,8 @@ def run_search(
     is split: ``spare`` reads the full-text list in the exported snapshot while ``conn``
     reads the other lists (and the other scopes), then ``conn`` fuses the three in its
     transaction. Either way the result is the one statement's, read in one snapshot."""
-    params = search_params(req, group_id, vector)
-    widened = favoured_keep(req)  # facts in the window the question names (``_window``)
-    if widened is not None:
-        params["keep"] = widened
     large = db is not None and db.large(group_id)
-    # ranked through the index: no count to make (as of a moment, the count is of the
-    # rows created by then, which a large group may still have held few of)
-    if db is not None and (db.held_many(group_id, req.as_of) if req.as_of is not None else large):
-        params["exact_below"] = 0
+    params, widened = _statement_params(req, group_id, vector, db, large)
     settings = (group_id, str(min(1000, max(40, req.candidates))))
     cursors: dict[str, RawCursor[DictRow]] = {}
     with conn.pipeline():
@@ -295,12 +316,7 @@ def run_search(
                 " AND (e.id = %(center_id)s::uuid OR e.norm_name = %(center_name)s::text)",
                 params,
             )
-        if vector is None:
-            if embedder is None:
-                raise TypeError("run_search needs the query's vector or an embedder")
-            params["vec"] = np.asarray(embed_query(embedder, req.query), dtype=np.float32)
-        if embedder is not None:
-            _embed_meaning(embedder, req, params)
+        _embed(embedder, vector is None, req, params)
         if spare is None:
             _send_scopes(conn, req.scopes, req, params, dimension, cursors, distributed)
     if center_cur is not None:
