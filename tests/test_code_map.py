@@ -14,7 +14,7 @@ QUESTIONS = {  # what a newcomer looks for, and where the map must send them
     "the date-fight rule": "timestone/write/_date_fight.py",
     "a reranker": "timestone/search/_fusion.py",
     "the LangChain retriever": "packages/langchain/src/langchain_timestone/_retriever.py",
-    "a SQL function": "timestone/migrations/",
+    "a SQL function": "timestone/migrations/functions/",
     "a migration": "timestone/migrations/",
     "the embedded server": "timestone/db/_embedded.py",
     "tenancy": "timestone/db/_tenant_async.py",

@@ -6,7 +6,7 @@ each of which checks the call's shape and hands the work to its feature (``write
 the rest of the public methods come from each feature's own part of the facade:
 reading and retrieval (``search/_api``), items (``items/_api``), the property graph and
 communities (``graph/_api``), upkeep and transfer (``db/_upkeep``), the model's budget and
-sagas (``extract/_api``).
+sagas (``extract/_api``). Why in parts: docs/decisions/021-the-core-by-feature.md.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 from ..rerankers import Reranker
 from ._fulltext import check_alternatives
 from ._fusion import RERANKERS
-from ._question import time_window
+from ._question import time_window, without_names
 
 __all__ = [
     "CENTER_DEPTH",
@@ -87,6 +87,12 @@ class SearchRequest:
     @property
     def method(self) -> str:
         return self.reranker if isinstance(self.reranker, str) else "cross_encoder"
+
+    @property
+    def meaning(self) -> str | None:
+        """What the question asks about, without the names it writes, for the episodes'
+        vector (``_question.without_names``); None: the whole question serves."""
+        return without_names(self.query)
 
 
 def _strings(

@@ -35,7 +35,6 @@ from ..write._entities_async import entity_from_row
 from ..write._episodes_async import episode_from_row
 from ..write._facts_async import fact_from_row
 from ._fusion import Candidate, Embedding, rerank
-from ._question import without_names
 from ._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
 from ._request import SPLIT_ROWS, SearchRequest
 from ._sql import statement
@@ -252,7 +251,7 @@ async def _embed(
         params["vec"] = np.asarray(await embed_query(embedder, req.query), dtype=np.float32)
     if "episodes" not in req.scopes:
         return
-    meaning = without_names(req.query)
+    meaning = req.meaning
     if meaning is not None:
         params[_MEANING] = np.asarray(await embed_query(embedder, meaning), dtype=np.float32)
 
