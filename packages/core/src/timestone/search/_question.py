@@ -27,9 +27,11 @@ The words are found by the patterns below, not by ``dateparser``'s own search, w
 reads the "May" of "May I ask" as a month. A number alone is no date ("the
 2 kids of Maria in 2023" names the year, not February), nor is a modal "may" or a
 verb "march" (a month with no year must be capitalised and follow "in", "during" or
-"since"), nor an ordinal "second". Words relative to an event ("before she moved",
-"after the wedding") open no window: the event's date is not known without a
-search of its own.
+"since"), nor an ordinal "second".
+
+Words relative to an event ("before she moved", "after the road trip") name no date
+of their own: ``event_of`` finds the event and its side, and the search looks the
+event up in the group (``timestone.search._run``) before it opens the window.
 """
 
 # why: docs/decisions/019-time-words-and-question-rewrite.md
@@ -46,7 +48,7 @@ from dateutil.relativedelta import relativedelta
 if TYPE_CHECKING:
     from dateparser.date import DateData
 
-__all__ = ["names_in", "time_window", "without_names"]
+__all__ = ["event_of", "event_window", "names_in", "time_window", "without_names"]
 
 Window = tuple[datetime, datetime]
 
@@ -226,3 +228,44 @@ def without_names(question: str) -> str | None:
     pattern = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")(?:['\u2019]s)?(?!\w)"
     left = re.sub(pattern, " ", question)
     return left if re.search(r"\w", left) else None
+
+
+# time relative to an event: "after the road trip", "before she moved to Lyon", "since
+# starting boot camps"; the event runs to the end of its clause
+_EVENT = re.compile(
+    r"(?<![\w-])(?P<side>before|after|since|until|till|prior\s+to)\s+(?P<event>[^?!.,;:()\"]+)",
+    re.IGNORECASE,
+)
+# what follows those words and is no event: a question ("After how many weeks ...?"),
+# a set phrase ("after all", "before long"), a time ("since then", "until now")
+_NO_EVENT = re.compile(
+    r"(?:how|what|when|which|who|whom|whose|why|where|all|long|that|then|this|now|ever"
+    r"|today|yesterday|tomorrow|last|next|the\s+(?:day|week|month|year|time)s?"
+    rf"|{_MONTH_NAME}|{_WEEKDAY})\b|\d",
+    re.IGNORECASE,
+)
+_AFTER = frozenset({"after", "since"})
+# the first and last moments a window can name, for the side of an event left open
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+_LATEST = datetime(9999, 12, 30, tzinfo=UTC)
+
+
+def event_of(question: str) -> tuple[str, str] | None:
+    """The event ``question``'s time is relative to, and the side it asks of: "When did
+    Melanie go on a hike after the road trip?" gives ("after", "the road trip"). "since"
+    asks after, "until" and "prior to" before; None when no such words, or they lead
+    to no event ("after all", "since then", "After how many weeks ...")."""
+    for found in _EVENT.finditer(question):
+        event = found.group("event").strip()
+        if not re.search(r"[^\W\d_]{2}", event) or _NO_EVENT.match(event):
+            continue
+        side = "after" if found.group("side").lower() in _AFTER else "before"
+        return side, event
+    return None
+
+
+def event_window(side: str, when: datetime) -> Window:
+    """The window of world time on ``side`` of an event at ``when``, the event's own day
+    included: what was told of it belongs to both sides."""
+    day = _snap(when.astimezone(UTC), "day")
+    return (day[0], _LATEST) if side == "after" else (_EARLIEST, day[1])

@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 from ..rerankers import Reranker
 from ._fulltext import check_alternatives
 from ._fusion import RERANKERS
-from ._question import time_window, without_names
+from ._question import event_of, time_window, without_names
 
 __all__ = [
     "CENTER_DEPTH",
@@ -93,6 +93,12 @@ class SearchRequest:
         """What the question asks about, without the names it writes, for the episodes'
         vector (``_question.without_names``); None: the whole question serves."""
         return without_names(self.query)
+
+    @property
+    def event(self) -> tuple[str, str] | None:
+        """The event the question's time is relative to, and the side it asks of
+        (``_question.event_of``); None: no such words."""
+        return event_of(self.query)
 
 
 def _strings(

@@ -35,8 +35,9 @@ from ..write._entities_async import entity_from_row
 from ..write._episodes_async import episode_from_row
 from ..write._facts_async import fact_from_row
 from ._fusion import Candidate, Embedding, rerank
+from ._question import event_window, names_in
 from ._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
-from ._request import SPLIT_ROWS, SearchRequest
+from ._request import MAX_QUERY_CHARS, SPLIT_ROWS, SearchRequest, prepare_search
 from ._sql import statement
 from ._window import favour_window, favoured_keep
 
@@ -443,7 +444,47 @@ def results_of(req: SearchRequest, hits: Mapping[str, ScopeHits]) -> SearchResul
 async def search_hits(
     db: Database, embedder: Embedder, group_id: str, req: SearchRequest
 ) -> dict[str, ScopeHits]:
+    """The hits of every scope of ``req``; a question whose time is relative to an event
+    ("after the road trip") looks the event up first (``event_window``)."""
     group = check_group(group_id)
+    if req.window is None and req.event is not None:
+        req = await _with_event_window(db, embedder, group, req, req.event)
+    return await _hits(db, embedder, group, req)
+
+
+async def _with_event_window(
+    db: Database, embedder: Embedder, group: str, req: SearchRequest, event: tuple[str, str]
+) -> SearchRequest:
+    """``req`` with the window on the asked side of its event: the event is searched for
+    (its words and the question's names, over all time, as held at ``as_of``) and the
+    best fact true then (its ``valid_at``), else the best episode (told then), dates it.
+    No date found: ``req`` as it is."""
+    side, words = event
+    scopes = tuple(s for s in ("facts", "episodes") if s in req.scopes)
+    if not scopes:
+        return req
+    names = [n for n in names_in(req.query) if n.casefold() not in words.casefold()]
+    probe = prepare_search(
+        " ".join([*names, words])[:MAX_QUERY_CHARS],
+        limit=1,
+        scopes=scopes,
+        valid_at=None,
+        as_of=req.as_of,
+        fact_records=req.fact_records,
+        content_chars=1,
+    )
+    found = await _hits(db, embedder, group, dataclasses.replace(probe, window=None))
+    for scope, column in (("facts", "valid_at"), ("episodes", "reference_time")):
+        hits = found.get(scope)
+        when = hits.rows[hits.ranked[0].key].get(column) if hits and hits.ranked else None
+        if isinstance(when, datetime):
+            return dataclasses.replace(req, window=event_window(side, when))
+    return req
+
+
+async def _hits(
+    db: Database, embedder: Embedder, group: str, req: SearchRequest
+) -> dict[str, ScopeHits]:
     # an embedder of this process embeds the query while the server ranks the full text;
     # a service is called first, so that no pooled connection waits on it
     beside = getattr(embedder, "in_process", False) is True
