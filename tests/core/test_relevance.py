@@ -4,6 +4,8 @@ neighbours of a hit (``timestone.search._episodes_sql``), and the bad input of a
 
 from __future__ import annotations
 
+import random
+import string
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -175,6 +177,32 @@ def test_term_statistics_stay_exact_through_removal_rollback_and_purge(
             assert ("episodes", "zebra", 1, 0) in _stats(conn, group)  # counted in it
             raise psycopg.Rollback()
         assert _stats(conn, group) == before  # and gone with it
+
+
+def test_a_new_group_of_many_new_words_is_counted_after_the_statistics_are_analysed(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Once the statistics table has been analysed, the planner thinks a new group holds
+    about one row of it; the fold of a first write of 50,000 new words must not depend
+    on that guess (a join it planned as a nested loop compared every touched word with
+    every row: hours, here over the test's time limit). The counts come out exact."""
+    memory.add_facts(f"{group}-other", [F("Ada", "KNOWS", "Grace")], reference_time=T0)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ANALYZE timestone.term_stats")
+    rnd = random.Random(7)
+    words = [
+        " ".join("".join(rnd.choices(string.ascii_lowercase, k=9)) for _ in range(1000))
+        for _ in range(50)
+    ]
+    memory.add_facts(
+        group,
+        [F("Ada", "NOTES", f"Note {i}", fact=w) for i, w in enumerate(words)],
+        reference_time=T0,
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _stats(conn, group) == _recounted(conn, group)
+        held = {x for kind, x, _, _ in _stats(conn, group) if kind == "facts"}
+    assert len(held) > 45_000
 
 
 def test_a_question_only_of_stop_words_still_gets_vector_results(

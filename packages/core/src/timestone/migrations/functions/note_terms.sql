@@ -9,6 +9,9 @@ RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $fn$
+DECLARE
+    k text;
+    touched text[];
 BEGIN
     IF coalesce(cardinality(p_groups), 0) = 0 THEN
         RETURN;
@@ -30,21 +33,26 @@ BEGIN
             hashtextextended('timestone-term-stats' || chr(31) || p_groups[1], 0)) THEN
         RETURN;  -- another writer is folding: these deltas are folded by a later write
     END IF;
-    WITH touched AS (
-        SELECT DISTINCT r.group_id, r.kind, t.lexeme
+    -- One statement per kind, the lexemes it touched in one array: index searches of
+    -- (group, kind, lexeme), no join for the planner to loop over (decision 023).
+    FOR k, touched IN
+        SELECT r.kind, array_agg(DISTINCT t.lexeme)
         FROM unnest(p_groups, p_kinds, p_fts) AS r(group_id, kind, fts),
              unnest(array_append(tsvector_to_array(r.fts), '')) AS t(lexeme)
         WHERE r.group_id = p_groups[1]
-    ), gone AS (
-        DELETE FROM timestone.term_stats AS s USING touched AS t
-        WHERE s.group_id = p_groups[1]  -- one group's rows: one shard on Citus
-          AND s.group_id = t.group_id AND s.kind = t.kind AND s.lexeme = t.lexeme
-        RETURNING s.group_id, s.kind, s.lexeme, s.docs, s.length
-    )
-    INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
-    SELECT g.group_id, g.kind, g.lexeme, sum(g.docs), sum(g.length)
-    FROM gone AS g GROUP BY g.group_id, g.kind, g.lexeme
-    HAVING sum(g.docs) <> 0 OR sum(g.length) <> 0;
+        GROUP BY r.kind
+    LOOP
+        WITH gone AS (
+            DELETE FROM timestone.term_stats AS s
+            WHERE s.group_id = p_groups[1]  -- one group's rows: one shard on Citus
+              AND s.kind = k AND s.lexeme = ANY (touched)
+            RETURNING s.lexeme, s.docs, s.length
+        )
+        INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
+        SELECT p_groups[1], k, g.lexeme, sum(g.docs), sum(g.length)
+        FROM gone AS g GROUP BY g.lexeme
+        HAVING sum(g.docs) <> 0 OR sum(g.length) <> 0;
+    END LOOP;
 END
 $fn$;
 
