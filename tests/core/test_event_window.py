@@ -147,3 +147,22 @@ def test_a_question_of_the_longest_length_with_an_event_is_searched(
     question = (names + " after the road trip " + "x" * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS]
     found = memory.search(group, question, scopes=("episodes",), valid_at=None)
     assert [e.document_uri for e in found.episodes] == ["a"]
+
+
+async def test_the_async_memory_looks_the_event_up_too(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    hike = "Jo: we went on a hike along the ridge."
+    for uri, text, at in (
+        ("before", hike, _at(2023, 3, 1)),
+        ("trip", "Jo: home from the road trip to the coast.", _at(2023, 4, 1)),
+        ("after", hike, _at(2023, 5, 1)),
+    ):
+        await amemory.add_document(group, uri, text, reference_time=at)
+    leads: list[str | None] = []
+    for side in ("before", "after"):
+        found = await amemory.search(
+            group, f"Where did Jo hike {side} the road trip?", scopes=("episodes",), valid_at=None
+        )
+        leads.append(next(e.document_uri for e in found.episodes if e.document_uri != "trip"))
+    assert leads == ["before", "after"]
