@@ -152,7 +152,8 @@ class RetrievalAPI:
         episodes, communities. ``reranker``: rrf, mmr, node_distance, episode_mentions, or a
         ``timestone.rerankers.Reranker``. Time: ``valid_at`` (default now; None: history),
         ``as_of`` (system time); time words of the question ("last year") are read against
-        ``valid_at``, else now. ``fact_records=False``: the episodes that only record
+        ``valid_at``, else now; an event ("after the move") is looked up first, and its side
+        favoured. ``fact_records=False``: the episodes that only record
         structured facts (``add_facts``) are not searched, only told ones and chunks.
         ``rewrite=True``: one small call to the LLM adds phrasings of the question, searched
         beside it (``search/_rewrite``; without a model, or on a failed answer, a
