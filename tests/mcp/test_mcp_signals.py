@@ -86,6 +86,14 @@ async def _status(proc: asyncio.subprocess.Process, call: int) -> None:
     assert answer["result"]["isError"] is False, answer
 
 
+def _from_a_terminal() -> None:
+    """In the child, before it runs: the stop signals at their defaults, as a server
+    started from a terminal or a service manager has them, whatever this test run
+    inherited (under ``nohup`` SIGHUP is ignored, in a shell's background job SIGINT)."""
+    for stop in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(stop, signal.SIG_DFL)
+
+
 async def _start(data_dir: Path, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *(COMMAND, "serve", "mcp", *args),
@@ -93,6 +101,7 @@ async def _start(data_dir: Path, *args: str) -> asyncio.subprocess.Process:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_from_a_terminal,
     )
 
 
