@@ -447,8 +447,9 @@ async def search_hits(
     """The hits of every scope of ``req``; a question whose time is relative to an event
     ("after the road trip") looks the event up first (``event_window``)."""
     group = check_group(group_id)
-    if req.window is None and req.event is not None:
-        req = await _with_event_window(db, embedder, group, req, req.event)
+    event = req.event if req.window is None else None
+    if event is not None:
+        req = await _with_event_window(db, embedder, group, req, event)
     return await _hits(db, embedder, group, req)
 
 
