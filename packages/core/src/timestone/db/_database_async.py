@@ -46,6 +46,7 @@ __all__ = [
     "APP_ROLE",
     "BULK_LOCK",
     "EXTENSIONS",
+    "SESSION_SETTINGS",
     "Conn",
     "Database",
     "connect_owner",
@@ -296,13 +297,21 @@ async def migrate(dsn: str) -> int:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
 
 
+# The session of a pooled connection as ``_configure`` sets it: the library role, and
+# pgvector's iterative scans. Set again on a connection whose session was reset after the
+# caller's own SQL (``_tenant``).
+SESSION_SETTINGS: LiteralString = (
+    "SELECT set_config('role', 'timestone_app', false),"
+    " set_config('hnsw.iterative_scan', 'relaxed_order', false)"
+)
+
+
 async def _configure(conn: AsyncConnection[Any]) -> None:
     widen_send_buffer(conn.pgconn.socket)
     await register_vector_async(conn)
     register_vector_array(conn)
     register_text_array(conn)
-    await conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(APP_ROLE)))
-    await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    await conn.execute(SESSION_SETTINGS)
     await conn.commit()
 
 

@@ -3,38 +3,33 @@
 
 ``Memory.connection(group_id)`` lends a connection of the memory's pool inside a
 transaction that runs as the library role with the group set, the way every
-transaction of the library starts (``_db.TENANT_SETTINGS``): row level security then
+transaction of the library starts (``Database.set_group``): row level security then
 shows that group's rows alone and refuses writes to any other, and the definer
 functions (``timestone.search_text``, ``timestone.similar_entities``) answer for it.
 The DSN's own user (``Memory.dsn``) owns the schema, and the policies do not bind the
 owner: SQL run on a connection of its own sees every group.
 
-Both settings are local to the transaction, so they end with the block. Whatever the
-block set for the session (``SET ROLE``, ``RESET ROLE``, a setting with
-``set_config(..., false)``) is not handed to the next borrower: a connection that
-comes back acting as anyone but the library role, or naming a group, is closed, and
-the pool opens another.
+Both settings are local to the transaction, so they end with the block. What the block
+left in the session is not handed to the next borrower, who may be the library working
+for another group: the session is reset (``DISCARD ALL``: temporary tables, cursors held
+past the commit, settings, the role, prepared statements, advisory locks, channels
+listened to), then the pool's own settings are set again (``_db.SESSION_SETTINGS``). A
+connection that listened to a channel (notifications may wait in the client already),
+whose Python settings were changed (row factory, cursor factories, prepared statement
+thresholds), or that could not be reset, is closed, and the pool opens another.
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
 from contextlib import contextmanager
-from typing import LiteralString
 
 import psycopg
 
 from .._groups import check_group
-from ._database import APP_ROLE, TENANT_SETTINGS, Conn, Database, wrap_db_error
+from ._database import SESSION_SETTINGS, Conn, Database, wrap_db_error
 
 __all__ = ["tenant_connection"]
-
-# What a connection of the pool is between transactions: the library role (``_db``'s
-# ``configure``), and no group.
-_AT_REST: LiteralString = (
-    "SELECT current_user = %s AND coalesce(current_setting('timestone.group_id', true), '')"
-    " = '' AS clean"
-)
 
 
 @contextmanager
@@ -47,29 +42,45 @@ def tenant_connection(db: Database, group_id: str) -> Generator[Conn]:
         conn = db.pool.getconn()
     except psycopg.Error as exc:  # the pool closed, or none free in its timeout
         raise wrap_db_error(exc, doing) from exc
+    lent = _python_settings(conn)
     try:
         with conn.transaction():
             try:
-                conn.execute(TENANT_SETTINGS, (group,))
+                db.set_group(conn, group)
             except psycopg.Error as exc:
                 raise wrap_db_error(exc, doing) from exc
             yield conn  # errors of the caller's own SQL are psycopg's, as raised
     finally:
-        _put_back_clean(conn)
+        _put_back_clean(conn, lent)
         db.pool.putconn(conn)
 
 
-def _put_back_clean(conn: Conn) -> None:
-    """Close ``conn`` (the pool replaces it) unless it is as the pool lent it."""
+def _python_settings(conn: Conn) -> tuple[object, ...]:
+    """What the library's code relies on in the connection object itself."""
+    return (
+        conn.row_factory,
+        conn.cursor_factory,
+        conn.server_cursor_factory,
+        conn.prepare_threshold,
+        conn.prepared_max,
+    )
+
+
+def _put_back_clean(conn: Conn, lent: tuple[object, ...]) -> None:
+    """Reset ``conn``'s session to the pool's, or close it (the pool replaces it)."""
     if conn.closed or conn.broken:
         return
-    try:
-        conn.rollback()  # a transaction the block left open on the server
-        cur = conn.execute(_AT_REST, (APP_ROLE,))
-        row = cur.fetchone()
-        conn.rollback()
-        if row is not None and row["clean"]:
-            return
-    except psycopg.Error:
-        pass
+    if _python_settings(conn) == lent:
+        try:
+            conn.rollback()  # a transaction the block left open on the server
+            conn.set_autocommit(True)  # DISCARD ALL runs outside a transaction
+            cur = conn.execute("SELECT NOT EXISTS (SELECT FROM pg_listening_channels()) AS quiet")
+            row = cur.fetchone()
+            if row is not None and row["quiet"]:
+                conn.execute("DISCARD ALL")
+                conn.execute(SESSION_SETTINGS)
+                conn.set_autocommit(False)
+                return
+        except psycopg.Error:
+            pass
     conn.close()
