@@ -169,3 +169,30 @@ def test_the_library_settings_hold_after_a_reset(dsn: str) -> None:
             ).fetchone()
             conn.rollback()
     assert row == {"u": "timestone_app", "scan": "relaxed_order"}
+
+
+def test_statements_the_library_prepared_survive_resets(dsn: str) -> None:
+    """The reset drops the statements psycopg prepared on the connection; psycopg is told
+    so each time, and prepares them again: blocks in a row (the statement that sets the
+    group runs in each), past the five runs after which psycopg prepares a statement,
+    and the library's writes and searches between them, never name one the session
+    lost."""
+    with timestone.Memory.open(dsn, pool_size=1) as mem:
+        a, b = _groups(mem)
+        for i in range(3):
+            for _ in range(12):
+                with mem.connection(a) as conn:
+                    row = conn.execute("SELECT count(*) AS n FROM timestone.facts").fetchone()
+                    assert row == {"n": i + 1}
+            fact = timestone.FactInput("Mira", "VISITS", f"Town {i}")
+            mem.add_facts(a, [fact], reference_time=_WHEN)
+            found = mem.search(b, "Who directs the winery?", limit=1).facts
+            assert [f.target for f in found] == [f"Winery of {b}"]
+        for _ in range(6):  # psycopg prepares a statement at its sixth run
+            mem.facts(a)
+        with mem.connection(a) as conn:
+            prepared = conn.execute(
+                "SELECT count(*) AS n FROM pg_prepared_statements WHERE NOT from_sql"
+            ).fetchone()
+    assert prepared is not None
+    assert prepared["n"] > 0  # prepared again since the last reset

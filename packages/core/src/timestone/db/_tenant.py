@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from contextlib import contextmanager
+from typing import LiteralString
 
 import psycopg
 
@@ -30,6 +31,10 @@ from .._groups import check_group
 from ._database import SESSION_SETTINGS, Conn, Database, wrap_db_error
 
 __all__ = ["tenant_connection"]
+
+# Whether the session listens to no channel: notifications for one may already wait in
+# the client, where a reset of the session does not reach them.
+_QUIET: LiteralString = "SELECT NOT EXISTS (SELECT FROM pg_listening_channels()) AS quiet"
 
 
 @contextmanager
@@ -73,12 +78,15 @@ def _put_back_clean(conn: Conn, lent: tuple[object, ...]) -> None:
     if _python_settings(conn) == lent:
         try:
             conn.rollback()  # a transaction the block left open on the server
-            conn.set_autocommit(True)  # DISCARD ALL runs outside a transaction
-            cur = conn.execute("SELECT NOT EXISTS (SELECT FROM pg_listening_channels()) AS quiet")
+            cur = conn.execute(_QUIET)
             row = cur.fetchone()
+            # psycopg forgets the statements it prepared when a transaction rolls back
+            # (and deallocates them); it would not follow DISCARD ALL's run a second time
+            conn.rollback()
             if row is not None and row["quiet"]:
-                conn.execute("DISCARD ALL")
-                conn.execute(SESSION_SETTINGS)
+                conn.set_autocommit(True)  # DISCARD ALL runs outside a transaction
+                conn.execute("DISCARD ALL", prepare=False)
+                conn.execute(SESSION_SETTINGS, prepare=False)
                 conn.set_autocommit(False)
                 return
         except psycopg.Error:

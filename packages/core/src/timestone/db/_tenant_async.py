@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from typing import LiteralString
 
 import psycopg
 
@@ -29,6 +30,10 @@ from .._groups import check_group
 from ._database_async import SESSION_SETTINGS, Conn, Database, wrap_db_error
 
 __all__ = ["tenant_connection"]
+
+# Whether the session listens to no channel: notifications for one may already wait in
+# the client, where a reset of the session does not reach them.
+_QUIET: LiteralString = "SELECT NOT EXISTS (SELECT FROM pg_listening_channels()) AS quiet"
 
 
 @asynccontextmanager
@@ -72,14 +77,15 @@ async def _put_back_clean(conn: Conn, lent: tuple[object, ...]) -> None:
     if _python_settings(conn) == lent:
         try:
             await conn.rollback()  # a transaction the block left open on the server
-            await conn.set_autocommit(True)  # DISCARD ALL runs outside a transaction
-            cur = await conn.execute(
-                "SELECT NOT EXISTS (SELECT FROM pg_listening_channels()) AS quiet"
-            )
+            cur = await conn.execute(_QUIET)
             row = await cur.fetchone()
+            # psycopg forgets the statements it prepared when a transaction rolls back
+            # (and deallocates them); it would not follow DISCARD ALL's run a second time
+            await conn.rollback()
             if row is not None and row["quiet"]:
-                await conn.execute("DISCARD ALL")
-                await conn.execute(SESSION_SETTINGS)
+                await conn.set_autocommit(True)  # DISCARD ALL runs outside a transaction
+                await conn.execute("DISCARD ALL", prepare=False)
+                await conn.execute(SESSION_SETTINGS, prepare=False)
                 await conn.set_autocommit(False)
                 return
         except psycopg.Error:
