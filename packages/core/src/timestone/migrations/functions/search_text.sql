@@ -4,8 +4,9 @@
 -- Full-text matches of the caller's group (timestone.group_id) for one scope
 -- (p_kind: facts, entities, episodes, told episodes, communities), ranked by
 -- ts_rank_cd, as of a system time, valid at a world time, filtered by relations
--- and labels. It reads the planner's statistics of the group and the question's
--- words at each call and keeps nothing in session settings (docs/sql.md).
+-- and labels. It reads the group's own term statistics of the question's words
+-- at each call (and, for a plan, the planner's statistics of the table), and keeps
+-- nothing in session settings (docs/sql.md).
 CREATE OR REPLACE FUNCTION timestone.search_text(
     p_kind text, p_query tsquery, p_as_of timestamptz, p_valid_at timestamptz,
     p_relations text[], p_labels text[], p_max_rows integer
@@ -23,12 +24,11 @@ DECLARE
     closing uuid[];
     common_rows text := coalesce(
         nullif(current_setting('timestone.text_common_rows', true), ''), '5000');
-    table_rows real;
-    lexemes text[];
+    words text[];
+    rows_held real;
+    held bigint;
     shares real[];
-    parts text[];
-    top real;
-    at integer;
+    docs real;
     estimate real;
     part text;
 BEGIN
@@ -46,61 +46,56 @@ BEGIN
         -- those created by then, and the versions that ended after it (facts_ended).
         -- The function's plans are custom, so the tests of p_as_of fold to constants
         -- and the branch not taken never runs.
-        -- The planner's statistics, read at each call (0032): the group's rows (its
-        -- share among the most common values of facts.group_id, times the table's
-        -- rows), whether it holds half the table (0029), and for a group of
-        -- text_common_rows or more, each word's share among the most common elements
-        -- of facts.fts (0030).
-        -- planned once per connection: planning pg_catalog.pg_stats cost 0.5 ms a call
-        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
-        SELECT greatest(c.reltuples, 0), v.vals[1] = g AND s.most_common_freqs[1] >= 0.5,
-               s.most_common_freqs[array_position(v.vals, g)] * greatest(c.reltuples, 0)
-        INTO table_rows, dominant, estimate
-        FROM pg_catalog.pg_class AS c
-        LEFT JOIN pg_catalog.pg_stats AS s
-          ON s.schemaname = 'timestone' AND s.tablename = 'facts' AND s.attname = 'group_id'
-        LEFT JOIN LATERAL (SELECT s.most_common_vals::text::text[] AS vals) AS v ON true
-        WHERE c.oid = 'timestone.facts'::pg_catalog.regclass;
-        dominant := coalesce(dominant, false);
-        -- a question only of words most of the group's facts hold: no list. The words'
-        -- own shares are read (0.2 ms at 1,000 common words) only if as many words,
-        -- each of the largest share (at most 16 of them), could reach the bound.
-        IF estimate >= common_rows::real THEN
-            parts := string_to_array(p_query::text, ' & ');
-            -- the words' shares, then the least of them and the largest (and, for an
-            -- array type, the share of nulls)
-            SELECT s.most_common_elem_freqs,
-                   (SELECT max(x.f) FROM unnest(s.most_common_elem_freqs) AS x(f))
-            INTO shares, top
-            FROM pg_catalog.pg_stats AS s
-            WHERE s.schemaname = 'timestone' AND s.tablename = 'facts' AND s.attname = 'fts';
-            IF coalesce(estimate * top ^ least(cardinality(parts), 16) >= common_rows::real,
-                        false) THEN
-                SELECT s.most_common_elems::text::text[] INTO lexemes
-                FROM pg_catalog.pg_stats AS s
-                WHERE s.schemaname = 'timestone' AND s.tablename = 'facts' AND s.attname = 'fts';
-                FOREACH part IN ARRAY parts LOOP
-                    IF part !~ '^''([^''\\]|'''')*''$' THEN
-                        estimate := 0;  -- OR, NOT, a phrase, a prefix, a weight
-                        EXIT;
-                    END IF;
-                    at := array_position(
-                        lexemes, replace(substr(part, 2, length(part) - 2), '''''', ''''));
-                    IF at IS NULL THEN
-                        estimate := 0;  -- not a common word
-                        EXIT;
-                    END IF;
-                    estimate := estimate * shares[at];
+        -- A question only of words most of the group's facts hold: no list. The
+        -- group's own term statistics (0036) tell how many current facts it has (the
+        -- lexeme '') and how many of them hold each word; the facts that hold them all
+        -- are estimated as if the words were independent. Other groups' facts change
+        -- nothing here (the planner's statistics of the whole table chose the common
+        -- words before: docs/decisions/024-common-words-from-the-groups-statistics.md).
+        -- A word that is not plain (OR, NOT, a phrase, a prefix, a weight) keeps the list.
+        words := ARRAY[''];
+        FOREACH part IN ARRAY string_to_array(p_query::text, ' & ') LOOP
+            IF part !~ '^''([^''\\]|'''')*''$' THEN
+                words := NULL;
+                EXIT;
+            END IF;
+            part := replace(substr(part, 2, length(part) - 2), '''''', '''');
+            IF NOT part = ANY (words) THEN
+                words := words || part;
+            END IF;
+        END LOOP;
+        IF words IS NOT NULL THEN
+            SELECT coalesce(max(d.docs) FILTER (WHERE d.lexeme = ''), 0),
+                   count(*) FILTER (WHERE d.lexeme <> ''),
+                   array_agg(d.docs) FILTER (WHERE d.lexeme <> '')
+            INTO rows_held, held, shares
+            FROM (SELECT s.lexeme, sum(s.docs)::real AS docs
+                  FROM timestone.term_stats AS s
+                  WHERE s.group_id = g AND s.kind = 'facts' AND s.lexeme = ANY (words)
+                  GROUP BY s.lexeme HAVING sum(s.docs) > 0) AS d;
+            IF rows_held >= common_rows::real AND held = cardinality(words) - 1 THEN
+                estimate := rows_held;
+                FOREACH docs IN ARRAY shares LOOP
+                    estimate := estimate * docs / rows_held;
                 END LOOP;
                 IF estimate >= common_rows::real THEN
                     RETURN;
                 END IF;
             END IF;
         END IF;
-        PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
         q := timestone.index_query(p_query, 'facts');
         IF p_as_of IS NULL AND p_valid_at IS NOT NULL THEN
-            IF dominant THEN
+            -- whether the group holds half the table (0029), from the planner's
+            -- statistics: it chooses a plan, never what is found. Planned once per
+            -- connection: planning pg_catalog.pg_stats cost 0.5 ms a call.
+            PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+            SELECT (s.most_common_vals::text::text[])[1] = g AND s.most_common_freqs[1] >= 0.5
+            INTO dominant
+            FROM pg_catalog.pg_stats AS s
+            WHERE s.schemaname = 'timestone' AND s.tablename = 'facts'
+              AND s.attname = 'group_id';
+            PERFORM set_config('plan_cache_mode', 'force_custom_plan', true);
+            IF coalesce(dominant, false) THEN
                 -- a plan made once (the function's SET ends with it); the periods
                 -- ending after the moment by key, unless there are 1,000 or more
                 PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
