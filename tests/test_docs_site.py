@@ -50,7 +50,7 @@ def _public(obj: griffe.Object | griffe.Alias) -> Iterator[tuple[str, griffe.Obj
             continue
         member = obj.members[name]
         target = member.final_target if isinstance(member, griffe.Alias) else member
-        if isinstance(target, griffe.Object) and not target.is_module:
+        if not target.is_module:
             yield name, target
 
 
