@@ -75,7 +75,7 @@ def _undocumented_methods(cls: griffe.Object) -> Iterator[str]:
             target = member.final_target if isinstance(member, griffe.Alias) else member
         except griffe.AliasResolutionError:
             continue  # inherited from a framework the loader did not read
-        if not isinstance(target, griffe.Object) or not target.is_function:
+        if not target.is_function:
             continue
         if ROOT / "packages" not in Path(str(target.filepath)).parents:
             continue

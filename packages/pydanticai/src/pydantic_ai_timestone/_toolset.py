@@ -40,7 +40,8 @@ async def _call(ctx: RunContext[MemoryDeps], name: str, *args: Any, **kwargs: An
 
 async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
     """The ``search_memory`` tool of ``timestone.toolkit``; the model reads
-    ``timestone.toolkit.DESCRIPTIONS["search_memory"]``, set as this function's docstring at import."""
+    ``timestone.toolkit.DESCRIPTIONS["search_memory"]`` (this docstring
+    at import)."""
     return await _call(
         ctx,
         "search_memory",
@@ -62,7 +63,8 @@ async def entity_timeline(
     until: str | None = None,
 ) -> str:
     """The ``entity_timeline`` tool of ``timestone.toolkit``; the model reads
-    ``timestone.toolkit.DESCRIPTIONS["entity_timeline"]``, set as this function's docstring at import."""
+    ``timestone.toolkit.DESCRIPTIONS["entity_timeline"]`` (this docstring
+    at import)."""
     return await _call(
         ctx,
         "entity_timeline",
@@ -86,7 +88,8 @@ async def remember(
     valid_from: str | None = None,
 ) -> str:
     """The ``remember`` tool of ``timestone.toolkit``; the model reads
-    ``timestone.toolkit.DESCRIPTIONS["remember"]``, set as this function's docstring at import."""
+    ``timestone.toolkit.DESCRIPTIONS["remember"]`` (this docstring
+    at import)."""
     return await _call(
         ctx, "remember", subject, relation, object, sentence=sentence, valid_from=valid_from
     )
