@@ -33,7 +33,7 @@ from psycopg import sql
 
 import timestone
 from timestone.db._embedding import LOAD_INDEXES, VECTOR_INDEXES
-from timestone.write._index_build import build_memory_kb, need_kb, row_bytes
+from timestone.db._index_build import build_memory_kb, need_kb, row_bytes
 
 from ._common import cpu_pace_ms, scratch_data_dir, server_cpu_seconds, write_result
 from .ingest import ONTOLOGY, ORDERS, corpus, ingest

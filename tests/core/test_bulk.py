@@ -26,12 +26,12 @@ from psycopg.conninfo import make_conninfo
 import timestone
 from timestone import FactInput
 from timestone._vectors import keyed
+from timestone.db import _embedding, _index_build
 from timestone.db._database import connect_owner
 from timestone.db._embedding_async import LOAD_INDEXES, VECTOR_INDEXES
+from timestone.db._index_build import build_memory_kb
 from timestone.errors import ConflictError, DatabaseError, InvalidInput
-from timestone.write import _bulk, _index_build
 from timestone.write._bulk import bulk_load
-from timestone.write._index_build import build_memory_kb
 
 REF = datetime(2024, 1, 1, tzinfo=UTC)
 HNSW = {name for name, *_ in VECTOR_INDEXES}
@@ -416,7 +416,7 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
             current, buffers = settings["current"] // 1024, settings["buffers"] // 1024
             floor = math.ceil(build_memory_kb(0, current, buffers) / 1024)
             # as measured, an element of 264 dimensions takes under 2 kB: 1,000 fit in 1 GB
-            assert _bulk._sized_memory(conn, ["facts_embedding_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
+            assert _embedding._sized_memory(conn, ["facts_embedding_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
             # at 2 MB an element, 1,000 need about 2.4 GB with the margin
             monkeypatch.setattr(_index_build, "_ELEMENT_BYTES", 2 * 10**6)
             per_row = 4 * (mem.embedder.dimension + 8) + 8 + 2 * 10**6
@@ -424,8 +424,8 @@ def test_a_build_is_sized_from_the_rows_of_its_graph_and_a_spill_is_logged(
             sized = math.ceil(build_memory_kb(need, current, buffers) / 1024)
             assert sized > floor or buffers <= 1024**2  # what shared_buffers allows of it
             for names in (["facts_embedding_hnsw"], ["facts_embedding_closed_hnsw", *HNSW]):
-                assert _bulk._sized_memory(conn, names) == f"{sized}MB"  # pyright: ignore[reportPrivateUsage]
-            assert _bulk._sized_memory(conn, ["facts_embedding_closed_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
+                assert _embedding._sized_memory(conn, names) == f"{sized}MB"  # pyright: ignore[reportPrivateUsage]
+            assert _embedding._sized_memory(conn, ["facts_embedding_closed_hnsw"]) == f"{floor}MB"  # pyright: ignore[reportPrivateUsage]
         monkeypatch.undo()
 
         # 1 MB holds about 600 elements of 264 dimensions: the build spills, and says so

@@ -206,6 +206,8 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             yield conn
 
     def close(self) -> None:
+        """Close the connection pool (and stop the embedded server when this was its
+        last user); ``with`` does it on leaving the block."""
         self._db.close()
 
     def __enter__(self) -> Self:

@@ -205,6 +205,8 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             yield conn
 
     async def close(self) -> None:
+        """Close the connection pool (and stop the embedded server when this was its
+        last user); ``async with`` does it on leaving the block."""
         await self._db.close()
 
     async def __aenter__(self) -> Self:

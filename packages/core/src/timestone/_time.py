@@ -21,6 +21,7 @@ class Now(enum.Enum):
 
 
 NOW = Now.NOW
+"""The default of ``valid_at=``: the moment of the read, taken when it runs."""
 
 
 def utcnow() -> datetime:

@@ -24,7 +24,8 @@ from ._time import Now, aware
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
-    from . import AsyncMemory, Memory
+    from ._memory import Memory
+    from ._memory_async import AsyncMemory
 
 __all__ = [
     "DEFAULT_RETRIEVER_SCOPES",
@@ -69,7 +70,8 @@ def check_tool_settings(
     """The memory and the group tools are made with, or the error naming what is wrong:
     ``TypeError`` for what is not a memory, the library's errors for the group and the
     clocks, ``ValueError`` for a budget that is not a positive integer."""
-    from . import AsyncMemory, Memory
+    from ._memory import Memory  # at call time: the facade imports most of the core
+    from ._memory_async import AsyncMemory
 
     if not isinstance(memory, (Memory, AsyncMemory)):
         raise TypeError(f"{who} needs a timestone.Memory or AsyncMemory, got {type(memory)!r}")
@@ -114,6 +116,8 @@ Args:
         names a zone); default: now.
 """,
 }
+"""What a model reads about each memory tool, by name: a summary and an ``Args:``
+section describing each argument."""
 
 
 # -- retrieved records --------------------------------------------------------------------

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_TOKEN_BUDGET", "entity_timeline", "remember", "search_memory"]
 
 DEFAULT_TOKEN_BUDGET = 1200
+"""The evidence one ``search_memory`` call returns, in tokens."""
 
 
 def search_memory(

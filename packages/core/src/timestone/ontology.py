@@ -103,9 +103,11 @@ class Ontology:
         return tuple(self._edges.values())
 
     def edge(self, relation: str) -> EdgeType | None:
+        """The declared edge type of ``relation`` (any spelling of its name), or None."""
         return self._edges.get(relation_name(relation) or relation)
 
     def cardinality(self, relation: str) -> Cardinality:
+        """``"one"`` or ``"many"``: as declared, ``"many"`` for an undeclared relation."""
         edge = self.edge(relation)
         return edge.cardinality if edge is not None else "many"
 

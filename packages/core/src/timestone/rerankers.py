@@ -33,9 +33,13 @@ class Reranker(Protocol):
     @property
     def name(self) -> str: ...
 
-    def rerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+    def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One relevance score per passage, higher is closer to ``query``."""
+        ...
 
-    async def arerank(self, query: str, passages: Sequence[str]) -> list[float]: ...
+    async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """``rerank``, awaited."""
+        ...
 
 
 def _scores(payload: Any, count: int, name: str) -> list[float]:
@@ -85,6 +89,8 @@ class HTTPReranker:
         return {"model": self.model, "query": query, "documents": list(passages)}
 
     def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """The endpoint's score for each passage; ``RerankerError`` when the request fails
+        or the answer does not hold one score per passage."""
         if not passages:
             return []
         try:
@@ -98,6 +104,7 @@ class HTTPReranker:
             raise RerankerError(f"reranker {self.name!r} failed: {exc}") from exc
 
     async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """``rerank``, awaited."""
         if not passages:
             return []
         try:
@@ -124,10 +131,12 @@ class OverlapReranker:
         return "overlap"
 
     def rerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """The share of the query's words each passage contains, from 0 to 1."""
         words = set(_WORD.findall(query.casefold()))
         if not words:
             return [0.0] * len(passages)
         return [len(words & set(_WORD.findall(p.casefold()))) / len(words) for p in passages]
 
     async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
+        """``rerank``, awaited."""
         return self.rerank(query, passages)

@@ -23,6 +23,7 @@ INSTRUCTIONS = (
     "answer with a GroundedAnswer, cite the ids of the items your answer rests on, and only "
     "ids retrieved in this conversation turn."
 )
+"""What the model reads about its memory: when to call each tool and how to cite."""
 
 
 @dataclasses.dataclass
@@ -38,17 +39,22 @@ class TimestoneMemory(AbstractCapability[Any]):
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
+        """None: the capability is not written into an agent spec."""
         return None  # holds a toolset of Python functions: not spec-serializable
 
     def get_toolset(self) -> AgentToolset[Any] | None:
+        """The memory tools: ``search_memory``, ``entity_timeline``, ``remember``."""
         return memory_toolset()
 
     def get_instructions(self) -> str:
+        """What the model reads about its memory (``instructions``)."""
         return self.instructions
 
     async def after_output_validate(
         self, ctx: RunContext[Any], *, output_context: Any, output: Any
     ) -> Any:
+        """A final ``GroundedAnswer`` whose citations were all retrieved in this run, or
+        a retry naming the ones that were not."""
         if isinstance(output, GroundedAnswer) and not ctx.partial_output:
             return check_citations(ctx, output)
         return output

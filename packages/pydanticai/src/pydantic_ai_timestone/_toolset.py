@@ -39,6 +39,9 @@ async def _call(ctx: RunContext[MemoryDeps], name: str, *args: Any, **kwargs: An
 
 
 async def search_memory(ctx: RunContext[MemoryDeps], query: str) -> str:
+    """The ``search_memory`` tool of ``timestone.toolkit``; the model reads
+    ``timestone.toolkit.DESCRIPTIONS["search_memory"]`` (this docstring
+    at import)."""
     return await _call(
         ctx,
         "search_memory",
@@ -59,6 +62,9 @@ async def entity_timeline(
     since: str | None = None,
     until: str | None = None,
 ) -> str:
+    """The ``entity_timeline`` tool of ``timestone.toolkit``; the model reads
+    ``timestone.toolkit.DESCRIPTIONS["entity_timeline"]`` (this docstring
+    at import)."""
     return await _call(
         ctx,
         "entity_timeline",
@@ -81,6 +87,9 @@ async def remember(
     sentence: str | None = None,
     valid_from: str | None = None,
 ) -> str:
+    """The ``remember`` tool of ``timestone.toolkit``; the model reads
+    ``timestone.toolkit.DESCRIPTIONS["remember"]`` (this docstring
+    at import)."""
     return await _call(
         ctx, "remember", subject, relation, object, sentence=sentence, valid_from=valid_from
     )

@@ -20,8 +20,8 @@ from rich.table import Table
 
 from .._memory import Memory
 from .._time import NOW, parse_when
+from ..db._index_build import check_memory_setting, check_workers
 from ..errors import InvalidInput, NotFound, TimestoneError
-from ..write._index_build import check_memory_setting, check_workers
 from ._options import (
     AsOf,
     DataDir,

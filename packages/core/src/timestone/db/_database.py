@@ -41,6 +41,8 @@ from ..errors import (
     TimestoneError,
 )
 from ._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
+from ._functions import apply_functions
+from ._routing import citus_tenant_settings, is_distributed, mark_routed, run_script
 from ._sockets import widen_send_buffer
 
 __all__ = [
@@ -257,9 +259,6 @@ def migrate(dsn: str) -> int:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             _ensure_extensions(conn)
-            from ._distributed import is_distributed, run_script  # they build on this module
-            from ._functions import apply_functions
-
             # a distributed schema takes its scripts one statement at a time (run_script)
             distributed = is_distributed(conn)
             try:
@@ -370,8 +369,6 @@ class Database:
         if not self.distributed:
             conn.execute(TENANT_SETTINGS, (group,))
             return
-        from ._distributed import citus_tenant_settings, mark_routed  # they build on this
-
         mark_routed(conn)
         for statement in citus_tenant_settings(group):
             conn.execute(statement)
@@ -517,8 +514,6 @@ class Database:
                 f"cannot open a connection pool to {_redact(dsn)}: {exc}"
             ) from exc
         db = cls(dsn, pool)
-        from ._distributed import is_distributed
-
         try:
             with pool.connection() as conn, autocommit(conn):
                 db.distributed = is_distributed(conn)

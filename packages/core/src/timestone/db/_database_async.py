@@ -40,6 +40,8 @@ from ..errors import (
     TimestoneError,
 )
 from ._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
+from ._functions_async import apply_functions
+from ._routing_async import citus_tenant_settings, is_distributed, mark_routed, run_script
 from ._sockets import widen_send_buffer
 
 __all__ = [
@@ -258,9 +260,6 @@ async def migrate(dsn: str) -> int:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             await _ensure_extensions(conn)
-            from ._distributed_async import is_distributed, run_script  # they build on this module
-            from ._functions_async import apply_functions
-
             # a distributed schema takes its scripts one statement at a time (run_script)
             distributed = await is_distributed(conn)
             try:
@@ -371,8 +370,6 @@ class Database:
         if not self.distributed:
             await conn.execute(TENANT_SETTINGS, (group,))
             return
-        from ._distributed_async import citus_tenant_settings, mark_routed  # they build on this
-
         mark_routed(conn)
         for statement in citus_tenant_settings(group):
             await conn.execute(statement)
@@ -520,8 +517,6 @@ class Database:
                 f"cannot open a connection pool to {_redact(dsn)}: {exc}"
             ) from exc
         db = cls(dsn, pool)
-        from ._distributed_async import is_distributed
-
         try:
             async with pool.connection() as conn, autocommit(conn):
                 db.distributed = await is_distributed(conn)

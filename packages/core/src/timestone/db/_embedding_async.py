@@ -4,11 +4,15 @@ the move of every stored vector to another embedder."""
 from __future__ import annotations
 
 import json
+import math
+import time
+from collections.abc import Sequence
 from typing import Any, LiteralString, NamedTuple
 
 import psycopg
 from psycopg import sql
 
+from .._compat import asleep
 from .._vectors import TOLD_SEED, index_opclass, keyed
 from ..embedders import Embedder, check_vectors
 from ..errors import (
@@ -16,9 +20,11 @@ from ..errors import (
     EmbedderMismatch,
 )
 from ..search._request import TOLD
-from ._database_async import MIGRATE_LOCK, Conn, connect_owner, wrap_db_error
+from ._database_async import BULK_LOCK, MIGRATE_LOCK, Conn, connect_owner, wrap_db_error
+from ._index_build import build_memory_kb, need_kb, row_bytes, warn_spill
 
 __all__ = [
+    "LOADER_CHECK_INTERVAL",
     "LOAD_INDEXES",
     "REEMBED_SOURCES",
     "VECTOR_COLUMNS",
@@ -27,11 +33,13 @@ __all__ = [
     "bind_embedder",
     "build_load_indexes",
     "build_vector_indexes",
+    "bulk_loading",
     "describe",
     "drop_load_indexes",
     "drop_vector_indexes",
     "load_index_name",
     "reembed",
+    "set_build_memory",
     "stored_embedder",
     "type_new_vectors",
     "type_vectors",
@@ -149,8 +157,6 @@ async def type_new_vectors(conn: Conn, dimension: int) -> None:
                     t=sql.Identifier(table), c=sql.Identifier(column), d=sql.Literal(dimension)
                 )
             )
-    from ..write._bulk_async import bulk_loading  # _bulk builds on this module
-
     if not await bulk_loading(conn):  # a bulk load builds them when it ends
         await build_load_indexes(conn)
         await build_vector_indexes(conn)
@@ -180,8 +186,6 @@ async def build_vector_indexes(conn: Conn, *, size: bool = True) -> None:
     if not missing:
         return
     if size:
-        from ..write._bulk_async import set_build_memory  # _bulk builds on this module
-
         await set_build_memory(conn, sorted(missing), None, local=True)
     dimensions = await vector_dimensions(conn)
     for name, table, column, held, seed in VECTOR_INDEXES:
@@ -333,3 +337,90 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
         finally:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
     return total
+
+
+# How often the server session of a bulk load (or an index rebuild) checks, during a
+# statement, that its client is still there: a loader that dies in its final build is
+# cancelled within it, and releases ``BULK_LOCK``, instead of building on for minutes
+# (and rolling back). ``bulk_loading`` waits for such a holder up to ``_LOADER_WAIT_S``.
+LOADER_CHECK_INTERVAL = "1s"
+_LOADER_WAIT_S = 5.0
+_LOADER_POLL_S = 0.05
+
+
+async def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
+    """``build_memory_kb`` for the named vector indexes, from the rows each would hold now
+    (one scan a table, counting each index's rows) and the server's settings, as a
+    setting."""
+    dimensions = await vector_dimensions(conn)
+    per_table: dict[str, list[sql.Composable]] = {}
+    for name, table, column, held, _ in VECTOR_INDEXES:
+        dimension = dimensions.get((table, column))
+        if name in names and dimension is not None:
+            per_table.setdefault(table, []).append(
+                sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
+                    sql.Literal(row_bytes(dimension)),
+                    sql.SQL(held),
+                )
+            )
+    counts = [
+        sql.SQL("SELECT greatest({}) FROM timestone.{}").format(
+            sql.SQL(", ").join(needs), sql.Identifier(table)
+        )
+        for table, needs in per_table.items()
+    ]
+    cur = await conn.execute(
+        sql.SQL(
+            "SELECT (SELECT coalesce(max(b), 0) FROM ({}) AS n (b)) AS need,"
+            " pg_size_bytes(current_setting('maintenance_work_mem')) AS current,"
+            " pg_size_bytes(current_setting('shared_buffers')) AS buffers"
+        ).format(sql.SQL(" UNION ALL ").join(counts) if counts else sql.SQL("SELECT 0"))
+    )
+    row = await cur.fetchone()
+    if row is None:  # pragma: no cover - a SELECT without FROM returns its row
+        raise DatabaseError("sizing the vector index build returned no row")
+    kb = build_memory_kb(
+        need_kb(int(row["need"])),
+        int(row["current"]) // 1024,
+        int(row["buffers"]) // 1024,
+    )
+    return f"{math.ceil(kb / 1024)}MB"
+
+
+async def bulk_loading(conn: Conn) -> bool:
+    """Whether a bulk load (or an index rebuild) holds ``BULK_LOCK``.
+
+    A loader that dies inside a statement (its final index build) holds the lock until
+    its server session notices: within ``LOADER_CHECK_INTERVAL`` (the loader's
+    ``client_connection_check_interval``), then the statement is cancelled and the lock
+    released. A holder in a statement or a transaction is waited for, up to
+    ``_LOADER_WAIT_S``; one that ends meanwhile was no load, and its indexes are built
+    here. A live loader writing (its own session idle between its statements) or
+    building past the bound is left to build them itself."""
+    deadline = time.monotonic() + _LOADER_WAIT_S
+    while True:
+        cur = await conn.execute(
+            "SELECT coalesce(a.state, '') AS state FROM pg_locks AS l"
+            " LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted"
+            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND l.classid = (%(k)s::bigint >> 32)::oid"
+            " AND l.objid = (%(k)s::bigint & 4294967295)::oid AND l.objsubid = 1",
+            {"k": BULK_LOCK},
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return False
+        if row["state"] == "idle" or time.monotonic() >= deadline:
+            return True
+        await asleep(_LOADER_POLL_S)
+
+
+async def set_build_memory(
+    conn: Conn, names: Sequence[str], memory: str | None, *, local: bool
+) -> None:
+    """Give the builds of the named indexes ``memory`` (sized to them when None) for the
+    transaction (``local``) or the session, and have a graph that outgrows it logged."""
+    memory = memory if memory is not None else await _sized_memory(conn, names)
+    await conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
+    conn.add_notice_handler(warn_spill(memory))

@@ -23,9 +23,12 @@ import hashlib
 import importlib.resources
 import json
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._database import Conn
+from ._routing import run_script
+
+if TYPE_CHECKING:
+    from ._database import Conn
 
 __all__ = [
     "CUT_OVER",
@@ -97,8 +100,6 @@ def apply_functions(
     """Apply the function files (``FUNCTIONS`` by default) on ``conn``, the owner's, in one
     transaction, unless the database already holds them as applied at schema ``version``.
     The caller holds the migration lock. Returns whether they were applied."""
-    from ._distributed import run_script  # it builds on _db, as this module does
-
     files = FUNCTIONS if files is None else files
     stamp = {"sha256": checksum(files), "schema_version": version}
     if _applied(conn) == stamp:

@@ -22,9 +22,12 @@ import hashlib
 import importlib.resources
 import json
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ._database_async import Conn
+from ._routing_async import run_script
+
+if TYPE_CHECKING:
+    from ._database_async import Conn
 
 __all__ = [
     "CUT_OVER",
@@ -96,8 +99,6 @@ async def apply_functions(
     """Apply the function files (``FUNCTIONS`` by default) on ``conn``, the owner's, in one
     transaction, unless the database already holds them as applied at schema ``version``.
     The caller holds the migration lock. Returns whether they were applied."""
-    from ._distributed_async import run_script  # it builds on _db, as this module does
-
     files = FUNCTIONS if files is None else files
     stamp = {"sha256": checksum(files), "schema_version": version}
     if await _applied(conn) == stamp:

@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 MAX_EPISODE_CHARS = 100_000
+"""The longest text episode extracted in one model call; a longer text goes in as a
+document (``add_document``)."""
 SOURCES = ("text", "message", "json")
 MAX_PREVIOUS = 10
 _PREVIOUS_CHARS = 1000

@@ -43,6 +43,7 @@ SCOPES = ("facts", "entities", "episodes", "communities")
 # ``_db.VECTOR_INDEXES``), which a statement repeats word for word to read them
 TOLD: LiteralString = "source <> 'facts'"
 MAX_QUERY_CHARS = 10_000
+"""The longest query ``search`` and ``context`` take, in characters."""
 MAX_SEARCH_LIMIT = 1000
 WALK_DEPTH = 1  # from the entities a query names
 CENTER_DEPTH = 2  # from an explicit center

@@ -41,7 +41,6 @@ and of re-embedding (``_db.build_vector_indexes``).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager, suppress
@@ -50,25 +49,19 @@ from typing import cast
 import psycopg
 from psycopg import sql
 
-from .._compat import sleep
 from ..db._database import BULK_LOCK, Conn, connect_owner, wrap_db_error
 from ..db._embedding import (
+    LOADER_CHECK_INTERVAL,
     VECTOR_INDEXES,
     build_load_indexes,
     build_vector_indexes,
+    bulk_loading,
     drop_load_indexes,
     drop_vector_indexes,
-    vector_dimensions,
+    set_build_memory,
 )
+from ..db._index_build import check_memory, check_workers
 from ..errors import ConflictError, DatabaseError, InvalidInput
-from ._index_build import (
-    build_memory_kb,
-    check_memory,
-    check_workers,
-    need_kb,
-    row_bytes,
-    warn_spill,
-)
 
 __all__ = [
     "BULK_LOCK",
@@ -78,54 +71,6 @@ __all__ = [
     "rebuild_vector_indexes",
     "set_build_memory",
 ]
-
-
-# How often the server session of a bulk load (or an index rebuild) checks, during a
-# statement, that its client is still there: a loader that dies in its final build is
-# cancelled within it, and releases ``BULK_LOCK``, instead of building on for minutes
-# (and rolling back). ``bulk_loading`` waits for such a holder up to ``_LOADER_WAIT_S``.
-LOADER_CHECK_INTERVAL = "1s"
-_LOADER_WAIT_S = 5.0
-_LOADER_POLL_S = 0.05
-
-
-def _sized_memory(conn: Conn, names: Sequence[str]) -> str:
-    """``build_memory_kb`` for the named vector indexes, from the rows each would hold now
-    (one scan a table, counting each index's rows) and the server's settings, as a
-    setting."""
-    dimensions = vector_dimensions(conn)
-    per_table: dict[str, list[sql.Composable]] = {}
-    for name, table, column, held, _ in VECTOR_INDEXES:
-        dimension = dimensions.get((table, column))
-        if name in names and dimension is not None:
-            per_table.setdefault(table, []).append(
-                sql.SQL("{}::bigint * count(*) FILTER (WHERE {})").format(
-                    sql.Literal(row_bytes(dimension)),
-                    sql.SQL(held),
-                )
-            )
-    counts = [
-        sql.SQL("SELECT greatest({}) FROM timestone.{}").format(
-            sql.SQL(", ").join(needs), sql.Identifier(table)
-        )
-        for table, needs in per_table.items()
-    ]
-    cur = conn.execute(
-        sql.SQL(
-            "SELECT (SELECT coalesce(max(b), 0) FROM ({}) AS n (b)) AS need,"
-            " pg_size_bytes(current_setting('maintenance_work_mem')) AS current,"
-            " pg_size_bytes(current_setting('shared_buffers')) AS buffers"
-        ).format(sql.SQL(" UNION ALL ").join(counts) if counts else sql.SQL("SELECT 0"))
-    )
-    row = cur.fetchone()
-    if row is None:  # pragma: no cover - a SELECT without FROM returns its row
-        raise DatabaseError("sizing the vector index build returned no row")
-    kb = build_memory_kb(
-        need_kb(int(row["need"])),
-        int(row["current"]) // 1024,
-        int(row["buffers"]) // 1024,
-    )
-    return f"{math.ceil(kb / 1024)}MB"
 
 
 _VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
@@ -168,35 +113,6 @@ def _owner_error(exc: psycopg.Error, doing: str) -> DatabaseError:
     return wrap_db_error(exc, doing)
 
 
-def bulk_loading(conn: Conn) -> bool:
-    """Whether a bulk load (or an index rebuild) holds ``BULK_LOCK``.
-
-    A loader that dies inside a statement (its final index build) holds the lock until
-    its server session notices: within ``LOADER_CHECK_INTERVAL`` (the loader's
-    ``client_connection_check_interval``), then the statement is cancelled and the lock
-    released. A holder in a statement or a transaction is waited for, up to
-    ``_LOADER_WAIT_S``; one that ends meanwhile was no load, and its indexes are built
-    here. A live loader writing (its own session idle between its statements) or
-    building past the bound is left to build them itself."""
-    deadline = time.monotonic() + _LOADER_WAIT_S
-    while True:
-        cur = conn.execute(
-            "SELECT coalesce(a.state, '') AS state FROM pg_locks AS l"
-            " LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.granted"
-            " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-            " AND l.classid = (%(k)s::bigint >> 32)::oid"
-            " AND l.objid = (%(k)s::bigint & 4294967295)::oid AND l.objsubid = 1",
-            {"k": BULK_LOCK},
-        )
-        row = cur.fetchone()
-        if row is None:
-            return False
-        if row["state"] == "idle" or time.monotonic() >= deadline:
-            return True
-        sleep(_LOADER_POLL_S)
-
-
 @contextmanager
 def _holding_load_lock(dsn: str, busy: str) -> Generator[Conn]:
     """An owner's connection holding the bulk-load lock for the block; ``ConflictError``
@@ -217,14 +133,6 @@ def _holding_load_lock(dsn: str, busy: str) -> Generator[Conn]:
             yield conn
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (BULK_LOCK,))
-
-
-def set_build_memory(conn: Conn, names: Sequence[str], memory: str | None, *, local: bool) -> None:
-    """Give the builds of the named indexes ``memory`` (sized to them when None) for the
-    transaction (``local``) or the session, and have a graph that outgrows it logged."""
-    memory = memory if memory is not None else _sized_memory(conn, names)
-    conn.execute("SELECT set_config('maintenance_work_mem', %s, %s)", (memory, local))
-    conn.add_notice_handler(warn_spill(memory))
 
 
 def _build_settings(
