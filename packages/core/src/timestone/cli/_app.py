@@ -96,15 +96,22 @@ def _require_entity(mem: Memory, group: str, name: str, as_of: datetime | None) 
 def _note_unknown_group(mem: Memory, group: str) -> None:
     """On stderr, when ``group`` holds nothing: the groups that hold something (a mistyped
     --group reads as an empty one, and the answer alone cannot tell them apart)."""
+    import difflib
+
     others = other_groups(mem.dsn, group)
     if others is None:
         return
-    if not others:
+    close = difflib.get_close_matches(group, others, n=3, cutoff=0.6)
+    shown = [*close, *(g for g in others if g not in close)][:20]
+    if not shown:
         listed = "no group holds anything yet"
     else:
-        more = ", ..." if len(others) > 20 else ""
-        listed = "groups that hold something: " + ", ".join(others[:20]) + more
-    err_console.print(labelled("note:", "yellow", f"group {group!r:.80} holds nothing; {listed}"))
+        more = f" and {len(others) - len(shown)} more" if len(others) > len(shown) else ""
+        listed = "groups that hold something: " + ", ".join(shown) + more
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    err_console.print(
+        labelled("note:", "yellow", f"group {group!r:.80} holds nothing{guess}; {listed}")
+    )
 
 
 # -- commands ----------------------------------------------------------------------------

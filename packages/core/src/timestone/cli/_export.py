@@ -44,7 +44,7 @@ def check_target(output: Path) -> int | None:
     except FileNotFoundError:
         parent = output.parent
         if not parent.is_dir():
-            raise _refused(output, f"is in {parent}, which is not a folder") from None
+            raise _refused(output, f"cannot be written: no folder {parent}") from None
         return None
     except OSError as exc:
         raise _refused(output, f"cannot be looked at: {exc.strerror or exc}") from exc

@@ -73,14 +73,14 @@ def stored_meta(dsn: str, key: str) -> Any:
         raise DatabaseError(f"reading the stored {key}: {str(exc).strip()}") from exc
 
 
-_SHOWN_GROUPS = 20
+_LISTED_GROUPS = 1000
 
 
 def other_groups(dsn: str, group_id: str) -> list[str] | None:
     """None when ``group_id`` holds episodes or items; else the groups that do (the first
-    ``_SHOWN_GROUPS`` + 1 by name), each table read by a walk of its primary key from one
-    group to the next. Read as the DSN's user, the schema owner, whom row level security
-    does not bind; None too when that user may not read them."""
+    thousand by name), each table read by a walk of its primary key from one group to the
+    next. Read as the DSN's user, the schema owner, whom row level security does not
+    bind; None too when that user may not read them."""
     walk = sql.SQL(
         "WITH RECURSIVE g(id) AS ("
         " SELECT min(group_id) FROM timestone.{t}"
@@ -101,11 +101,11 @@ def other_groups(dsn: str, group_id: str) -> list[str] | None:
                 ).fetchone()
                 if held and held[0]:
                     return None
-                rows = conn.execute(walk.format(t=t, n=sql.Literal(_SHOWN_GROUPS + 1)))
+                rows = conn.execute(walk.format(t=t, n=sql.Literal(_LISTED_GROUPS)))
                 names.update(str(r[0]) for r in rows.fetchall())
     except psycopg.Error:
         return None
-    return sorted(names)[: _SHOWN_GROUPS + 1]
+    return sorted(names)[:_LISTED_GROUPS]
 
 
 def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
