@@ -22,16 +22,22 @@ from .._memory import Memory
 from .._time import NOW, parse_when
 from ..db._index_build import check_memory_setting, check_workers
 from ..errors import InvalidInput, NotFound, TimestoneError
+from ._export import STDOUT_NAMES, check_target, export_group_to
+from ._files import GB, read_stream
 from ._options import (
     AsOf,
     DataDir,
     Dsn,
     EmbedderOpt,
+    FollowLinks,
     Group,
     Json,
+    MaxFileSize,
+    MaxLineSize,
     ValidAt,
     fail,
     guard,
+    limits,
     open_store,
 )
 from ._output import (
@@ -49,8 +55,8 @@ from ._output import (
 from ._serve import serve_app, ui
 from ._signals import exit_code, stop_on_signals
 from ._store import (
-    decode_utf8,
     embedder_for,
+    other_groups,
     read_text_file,
     resolve_group,
     save_ontology,
@@ -83,7 +89,29 @@ def _valid(text: str | None) -> Any:
 
 def _require_entity(mem: Memory, group: str, name: str, as_of: datetime | None) -> None:
     if mem.get_entity(group, name, as_of=as_of) is None:
+        _note_unknown_group(mem, group)
         raise NotFound(f"unknown entity {name!r:.80} in group {group!r:.80}")
+
+
+def _note_unknown_group(mem: Memory, group: str) -> None:
+    """On stderr, when ``group`` holds nothing: the groups that hold something (a mistyped
+    --group reads as an empty one, and the answer alone cannot tell them apart)."""
+    import difflib
+
+    others = other_groups(mem.dsn, group)
+    if others is None:
+        return
+    close = difflib.get_close_matches(group, others, n=3, cutoff=0.6)
+    shown = [*close, *(g for g in others if g not in close)][:20]
+    if not shown:
+        listed = "no group holds anything yet"
+    else:
+        more = f" and {len(others) - len(shown)} more" if len(others) > len(shown) else ""
+        listed = "groups that hold something: " + ", ".join(shown) + more
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    err_console.print(
+        labelled("note:", "yellow", f"group {group!r:.80} holds nothing{guess}; {listed}")
+    )
 
 
 # -- commands ----------------------------------------------------------------------------
@@ -95,13 +123,15 @@ def init(
         Path | None,
         typer.Option("--ontology", help="Edge and entity types (JSON or TOML) to store."),
     ] = None,
+    follow_symlinks: FollowLinks = False,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     embedder: EmbedderOpt = None,
     json_: Json = False,
 ) -> None:
     """Create (or migrate) the store, and store an ontology in it."""
-    with open_store(dsn, data_dir, embedder, ontology_file=ontology) as mem:
+    read = limits(follow_symlinks=follow_symlinks)
+    with open_store(dsn, data_dir, embedder, ontology_file=ontology, read_limits=read) as mem:
         info: dict[str, Any] = {
             "dsn": mem.dsn,
             "schema_version": stored_meta(mem.dsn, "schema_version"),
@@ -139,7 +169,9 @@ def _build_options(bulk: bool, memory: str | None, workers: int | None) -> dict[
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="JSONL files, text files or folders.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="JSONL files, JSON episode files, text files or folders.")
+    ],
     ontology: Annotated[
         Path | None, typer.Option("--ontology", help="Store this ontology first (JSON or TOML).")
     ] = None,
@@ -175,6 +207,9 @@ def ingest(
             "--workers", help="With --bulk: parallel index build workers (default: the server's)."
         ),
     ] = None,
+    max_file_size: MaxFileSize = None,
+    max_line_size: MaxLineSize = None,
+    follow_symlinks: FollowLinks = False,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
@@ -187,8 +222,11 @@ def ingest(
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
     build = guard(lambda: _build_options(bulk, maintenance_work_mem, workers))
+    read = limits(max_file_size, max_line_size, follow_symlinks)
     with (
-        open_store(dsn, data_dir, embedder, ontology_file=ontology, embeds=True) as mem,
+        open_store(
+            dsn, data_dir, embedder, ontology_file=ontology, embeds=True, read_limits=read
+        ) as mem,
         mem.bulk_load(**build) if bulk else contextlib.nullcontext(),
     ):
         summary = ingest_paths(
@@ -198,6 +236,7 @@ def ingest(
             skip_bad=skip_bad,
             reference_time=ref,
             show_progress=progress and not json_ and err_console.is_terminal,
+            limits=read,
         )
     if json_:
         print_json(summary)
@@ -206,7 +245,7 @@ def ingest(
         f"{summary.episodes_created} episode(s) written, {summary.episodes_skipped} already "
         f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
     )
-    for message in summary.bad_lines:
+    for message in [*summary.bad_lines, *summary.skipped_files]:
         err_console.print(labelled("skipped", "yellow", message))
 
 
@@ -232,6 +271,8 @@ def search(
     with open_store(dsn, data_dir, embedder, embeds=True) as mem:
         wanted = tuple(s.strip() for s in scopes.split(",") if s.strip())
         results = mem.search(g, query, limit=limit, scopes=wanted, valid_at=world, as_of=system)
+        if not len(results):
+            _note_unknown_group(mem, g)
         if json_:
             print_json(results)
             return
@@ -279,6 +320,8 @@ def facts(
             as_of=system,
             limit=limit,
         )
+        if not found:
+            _note_unknown_group(mem, g)
     if json_:
         print_json(found)
     else:
@@ -388,6 +431,8 @@ def as_of_cmd(
             ][:limit]
         else:
             found = mem.facts(g, valid_at=world, as_of=system, limit=limit)
+            if not found:
+                _note_unknown_group(mem, g)
     if json_:
         print_json(found)
     else:
@@ -409,6 +454,8 @@ def episodes(
     system = _when(as_of, "--as-of")
     with open_store(dsn, data_dir, embedder) as mem:
         found = mem.episodes(g, as_of=system, limit=limit)
+        if not found:
+            _note_unknown_group(mem, g)
     if json_:
         print_json(found)
     else:
@@ -473,6 +520,8 @@ def stats(
     g = resolve_group(group)
     with open_store(dsn, data_dir, embedder) as mem:
         counts = mem.stats(g)
+        if not any(c["versions"] for c in counts.values()):
+            _note_unknown_group(mem, g)
     if json_:
         print_json({"group_id": g, "tables": counts})
         return
@@ -488,7 +537,13 @@ def stats(
 @app.command("export")
 def export_cmd(
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="A regular file to write, by a temporary file renamed at the end (default, "
+            "or - or /dev/stdout: standard output).",
+        ),
     ] = None,
     dsn: Dsn = None,
     data_dir: DataDir = None,
@@ -497,21 +552,11 @@ def export_cmd(
 ) -> None:
     """Write the group, every row version with both clocks, as JSONL."""
     g = resolve_group(group)
-    if output is not None and output.is_dir():
-        raise fail(InvalidInput(f"--output {output} is a folder; name the file to write"))
+    if output is not None and str(output) not in STDOUT_NAMES:
+        guard(lambda: check_target(output))
     with open_store(dsn, data_dir, embedder) as mem:
-        if output is None:
-            mem.export_group(g, sys.stdout)
-            sys.stdout.flush()
-            return
-        tmp = output.with_name(output.name + ".partial")
-        try:
-            with guard(lambda: tmp.open("w", encoding="utf-8")) as handle:
-                counts = mem.export_group(g, handle)
-            guard(lambda: tmp.replace(output))
-        finally:
-            tmp.unlink(missing_ok=True)
-    err_console.print(f"exported {sum(counts.values())} row(s) of group {g} to {output}")
+        if not any(export_group_to(mem, g, output).values()):
+            _note_unknown_group(mem, g)
 
 
 @app.command("import")
@@ -531,13 +576,19 @@ def import_cmd(
         ),
     ] = None,
     embedder: EmbedderOpt = None,
+    max_file_size: MaxFileSize = None,
+    max_line_size: MaxLineSize = None,
+    follow_symlinks: FollowLinks = False,
     json_: Json = False,
 ) -> None:
-    """Read an export into an empty group, history and all, in one transaction."""
+    """Read an export into an empty group, history and all, in one transaction.
+
+    The file is read whole: --max-file-size (default 1GB) bounds it."""
+    read = limits(max_file_size, max_line_size, follow_symlinks, default_file=GB)
     if str(source) == "-":
-        text = guard(lambda: decode_utf8(sys.stdin.buffer.read(), "the export on stdin"))
+        text = guard(lambda: read_stream(sys.stdin.buffer, "the export on stdin", read, lines=True))
     else:
-        text = guard(lambda: read_text_file(source, "the export"))
+        text = guard(lambda: read_text_file(source, "the export", read, lines=True))
     lines = text.splitlines(keepends=True)
     if not any(line.strip() for line in lines):
         where = "on stdin" if str(source) == "-" else str(source)

@@ -10,8 +10,12 @@ file is checked before anything from it is written: a bad line stops the file
 with its line number and what is wrong, unless ``--skip-bad``. Each episode
 gets an idempotency key (its own, or a hash of the line), so running the same
 ingest again writes nothing twice and picks up where an interrupted run
-stopped. A text file becomes a document (``add_document``): chunked into
-episodes, its uri the file's absolute path.
+stopped. A ``.json`` file holds one such episode, or a list of them (keyed by a
+hash of each episode); a file that is not JSON is refused with the line and
+column. Dates without a zone are read as UTC, as the command's flags read them.
+Any other file is text and becomes a document (``add_document``): chunked into
+episodes, its uri the file's absolute path. Files are read as ``_files`` says:
+regular files only, bounded, symbolic links on request.
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rich.progress import (
     BarColumn,
@@ -34,15 +39,26 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from .._jsontext import check_depth, loads
 from .._memory import Memory
 from .._records import FactInput, IngestResult
-from .._time import parse_datetime
+from .._time import parse_when
 from ..errors import InvalidInput, TimestoneError
+from ._files import Limits, read_file, walk_folder
 
-__all__ = ["JSONL_SUFFIXES", "TEXT_SUFFIXES", "IngestSummary", "JsonlLine", "ingest_paths"]
+__all__ = [
+    "JSONL_SUFFIXES",
+    "JSON_SUFFIXES",
+    "TEXT_SUFFIXES",
+    "IngestSummary",
+    "JsonlLine",
+    "ingest_paths",
+]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+JSON_SUFFIXES = (".json",)
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
+SUFFIXES = JSONL_SUFFIXES + JSON_SUFFIXES + TEXT_SUFFIXES
 _KEYS = {
     "name",
     "reference_time",
@@ -65,6 +81,13 @@ class JsonlLine:
     saga: str | None
     source_description: str
     idempotency_key: str
+    label: str = "line"
+
+    def place(self, path: Path) -> str:
+        """Where the episode is: ``file:3`` for a JSONL line, ``file: episode 3`` else."""
+        if self.label == "line":
+            return f"{path}:{self.line}"
+        return f"{path}: {self.label}" + ("" if self.label == "the episode" else f" {self.line}")
 
 
 @dataclasses.dataclass
@@ -82,12 +105,24 @@ def _line_key(text: str) -> str:
     return "jsonl:" + hashlib.sha256(text.strip().encode()).hexdigest()
 
 
+def _when(value: object, what: str) -> object:
+    """A date of a file as the flags read one: without a zone, UTC (``parse_when``)."""
+    return parse_when(value, what) if isinstance(value, str) else value
+
+
 def parse_line(number: int, text: str) -> JsonlLine:
     """One JSONL line as an episode; ``InvalidInput`` naming what is wrong."""
+    check_depth(text, "the line")
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"not JSON ({exc.msg} at column {exc.colno})") from exc
+    return parse_episode(raw, number, _line_key(text))
+
+
+def parse_episode(raw: object, number: int, default_key: str, label: str = "line") -> JsonlLine:
+    """One episode (a JSON object, from a JSONL line or a JSON file); ``InvalidInput``
+    naming what is wrong. ``default_key``: its idempotency key unless it carries one."""
     if not isinstance(raw, dict):
         raise InvalidInput(f"expected a JSON object, got {type(raw).__name__}")
     obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
@@ -99,7 +134,7 @@ def parse_line(number: int, text: str) -> JsonlLine:
     ref = obj["reference_time"]
     if not isinstance(ref, str):
         raise InvalidInput("reference_time must be an ISO 8601 string")
-    reference_time = parse_datetime(ref, "reference_time")
+    reference_time = parse_when(ref, "reference_time")
     facts_raw = obj.get("facts")
     if not isinstance(facts_raw, list) or not facts_raw:
         raise InvalidInput("facts must be a non-empty list")
@@ -107,8 +142,12 @@ def parse_line(number: int, text: str) -> JsonlLine:
     for i, item in enumerate(facts_raw):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
         if not isinstance(item, dict):
             raise InvalidInput(f"facts[{i}] must be an object")
+        fields: dict[str, Any] = dict(item)  # pyright: ignore[reportUnknownArgumentType]
         try:
-            facts.append(FactInput.parse(item))  # pyright: ignore[reportUnknownArgumentType]
+            for end in ("valid_at", "invalid_at"):
+                if end in fields:
+                    fields[end] = _when(fields[end], end)
+            facts.append(FactInput.parse(fields))
         except InvalidInput as exc:
             raise InvalidInput(f"facts[{i}]: {exc}") from exc
     for key in ("name", "saga", "source_description", "idempotency_key", "content"):
@@ -121,19 +160,16 @@ def parse_line(number: int, text: str) -> JsonlLine:
         facts=facts,
         saga=obj.get("saga"),
         source_description=obj.get("source_description") or "",
-        idempotency_key=obj.get("idempotency_key") or _line_key(text),
+        idempotency_key=obj.get("idempotency_key") or default_key,
+        label=label,
     )
 
 
-def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[JsonlLine]:
+def read_jsonl(
+    path: Path, *, skip_bad: bool, summary: IngestSummary, limits: Limits
+) -> list[JsonlLine]:
     """Every episode of the file; refuse the whole file at its first bad line unless told."""
-    try:
-        with path.open(encoding="utf-8") as handle:
-            lines = handle.readlines()
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
+    lines = read_file(path, "", limits, lines=True).splitlines()
     episodes: list[JsonlLine] = []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -150,17 +186,60 @@ def read_jsonl(path: Path, *, skip_bad: bool, summary: IngestSummary) -> list[Js
     return episodes
 
 
-def expand(paths: Sequence[Path]) -> Iterator[Path]:
+def read_json(
+    path: Path, *, skip_bad: bool, summary: IngestSummary, limits: Limits
+) -> list[JsonlLine]:
+    """The episode, or the list of episodes, of a ``.json`` file, each in the shape of a
+    JSONL line; anything else is refused with its line and column. A malformed file is
+    refused whole, ``--skip-bad`` or not; with it, a bad episode of a list is skipped."""
+    text = read_file(path, "", limits)
+    value: object = loads(text, str(path))
+    if isinstance(value, dict):
+        items: list[object] = [value]
+        label = "the episode"
+    elif isinstance(value, list) and value:
+        items = list(cast(list[object], value))
+        label = "episode"
+    else:
+        shown = "an empty list" if isinstance(value, list) else f"a JSON {type(value).__name__}"
+        raise InvalidInput(
+            f"{path}: holds {shown}; a .json file holds one episode (an object) or a list of "
+            "them, in the shape of a JSONL line (docs/cli.md)"
+        )
+    episodes: list[JsonlLine] = []
+    for number, item in enumerate(items, start=1):
+        key = (
+            "json:"
+            + hashlib.sha256(
+                json.dumps(item, sort_keys=True, ensure_ascii=False).encode()
+            ).hexdigest()
+        )
+        try:
+            episodes.append(parse_episode(item, number, key, label))
+        except InvalidInput as exc:
+            where = label if len(items) == 1 else f"{label} {number}"
+            message = f"{path}: {where}: {exc}"
+            if not skip_bad:
+                raise InvalidInput(
+                    f"{message}\nnothing from {path} was written; fix it or pass --skip-bad"
+                ) from exc
+            summary.bad_lines.append(message)
+    return episodes
+
+
+def expand(paths: Sequence[Path], limits: Limits, skipped: list[str]) -> Iterator[Path]:
     """Files to ingest: the paths given, and the ingestible files of folders, sorted."""
     for path in paths:
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and child.suffix.lower() in JSONL_SUFFIXES + TEXT_SUFFIXES:
-                    yield child
-        elif path.exists():
-            yield path
+        try:
+            mode = (path.stat() if limits.follow_symlinks else path.lstat()).st_mode
+        except FileNotFoundError:
+            raise InvalidInput(f"no such file or folder: {path}") from None
+        except OSError as exc:
+            raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from exc
+        if stat.S_ISDIR(mode):
+            yield from walk_folder(path, SUFFIXES, limits, skipped)
         else:
-            raise InvalidInput(f"no such file or folder: {path}")
+            yield path  # read_file refuses it if it is not a regular file
 
 
 def _progress(enabled: bool) -> Progress:
@@ -186,24 +265,31 @@ def ingest_paths(
     skip_bad: bool,
     reference_time: datetime | None,
     show_progress: bool,
+    limits: Limits,
 ) -> IngestSummary:
     summary = IngestSummary()
-    files = list(expand(paths))
-    # Check every JSONL file before writing anything.
+    files = list(expand(paths, limits, summary.skipped_files))
+    # Check every JSONL and JSON file before writing anything.
     plans: list[tuple[Path, list[JsonlLine] | None]] = []
     for path in files:
-        if path.suffix.lower() in JSONL_SUFFIXES:
-            plans.append((path, read_jsonl(path, skip_bad=skip_bad, summary=summary)))
+        suffix = path.suffix.lower()
+        if suffix in JSONL_SUFFIXES:
+            plans.append(
+                (path, read_jsonl(path, skip_bad=skip_bad, summary=summary, limits=limits))
+            )
+        elif suffix in JSON_SUFFIXES:
+            plans.append((path, read_json(path, skip_bad=skip_bad, summary=summary, limits=limits)))
         else:
             plans.append((path, None))
-    total = sum(len(eps) if eps is not None else 1 for _, eps in plans)
+    total = sum(1 if eps is None else len(eps) for _, eps in plans)
     with _progress(show_progress) as progress:
         task = progress.add_task("ingesting", total=total, rate="")
         started = datetime.now(UTC)
         for path, episodes in plans:
             summary.files += 1
             if episodes is None:
-                _ingest_text(mem, group_id, path, reference_time, summary)
+                content = read_file(path, "", limits)
+                _ingest_text(mem, group_id, path, content, reference_time, summary)
                 progress.advance(task)
             else:
 
@@ -275,10 +361,11 @@ def _ingest_episodes(
             ep = episodes[start + done]
             # the library's own words, without its batch number (the line says where)
             reason = exc.__cause__ if isinstance(exc.__cause__, InvalidInput) else exc
-            message = f"{path}:{ep.line}: {reason}"
+            message = f"{ep.place(path)}: {reason}"
             if not skip_bad:
+                before = f"line {ep.line}" if ep.label == "line" else f"{ep.label} {ep.line}"
                 raise InvalidInput(
-                    f"{message}\nthe episodes before line {ep.line} were written; "
+                    f"{message}\nthe episodes before {before} were written; "
                     "running the same ingest again resumes after them"
                 ) from exc
             summary.bad_lines.append(message)
@@ -290,15 +377,10 @@ def _ingest_text(
     mem: Memory,
     group_id: str,
     path: Path,
+    content: str,
     reference_time: datetime | None,
     summary: IngestSummary,
 ) -> None:
-    try:
-        content = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
     if not content.strip():
         summary.skipped_files.append(f"{path}: empty")
         return

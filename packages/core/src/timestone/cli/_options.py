@@ -13,6 +13,7 @@ from .._memory import Memory
 from ..embedders import Embedder
 from ..errors import EmbedderMismatch, InvalidInput, TimestoneError
 from ..ontology import Ontology
+from ._files import DEFAULT_MAX_FILE, DEFAULT_MAX_LINE, Limits, format_size, parse_size
 from ._output import err_console, exit_code_for, print_error
 from ._store import (
     embedder_for,
@@ -29,11 +30,15 @@ __all__ = [
     "DataDir",
     "Dsn",
     "EmbedderOpt",
+    "FollowLinks",
     "Group",
     "Json",
+    "MaxFileSize",
+    "MaxLineSize",
     "ValidAt",
     "fail",
     "guard",
+    "limits",
     "open_store",
     "resolve_store",
 ]
@@ -79,6 +84,48 @@ ValidAt = Annotated[
     ),
 ]
 
+FollowLinks = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks",
+        help="Read the files symbolic links point to (default: a link is refused, or "
+        "skipped in a folder).",
+    ),
+]
+MaxFileSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-file-size",
+        help="Refuse a file larger than this, e.g. 1GB "
+        f"[default: {format_size(DEFAULT_MAX_FILE)}].",
+    ),
+]
+MaxLineSize = Annotated[
+    str | None,
+    typer.Option(
+        "--max-line-size",
+        help="Refuse a line (JSONL, an export) longer than this "
+        f"[default: {format_size(DEFAULT_MAX_LINE)}].",
+    ),
+]
+
+
+def limits(
+    max_file: str | None = None,
+    max_line: str | None = None,
+    follow_symlinks: bool = False,
+    *,
+    default_file: int = DEFAULT_MAX_FILE,
+) -> Limits:
+    """The reading limits of the options (exit 3 for a size that is not one)."""
+    return guard(
+        lambda: Limits(
+            max_file=parse_size(max_file, "--max-file-size", default_file),
+            max_line=parse_size(max_line, "--max-line-size", DEFAULT_MAX_LINE),
+            follow_symlinks=follow_symlinks,
+        )
+    )
+
 
 def fail(exc: BaseException) -> typer.Exit:
     code = exit_code_for(exc)
@@ -107,9 +154,10 @@ def resolve_store(
     data_dir: Path | None,
     embedder: str | None,
     ontology_file: Path | None = None,
+    read_limits: Limits | None = None,
 ) -> tuple[str, Embedder, Ontology | None]:
     """The DSN, embedder and ontology to open with; a new ontology file is stored first."""
-    document = load_ontology_file(ontology_file) if ontology_file is not None else None
+    document = load_ontology_file(ontology_file, read_limits) if ontology_file is not None else None
     target = resolve_dsn(dsn, data_dir)
     stored = stored_meta(target, "ontology")
     chosen = embedder_for(embedder, stored_meta(target, "embedder"))
@@ -126,12 +174,15 @@ def open_store(
     *,
     ontology_file: Path | None = None,
     embeds: bool = False,
+    read_limits: Limits | None = None,
 ) -> Generator[Memory]:
     """Open the store with the ontology and embedder it keeps; map errors to exit codes.
     ``embeds``: the command embeds text (a search, a write), so the embedder's model is
     loaded beside the opening; a read that embeds nothing does not load it."""
     try:
-        target, chosen, ontology = resolve_store(dsn, data_dir, embedder, ontology_file)
+        target, chosen, ontology = resolve_store(
+            dsn, data_dir, embedder, ontology_file, read_limits
+        )
         mem = Memory.open(target, embedder=chosen, ontology=ontology, warm=embeds)
         if ontology_file is not None and ontology is not None:
             save_ontology(target, ontology_document(ontology))

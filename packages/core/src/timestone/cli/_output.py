@@ -13,6 +13,7 @@ Exit codes:
 7     no LLM configured, or the model failed
 8     the embedder differs from the one the database was built with
 9     the address (port) is already in use
+10    the output could not be written: a full disk, a closed pipe
 ====  ===========================================================
 """
 
@@ -84,6 +85,7 @@ class ExitCode(IntEnum):
     LLM = 7
     EMBEDDER = 8
     ADDRESS_IN_USE = 9
+    OUTPUT = 10
 
 
 def exit_code_for(exc: BaseException) -> ExitCode:
@@ -126,9 +128,12 @@ def print_json(value: Any) -> None:
     sys.stdout.flush()
 
 
+OPEN = "(open)"  # a period without an end (or start); Rich marks a cut text with "…"
+
+
 def _when(value: datetime | None) -> str:
     if value is None:
-        return "…"
+        return OPEN
     if value.hour == value.minute == value.second == value.microsecond == 0:
         return value.date().isoformat()
     return value.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -17,11 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
+from .._jsontext import check_depth
 from ..db import _embedded
 from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput
 from ..ontology import EdgeType, EntityType, Ontology
+from ._files import Limits, decode_utf8, read_file
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -29,6 +32,7 @@ __all__ = [
     "load_ontology_file",
     "ontology_document",
     "ontology_from_document",
+    "other_groups",
     "read_text_file",
     "resolve_dsn",
     "resolve_group",
@@ -67,6 +71,41 @@ def stored_meta(dsn: str, key: str) -> Any:
             return row[0] if row is not None else None
     except psycopg.Error as exc:
         raise DatabaseError(f"reading the stored {key}: {str(exc).strip()}") from exc
+
+
+_LISTED_GROUPS = 1000
+
+
+def other_groups(dsn: str, group_id: str) -> list[str] | None:
+    """None when ``group_id`` holds episodes or items; else the groups that do (the first
+    thousand by name), each table read by a walk of its primary key from one group to the
+    next. Read as the DSN's user, the schema owner, whom row level security does not
+    bind; None too when that user may not read them."""
+    walk = sql.SQL(
+        "WITH RECURSIVE g(id) AS ("
+        " SELECT min(group_id) FROM timestone.{t}"
+        " UNION ALL SELECT (SELECT min(group_id) FROM timestone.{t} WHERE group_id > g.id)"
+        " FROM g WHERE g.id IS NOT NULL)"
+        " SELECT id FROM g WHERE id IS NOT NULL LIMIT {n}"
+    )
+    names: set[str] = set()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for table in ("episodes", "items"):
+                t = sql.Identifier(table)
+                held = conn.execute(
+                    sql.SQL("SELECT EXISTS (SELECT FROM timestone.{t} WHERE group_id = %s)").format(
+                        t=t
+                    ),
+                    (group_id,),
+                ).fetchone()
+                if held and held[0]:
+                    return None
+                rows = conn.execute(walk.format(t=t, n=sql.Literal(_LISTED_GROUPS)))
+                names.update(str(r[0]) for r in rows.fetchall())
+    except psycopg.Error:
+        return None
+    return sorted(names)[:_LISTED_GROUPS]
 
 
 def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
@@ -211,35 +250,19 @@ def ontology_document(ontology: Ontology) -> dict[str, Any]:
     }
 
 
-def decode_utf8(data: bytes, what: str) -> str:
-    """``data`` as UTF-8 text; ``InvalidInput`` naming ``what`` and the first bad byte."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"{what} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-            "save it as UTF-8 and try again"
-        ) from exc
-
-
-def read_text_file(path: Path, what: str) -> str:
+def read_text_file(
+    path: Path, what: str, limits: Limits | None = None, *, lines: bool = False
+) -> str:
     """The UTF-8 text of a file the user named, or ``InvalidInput`` saying why not: no such
-    file, a folder, unreadable, not UTF-8 (never a bare ``OSError`` or decoding error)."""
-    named = f"{what} {path}"
-    if path.is_dir():
-        raise InvalidInput(f"{named} is a folder, not a file")
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise InvalidInput(f"{named} does not exist") from exc
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {named}: {exc.strerror or exc}") from exc
-    return decode_utf8(data, named)
+    file, not a regular file, a symbolic link, too large, unreadable, not UTF-8 (never a
+    bare ``OSError`` or decoding error); ``lines``: each line within the line limit."""
+    return read_file(path, what, limits or Limits(), lines=lines)
 
 
-def load_ontology_file(path: Path) -> dict[str, Any]:
+def load_ontology_file(path: Path, limits: Limits | None = None) -> dict[str, Any]:
     """Read and check an ontology file (``.toml`` or JSON); return its normalized document."""
-    text = read_text_file(path, "the ontology file")
+    text = read_text_file(path, "the ontology file", limits)
+    check_depth(text, f"the ontology file {path}")
     try:
         if path.suffix.lower() == ".toml":
             raw: Any = tomllib.loads(text)

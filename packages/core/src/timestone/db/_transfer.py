@@ -30,6 +30,7 @@ from typing import Any, Protocol, cast
 import psycopg
 from psycopg import sql
 
+from .._jsontext import check_depth
 from .._names import stored_relation
 from .._records import Episode, Fact
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
@@ -211,6 +212,7 @@ def _line_object(number: int, text: object) -> dict[str, Any] | None:
         )
     if not text.strip():
         return None
+    check_depth(text, f"line {number}")
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
