@@ -13,13 +13,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-async def wait_for_port(port: int, proc: asyncio.subprocess.Process, tries: int = 600) -> None:
-    """Return once something listens on ``port``; fail if ``proc`` exits first or nothing
-    listens after ``tries`` tenths of a second."""
+async def wait_for_port(
+    port: int, proc: asyncio.subprocess.Process, tries: int = 600, address: str = "127.0.0.1"
+) -> None:
+    """Return once something listens on ``port`` of ``address`` (a loopback address); fail
+    if ``proc`` exits first or nothing listens after ``tries`` tenths of a second."""
     for _ in range(tries):
         assert proc.returncode is None, "the server exited"
         try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            _, writer = await asyncio.open_connection(address, port)
         except OSError:
             await asyncio.sleep(0.1)
             continue

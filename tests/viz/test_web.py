@@ -24,6 +24,47 @@ def _get(base: str, path: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_the_slider_steps_through_each_recorded_moment(
+    memory: timestone.Memory, group: str
+) -> None:
+    # three writes in one go, seconds apart at most: one step each, whatever the clock says
+    reference = datetime.fromisoformat("2020-01-01T00:00:00+00:00")
+    writes = [
+        memory.add_facts(
+            group,
+            [{"source": "Mira", "relation": "VISITS", "target": city}],
+            reference_time=reference + timedelta(days=400 * i),
+        )
+        for i, city in enumerate(("Lyon", "Porto", "Turin"))
+    ]
+    server = make_server(memory, group, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        _, body = _get(base, "/api/moments")
+        moments = [_when(m) for m in json.loads(body)["moments"]]
+        assert moments == [w.recorded_at for w in writes]
+        for i, moment in enumerate(json.loads(body)["moments"]):
+            _, graph = _get(base, "/api/graph?as_of=" + urllib.parse.quote(moment))
+            held = json.loads(graph)
+            assert _when(held["as_of"]) == writes[i].recorded_at
+            cities = ("Lyon", "Porto", "Turin")[: i + 1]
+            assert sorted(n["name"] for n in held["nodes"]) == sorted(["Mira", *cities])
+        between = writes[1].recorded_at + (writes[2].recorded_at - writes[1].recorded_at) / 2
+        _, body = _get(base, "/api/moments?as_of=" + urllib.parse.quote(between.isoformat()))
+        assert json.loads(body)["index"] == 1
+        _, body = _get(base, "/api/moments?as_of=2000-01-01")
+        assert json.loads(body)["index"] == -1
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_the_view_serves_the_graph_as_of_any_moment(memory: timestone.Memory, group: str) -> None:
     first = memory.add_facts(
         group,
@@ -55,8 +96,12 @@ def test_the_view_serves_the_graph_as_of_any_moment(memory: timestone.Memory, gr
         then: dict[str, Any] = json.loads(body)
         assert [e["fact"] for e in then["edges"]] == ["Mira visits Lyon."]
 
-        _, body = _get(base, "/api/range")
-        assert json.loads(body)["first"] == first.recorded_at.isoformat()
+        _, body = _get(base, "/api/moments")
+        moments: dict[str, Any] = json.loads(body)
+        assert len(moments["moments"]) == 2
+        assert _when(moments["moments"][0]) == first.recorded_at
+        assert moments["index"] is None
+        assert moments["truncated"] is False
 
         status, timeline = _get(base, "/timeline?entity=Mira")
         assert status == 200

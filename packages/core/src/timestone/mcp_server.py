@@ -10,13 +10,15 @@ takes a required ``group_id``. In Python::
     server = build_server(lambda: timestone.AsyncMemory.open(...), group_id="alice")
     server.run("stdio")
 
-Over HTTP, ``token=`` makes every request carry ``Authorization: Bearer
-<token>`` (the ``mcp`` SDK's bearer authentication, with a verifier that
-compares the one fixed token in constant time); a request without it, or with
-another, is answered 401. ``check_exposure`` refuses to serve off the loopback
-interface without one: whoever reaches the port would read and write the
-memory. The token travels in clear over plain HTTP: off one machine, put a TLS
-proxy in front (``docs/cli.md``).
+Over HTTP (``run_http``), ``token=`` makes every request carry
+``Authorization: Bearer <token>`` (the ``mcp`` SDK's bearer authentication,
+with a verifier that compares the one fixed token in constant time); a request
+without it, or with another, is answered 401. ``check_exposure`` refuses to
+serve off the loopback interface without one: whoever reaches the port would
+read and write the memory. Every request's ``Host`` and ``Origin`` headers
+are checked first (421, 403: ``timestone._local_server``), on every route. The
+token travels in clear over plain HTTP: off one machine, put a TLS proxy in
+front (``docs/production.md``).
 """
 
 from __future__ import annotations
@@ -25,17 +27,23 @@ import asyncio
 import contextlib
 import errno
 import functools
-import hmac
 import inspect
-import ipaddress
 import socket
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from ._local_server import (
+    MIN_TOKEN_LENGTH,
+    HostGuard,
+    check_exposure,
+    check_token,
+    is_loopback,
+    tokens_match,
+)
 from ._memory_async import AsyncMemory
 from ._records import Fact
 from ._time import NOW
@@ -48,7 +56,9 @@ __all__ = [
     "check_exposure",
     "check_port",
     "check_token",
+    "http_app",
     "is_loopback",
+    "run_http",
 ]
 
 INSTRUCTIONS = """\
@@ -72,10 +82,11 @@ def check_port(host: str, port: int) -> None:
     from .errors import AddressInUse
 
     check_port_number(port)
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+    bind = host.strip().removeprefix("[").removesuffix("]")
+    with socket.socket(socket.AF_INET6 if ":" in bind else socket.AF_INET) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((host, port))
+            probe.bind((bind, port))
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
                 raise AddressInUse(
@@ -84,57 +95,16 @@ def check_port(host: str, port: int) -> None:
             raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
 
 
-MIN_TOKEN_LENGTH = 16
-_MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable from this machine only: ``localhost`` or a loopback
-    address (127.0.0.0/8, ::1). Any other name or address may be reached from outside."""
-    if host.strip().casefold() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_token(token: str) -> str:
-    """A bearer token as the server will demand it: printable ASCII without spaces, at least
-    ``MIN_TOKEN_LENGTH`` characters."""
-    if len(token) < MIN_TOKEN_LENGTH or not all("!" <= c <= "~" for c in token):
-        raise InvalidInput(
-            f"the MCP token must be at least {MIN_TOKEN_LENGTH} printable ASCII characters "
-            f"without spaces; make one with {_MAKE_TOKEN}"
-        )
-    return token
-
-
-def check_exposure(host: str, token: str | None) -> str | None:
-    """Refuse to serve HTTP beyond this machine without a token; return the checked token."""
-    if token is not None and token != "":
-        return check_token(token)
-    if not is_loopback(host):
-        raise InvalidInput(
-            f"refusing to serve MCP over HTTP on {host} without a token: anyone who reaches "
-            "the port could read and write the memory. Set TIMESTONE_MCP_TOKEN (or --token) "
-            f"to a secret, e.g. from {_MAKE_TOKEN}, give it to the clients as "
-            "'Authorization: Bearer <token>', and put a TLS proxy in front (docs/cli.md)"
-        )
-    return None
-
-
 class _FixedToken:
     """The ``mcp`` SDK's ``TokenVerifier`` for one shared secret, compared in constant time."""
 
     def __init__(self, token: str) -> None:
-        self._token = token.encode()
+        self._token = token
 
     async def verify_token(self, token: str) -> Any:
         from mcp.server.auth.provider import AccessToken
 
-        given = token.encode("utf-8", "surrogateescape")
-        if not hmac.compare_digest(given, self._token):
+        if not tokens_match(token, self._token):
             return None
         return AccessToken(token=token, client_id="timestone-mcp", scopes=[])
 
@@ -151,6 +121,55 @@ def _auth(token: str | None) -> dict[str, Any]:
     # settings model and only ever appears in those routes.
     settings = AuthSettings(issuer_url=AnyHttpUrl("http://localhost/"), resource_server_url=None)
     return {"auth": settings, "token_verifier": _FixedToken(check_token(token))}
+
+
+class _HostCheck:
+    """ASGI middleware: every request passes the local-server guard (``HostGuard``) before
+    any route, the SDK's included; a refused one is answered 421 or 403."""
+
+    def __init__(self, app: Any, guard: HostGuard) -> None:
+        self._app = app
+        self._guard = guard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+            refused = self._guard.refusal(pairs)
+            if refused is not None:
+                if scope["type"] == "websocket":
+                    await send({"type": "websocket.close", "code": 1008})
+                    return
+                from starlette.responses import PlainTextResponse
+
+                status, reason = refused
+                await PlainTextResponse(reason + "\n", status_code=status)(scope, receive, send)
+                return
+        await self._app(scope, receive, send)
+
+
+def http_app(server: Any, *, host: str, allow_hosts: Iterable[str] = ()) -> Any:
+    """The ASGI app of ``server`` over streamable HTTP at ``/mcp``, behind the Host and
+    Origin check for a server bound to ``host`` (plus the ``allow_hosts`` names)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    guard = HostGuard.of(host, allow_hosts)
+    # The SDK's own Host check compares strings, turns itself on for three spellings of
+    # loopback only and covers /mcp alone; the guard above covers every route instead.
+    off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = server.streamable_http_app(host=host, transport_security=off)
+    return _HostCheck(app, guard)
+
+
+def run_http(server: Any, *, host: str, port: int, allow_hosts: Iterable[str] = ()) -> None:
+    """Serve ``server`` over streamable HTTP on ``host``:``port`` until stopped."""
+    import anyio
+    import uvicorn
+
+    bind = host.strip().removeprefix("[").removesuffix("]")
+    app = http_app(server, host=bind, allow_hosts=allow_hosts)
+    level = str(server.settings.log_level).lower()
+    config = uvicorn.Config(app, host=bind, port=port, log_level=level)
+    anyio.run(uvicorn.Server(config).serve)
 
 
 def _when(value: str | None, what: str) -> datetime | None:

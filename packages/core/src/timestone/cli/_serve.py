@@ -1,8 +1,9 @@
 """``timestone serve mcp`` and ``timestone ui``: servers over the store.
 
-A signal stops them cleanly (see ``timestone.cli._signals``). Over HTTP off the
-loopback interface the MCP server needs a bearer token (see
-``timestone.mcp_server.check_exposure``).
+A signal stops them cleanly (see ``timestone.cli._signals``). Both follow the
+rules of ``timestone._local_server``: off the loopback interface a token is
+required, and every request's Host and Origin must name the server (or a host
+given with ``--allow-host``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,21 @@ from ._store import resolve_group
 __all__ = ["serve_app", "ui"]
 
 serve_app = typer.Typer(help="Run a server over the store.", no_args_is_help=True)
+
+AllowHost = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        help="A host name the clients use besides the bind address (e.g. the name a reverse "
+        "proxy forwards); repeat for several. Requests naming another host get 421.",
+    ),
+]
+
+
+def _allowed(hosts: list[str] | None) -> list[str]:
+    from .._local_server import check_allowed_host
+
+    return [guard(lambda h=h: check_allowed_host(h)) for h in hosts or []]
 
 
 @serve_app.command("mcp")
@@ -48,6 +64,7 @@ def serve_mcp(
             "required off loopback. Prefer the variable: a command line is visible in ps.",
         ),
     ] = None,
+    allow_host: AllowHost = None,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
@@ -56,12 +73,13 @@ def serve_mcp(
     """Serve the store to agents over the Model Context Protocol.
 
     Over http on any address but loopback it needs a token (TIMESTONE_MCP_TOKEN), and
-    belongs behind a TLS proxy: see docs/cli.md."""
-    from ..mcp_server import build_server, check_exposure, check_port
+    belongs behind a TLS proxy: see docs/production.md."""
+    from ..mcp_server import build_server, check_exposure, check_port, run_http
 
     serving()
     if transport not in ("stdio", "http"):
         raise fail(InvalidInput(f"--transport must be stdio or http, got {transport!r:.80}"))
+    allowed = _allowed(allow_host)
     if transport == "http":
         token = guard(lambda: check_exposure(host, token))
         guard(lambda: check_port(host, port))
@@ -81,23 +99,57 @@ def serve_mcp(
         with stdin_until_stopped() as end_input, stop_by(end_input):
             server.run("stdio")
     else:
+        from .._local_server import url_host
+
         guarded = "bearer token required" if token else "loopback only, no token"
-        err_console.print(f"MCP over streamable HTTP on http://{host}:{port}/mcp ({guarded})")
-        server.run("streamable-http", host=host, port=port)
+        err_console.print(
+            f"MCP over streamable HTTP on http://{url_host(host)}:{port}/mcp ({guarded})",
+            highlight=False,
+        )
+        run_http(server, host=host, port=port, allow_hosts=allowed)
 
 
 def ui(
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port")] = 8766,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="TIMESTONE_UI_TOKEN",
+            show_envvar=True,
+            help="The token every request must carry (a bearer header, or once ?token= in "
+            "the browser, then a cookie); required off loopback. Prefer the variable.",
+        ),
+    ] = None,
+    allow_host: AllowHost = None,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
     embedder: EmbedderOpt = None,
 ) -> None:
-    """A small local web view: the graph of current facts, with an as-of slider."""
+    """A small local web view: the graph of current facts, with an as-of slider.
+
+    On any address but loopback it needs a token (TIMESTONE_UI_TOKEN): see
+    docs/production.md."""
+    from .._local_server import check_exposure
     from ..viz.web import serve
 
-    g = resolve_group(group)
     serving()
+    checked = guard(
+        lambda: check_exposure(host, token, server="the web view", variable="TIMESTONE_UI_TOKEN")
+    )
+    allowed = _allowed(allow_host)
+    g = resolve_group(group)
     with open_store(dsn, data_dir, embedder, embeds=True) as mem:
-        guard(lambda: serve(mem, g, host=host, port=port, announce=err_console.print))
+        guard(
+            lambda: serve(
+                mem,
+                g,
+                host=host,
+                port=port,
+                token=checked,
+                allow_hosts=allowed,
+                announce=lambda line: err_console.print(line, highlight=False),
+            )
+        )

@@ -78,6 +78,10 @@ def screenshot(
     return out
 
 
-def dump_dom(page: Path, *, timeout: float = 60.0) -> str:
-    """The page's DOM after its scripts ran, as HTML."""
-    return _run(["--dump-dom", page.resolve().as_uri()], timeout).stdout
+def dump_dom(page: Path | str, *, timeout: float = 60.0, budget_ms: int | None = None) -> str:
+    """The page's DOM after its scripts ran, as HTML. ``page``: a local file, or the URL of
+    a page on this machine (``http://127.0.0.1:...``). ``budget_ms``: let the page's
+    timers and requests run for that long (virtual time) before the DOM is taken."""
+    where = page if isinstance(page, str) else page.resolve().as_uri()
+    wait = [] if budget_ms is None else [f"--virtual-time-budget={budget_ms}"]
+    return _run([*wait, "--dump-dom", where], timeout).stdout

@@ -1,31 +1,62 @@
 """``timestone ui``: a small local web view of one group.
 
 The page draws the graph of the facts in effect (entities as nodes, facts as
-labelled edges, laid out by a small force simulation in the page itself) and
-has an as-of slider over the graph's system time: move it and the graph shows
-what it held at that moment. A click on an entity opens its timeline picture.
-Everything is served from this process, on the loopback address by default;
-the page loads nothing from anywhere else.
+labelled edges, laid out by a small force simulation in the page itself, each
+label placed clear of the nodes' names) and has an as-of slider that steps
+through the recorded moments: the distinct system times at which a write
+changed the group's facts. Move it and the graph shows what it held then; the
+address bar follows (``?as_of=``), so an as-of view can be shared by its URL.
+A click on an entity opens its timeline picture. Everything is served from
+this process, on the loopback address by default; the page loads nothing from
+anywhere else.
+
+Every request passes the guard of ``timestone._local_server`` first: its Host
+must name this server (421 otherwise), its Origin, if any, be this server
+(403). With a token, each request carries it as ``Authorization: Bearer``, or
+a browser brings it once as ``?token=``: the answer sets it in a cookie
+(HttpOnly, SameSite=Strict) and redirects to the same address without it.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
+import hmac
+import http.cookies
 import json
+import socket
+import socketserver
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from psycopg import sql
+
+from .._local_server import HostGuard, tokens_match, url_host
 from .._memory import Memory
 from .._time import NOW
 from ..errors import InvalidInput, TimestoneError
+from ._page import PAGE
 from .timeline import timeline_html
 
-__all__ = ["graph_json", "make_server", "serve"]
+__all__ = ["graph_json", "make_server", "moments_json", "serve"]
 
 MAX_FACTS = 1000
+MAX_MOMENTS = 2000
+"""The slider's steps: the latest recorded moments, at most this many."""
+
+_MOMENTS = sql.SQL(
+    "SELECT t FROM (SELECT created_at AS t FROM timestone.facts WHERE group_id = %(g)s"
+    " UNION SELECT expired_at FROM timestone.facts"
+    " WHERE group_id = %(g)s AND expired_at IS NOT NULL) AS m"
+    " ORDER BY t DESC LIMIT %(n)s"
+)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def graph_json(mem: Memory, group_id: str, as_of: datetime | None) -> dict[str, Any]:
@@ -47,75 +78,194 @@ def graph_json(mem: Memory, group_id: str, as_of: datetime | None) -> dict[str, 
             }
         )
     return {
-        "as_of": as_of.isoformat() if as_of else None,
+        "as_of": _iso(as_of) if as_of else None,
         "nodes": list(nodes.values()),
         "edges": edges,
     }
 
 
-def _range(mem: Memory, group_id: str) -> dict[str, str]:
-    episodes = mem.episodes(group_id, limit=1000)
-    now = datetime.now(UTC)
-    first = min((e.created_at for e in episodes), default=now)
-    return {"first": first.isoformat(), "now": now.isoformat()}
+def moments_json(mem: Memory, group_id: str, as_of: datetime | None = None) -> dict[str, Any]:
+    """The recorded moments of the group, oldest first: each distinct system time at which a
+    write created or superseded facts (the latest ``MAX_MOMENTS``; ``truncated`` says when
+    earlier ones were left out). ``index``: the last moment at or before ``as_of`` (-1: none;
+    ``None`` without ``as_of``)."""
+    with mem.connection(group_id) as conn:
+        rows = conn.execute(_MOMENTS, {"g": group_id, "n": MAX_MOMENTS + 1}).fetchall()
+    times: list[datetime] = sorted(row["t"] for row in rows[:MAX_MOMENTS])
+    index = None if as_of is None else sum(1 for t in times if t <= as_of) - 1
+    return {
+        "moments": [_iso(t) for t in times],
+        "index": index,
+        "truncated": len(rows) > MAX_MOMENTS,
+    }
+
+
+def _cookie_value(token: str) -> str:
+    """What the cookie holds: a digest of the token, not the token itself."""
+    return hmac.new(token.encode(), b"timestone web view", hashlib.sha256).hexdigest()
+
+
+def _bind_class(host: str) -> type[ThreadingHTTPServer]:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    class Server(ThreadingHTTPServer):
+        address_family = family
+        daemon_threads = True
+
+        def server_bind(self) -> None:
+            # HTTPServer.server_bind looks the host's name up (getfqdn); the view needs none
+            socketserver.TCPServer.server_bind(self)
+            self.server_name, self.server_port = host, int(self.server_address[1])
+
+    return Server
 
 
 def make_server(
-    mem: Memory, group_id: str, *, host: str = "127.0.0.1", port: int = 8766
+    mem: Memory,
+    group_id: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    token: str | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> ThreadingHTTPServer:
-    """The HTTP server of the view, bound (``AddressInUse`` if the port is taken)."""
+    """The HTTP server of the view, bound (``AddressInUse`` if the port is taken). With
+    ``token`` (checked by the caller: ``check_exposure``) every request must carry it."""
+    from .._local_server import check_exposure
     from .._ports import check_port_number
     from ..errors import AddressInUse
 
     check_port_number(port)
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def _send(self, status: int, body: str, kind: str) -> None:
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", f"{kind}; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:
-            url = urllib.parse.urlsplit(self.path)
-            query = dict(urllib.parse.parse_qsl(url.query))
-            try:
-                if url.path == "/":
-                    self._send(200, _PAGE.replace("__GROUP__", json.dumps(group_id)), "text/html")
-                elif url.path == "/api/graph":
-                    when = query.get("as_of")
-                    as_of = _parse(when) if when else None
-                    self._send(
-                        200, json.dumps(graph_json(mem, group_id, as_of)), "application/json"
-                    )
-                elif url.path == "/api/range":
-                    self._send(200, json.dumps(_range(mem, group_id)), "application/json")
-                elif url.path == "/timeline":
-                    entity = query.get("entity", "")
-                    if mem.get_entity(group_id, entity) is None:
-                        self._send(404, f"unknown entity {entity!r}", "text/plain")
-                        return
-                    history = mem.fact_history(group_id, entity)
-                    self._send(200, timeline_html(entity, history), "text/html")
-                else:
-                    self._send(404, "not found", "text/plain")
-            except TimestoneError as exc:
-                self._send(400, json.dumps({"error": str(exc)}), "application/json")
-
+    bind = host.strip().removeprefix("[").removesuffix("]")
+    token = check_exposure(bind, token, server="the web view", variable="TIMESTONE_UI_TOKEN")
+    guard = HostGuard.of(bind, allow_hosts)
+    handler = _handler(mem, group_id, guard, token)
     try:
-        return ThreadingHTTPServer((host, port), Handler)
+        server = _bind_class(bind)((bind, port), handler)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             raise AddressInUse(
                 f"port {port} on {host} is already in use; pass another --port"
             ) from exc
         raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """A request to the view; ``_handler`` gives it its memory, group, guard and token."""
+
+    mem: Memory
+    group_id: str
+    guard: HostGuard
+    token: str | None = None
+    cookie_name = "timestone_view"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(
+        self, status: int, body: str, kind: str, headers: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", f"{kind}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", "frame-ancestors 'none'")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _cookie(self) -> str:
+        # cookies are not kept apart by port: one name per port keeps two views apart
+        return f"{self.cookie_name}_{getattr(self.server, 'server_port', 0)}"
+
+    def _has_token(self, expected: str) -> bool:
+        scheme, _, value = self.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and tokens_match(value.strip(), expected):
+            return True
+        jar = http.cookies.SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie", ""))
+        except http.cookies.CookieError:
+            return False
+        held = jar.get(self._cookie())
+        return held is not None and tokens_match(held.value, _cookie_value(expected))
+
+    def _token_gate(self, url: urllib.parse.SplitResult) -> bool:
+        """Whether the request may go on; when not, the answer has been sent."""
+        token = self.token
+        if token is None:
+            return True
+        pairs = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+        given = [v for k, v in pairs if k == "token"]
+        if given and all(tokens_match(v, token) for v in given):
+            rest = urllib.parse.urlencode([(k, v) for k, v in pairs if k != "token"])
+            cookie = f"{self._cookie()}={_cookie_value(token)}"
+            self._send(
+                303,
+                "signed in\n",
+                "text/plain",
+                [
+                    ("Location", url.path + ("?" + rest if rest else "")),
+                    ("Set-Cookie", f"{cookie}; Path=/; HttpOnly; SameSite=Strict"),
+                ],
+            )
+            return False
+        if not given and self._has_token(token):
+            return True
+        self._send(
+            401,
+            "this view needs its token: open this address once with ?token=<token> "
+            "(a cookie then keeps it), or send 'Authorization: Bearer <token>'\n",
+            "text/plain",
+            [("WWW-Authenticate", 'Bearer realm="timestone"')],
+        )
+        return False
+
+    def do_GET(self) -> None:
+        refused = self.guard.refusal(self.headers.items())
+        if refused is not None:
+            self._send(refused[0], refused[1] + "\n", "text/plain")
+            return
+        url = urllib.parse.urlsplit(self.path)
+        if not self._token_gate(url):
+            return
+        query = dict(urllib.parse.parse_qsl(url.query))
+        try:
+            self._route(url.path, query)
+        except TimestoneError as exc:
+            self._send(400, json.dumps({"error": str(exc)}), "application/json")
+
+    def _route(self, path: str, query: dict[str, str]) -> None:
+        mem, group_id = self.mem, self.group_id
+        when = query.get("as_of")
+        as_of = _parse(when) if when and path.startswith("/api/") else None
+        if path == "/":
+            self._send(200, PAGE.replace("__GROUP__", json.dumps(group_id)), "text/html")
+        elif path == "/api/graph":
+            self._send(200, json.dumps(graph_json(mem, group_id, as_of)), "application/json")
+        elif path == "/api/moments":
+            self._send(200, json.dumps(moments_json(mem, group_id, as_of)), "application/json")
+        elif path == "/timeline":
+            entity = query.get("entity", "")
+            if mem.get_entity(group_id, entity) is None:
+                self._send(404, f"unknown entity {entity!r}", "text/plain")
+                return
+            history = mem.fact_history(group_id, entity)
+            self._send(200, timeline_html(entity, history), "text/html")
+        else:
+            self._send(404, "not found", "text/plain")
+
+
+def _handler(
+    mem: Memory, group_id: str, guard: HostGuard, token: str | None
+) -> type[BaseHTTPRequestHandler]:
+    attributes = {"mem": mem, "group_id": group_id, "guard": guard, "token": token}
+    return type("Handler", (_Handler,), attributes)
 
 
 def _parse(text: str) -> datetime:
@@ -130,118 +280,18 @@ def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8766,
+    token: str | None = None,
+    allow_hosts: Iterable[str] = (),
     announce: Callable[[str], object] = print,
 ) -> None:
     """Serve the view until interrupted."""
-    server = make_server(mem, group_id, host=host, port=port)
-    announce(f"Timestone view of group {group_id!r} on http://{host}:{server.server_port}/")
+    server = make_server(mem, group_id, host=host, port=port, token=token, allow_hosts=allow_hosts)
+    where = f"http://{url_host(host.strip())}:{server.server_port}/"
+    how = " (token required: open it once with ?token=<token>)" if token else ""
+    announce(f"Timestone view of group {group_id!r} on {where}{how}")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
-
-
-_PAGE = """<!doctype html><html lang="en"><head><meta charset="utf-8">
-<title>Timestone</title>
-<style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #222; }
-header { padding: 12px 20px; border-bottom: 1px solid #ddd; display: flex; gap: 18px;
-  align-items: center; }
-header h1 { font-size: 18px; margin: 0; }
-#slider { flex: 1; }
-#when { font-variant-numeric: tabular-nums; min-width: 250px; }
-svg { display: block; width: 100vw; height: calc(100vh - 60px); }
-.edge { stroke: #999; stroke-width: 1.4; }
-.edge-label { font-size: 10px; fill: #777; }
-.node circle { fill: #2f6fb1; stroke: #fff; stroke-width: 2; cursor: pointer; }
-.node text { font-size: 12px; fill: #222; pointer-events: none; }
-</style></head><body>
-<header><h1>Timestone</h1><span id="group"></span>
-<input id="slider" type="range" min="0" max="1000" value="1000" aria-label="as of">
-<span id="when">now</span></header>
-<svg id="graph"></svg>
-<script>
-const GROUP = __GROUP__;
-document.getElementById('group').textContent = 'group ' + GROUP;
-const svg = document.getElementById('graph');
-const slider = document.getElementById('slider');
-const when = document.getElementById('when');
-let range = null, timer = null;
-function el(name, attrs) {
-  const e = document.createElementNS('http://www.w3.org/2000/svg', name);
-  for (const k in attrs) e.setAttribute(k, attrs[k]);
-  return e;
-}
-function layout(nodes, edges, w, h) {
-  const byId = {};
-  nodes.forEach((n, i) => {
-    const a = 2 * Math.PI * i / Math.max(nodes.length, 1);
-    n.x = w / 2 + Math.cos(a) * w / 4; n.y = h / 2 + Math.sin(a) * h / 4;
-    byId[n.id] = n;
-  });
-  for (let step = 0; step < 300; step++) {
-    nodes.forEach(n => { n.fx = 0; n.fy = 0; });
-    for (let i = 0; i < nodes.length; i++) for (let j = i + 1; j < nodes.length; j++) {
-      const a = nodes[i], b = nodes[j];
-      let dx = a.x - b.x, dy = a.y - b.y, d2 = dx * dx + dy * dy + 0.01;
-      const f = 6000 / d2; a.fx += dx * f; a.fy += dy * f; b.fx -= dx * f; b.fy -= dy * f;
-    }
-    edges.forEach(e => {
-      const a = byId[e.source], b = byId[e.target];
-      const dx = b.x - a.x, dy = b.y - a.y, d = Math.sqrt(dx * dx + dy * dy) + 0.01;
-      const f = (d - 140) * 0.02; a.fx += dx / d * f * d; a.fy += dy / d * f * d;
-      b.fx -= dx / d * f * d; b.fy -= dy / d * f * d;
-    });
-    nodes.forEach(n => {
-      n.fx += (w / 2 - n.x) * 0.01; n.fy += (h / 2 - n.y) * 0.01;
-      n.x += Math.max(-10, Math.min(10, n.fx * 0.1));
-      n.y += Math.max(-10, Math.min(10, n.fy * 0.1));
-      n.x = Math.max(40, Math.min(w - 40, n.x)); n.y = Math.max(30, Math.min(h - 30, n.y));
-    });
-  }
-  return byId;
-}
-function draw(g) {
-  const w = svg.clientWidth || 1000, h = svg.clientHeight || 700;
-  svg.replaceChildren();
-  const byId = layout(g.nodes, g.edges, w, h);
-  const seen = {};
-  g.edges.forEach(e => {
-    const a = byId[e.source], b = byId[e.target];
-    const pair = [e.source, e.target].sort().join('|');
-    const k = seen[pair] = (seen[pair] || 0) + 1;
-    const line = el('line', {class: 'edge', x1: a.x, y1: a.y, x2: b.x, y2: b.y});
-    const t = el('title', {}); t.textContent = e.fact + ' (since ' + e.valid_at.slice(0, 10) + ')';
-    line.appendChild(t); svg.appendChild(line);
-    const label = el('text', {class: 'edge-label', x: (a.x + b.x) / 2,
-      y: (a.y + b.y) / 2 - 3 + (k - 1) * 12, 'text-anchor': 'middle'});
-    label.textContent = e.relation; svg.appendChild(label);
-  });
-  g.nodes.forEach(n => {
-    const grp = el('g', {class: 'node', 'data-name': n.name});
-    grp.appendChild(el('circle', {cx: n.x, cy: n.y, r: 9}));
-    const t = el('text', {x: n.x + 12, y: n.y + 4}); t.textContent = n.name;
-    grp.appendChild(t);
-    grp.addEventListener('click', () => window.open('/timeline?entity=' +
-      encodeURIComponent(n.name), '_blank'));
-    svg.appendChild(grp);
-  });
-  svg.dataset.nodes = g.nodes.length; svg.dataset.edges = g.edges.length;
-}
-function pointInTime() {
-  if (!range || slider.value === slider.max) return null;
-  const a = Date.parse(range.first), b = Date.parse(range.now);
-  return new Date(a + (b - a) * slider.value / slider.max).toISOString();
-}
-async function refresh() {
-  const t = pointInTime();
-  when.textContent = t ? 'as of ' + t.replace('T', ' ').slice(0, 19) + ' UTC' : 'now';
-  const r = await fetch('/api/graph' + (t ? '?as_of=' + encodeURIComponent(t) : ''));
-  draw(await r.json());
-}
-slider.addEventListener('input', () => { clearTimeout(timer); timer = setTimeout(refresh, 120); });
-fetch('/api/range').then(r => r.json()).then(r => { range = r; refresh(); });
-</script></body></html>
-"""
