@@ -21,7 +21,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 from datetime import datetime
-from typing import cast
+from types import MappingProxyType
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, validate_op_namespace
 
@@ -69,7 +70,16 @@ class TimestoneStore(BaseStore):
     ``index={"fields": ...}``. ``as_of``: a read-only view of what the store held then.
     """
 
-    __slots__ = ("_index", "_mergers", "as_of", "fields", "group_id", "memory")
+    __slots__ = (
+        "_index",
+        "_index_config",
+        "_loop",
+        "_mergers",
+        "as_of",
+        "fields",
+        "group_id",
+        "memory",
+    )
 
     def __init__(
         self,
@@ -110,6 +120,19 @@ class TimestoneStore(BaseStore):
         self._index = IndexPaths(self.fields)
         self.as_of = as_of
         self._mergers: dict[asyncio.AbstractEventLoop, Merger] = {}
+        self._loop = _running_loop() if isinstance(memory, timestone.AsyncMemory) else None
+
+    @property
+    def index_config(self) -> MappingProxyType[str, Any]:
+        """The store's index settings, read-only, as LangGraph's stores show theirs: ``dims``
+        (the size of the memory's vectors), ``embed`` (the LangChain ``Embeddings`` given in
+        ``index``, else the memory's embedder's ``embed``), ``fields`` (the JSON paths
+        embedded; ``["$"]``: the whole value)."""
+        embedder = self.memory.embedder
+        embed = embedder.embeddings if isinstance(embedder, EmbeddingsEmbedder) else embedder.embed
+        return MappingProxyType(
+            {"dims": embedder.dimension, "embed": embed, "fields": list(self.fields or ["$"])}
+        )
 
     # -- built the LangGraph way --------------------------------------------------------
 
@@ -154,9 +177,12 @@ class TimestoneStore(BaseStore):
         finally:
             await memory.close()
 
-    def setup(self) -> None:
+    def setup(self) -> _Ready:
         """What ``PostgresStore.setup()`` does, done already: opening a memory migrates its
-        schema. Kept so that code written for LangGraph's stores runs unchanged."""
+        schema. Kept so that code written for LangGraph's stores runs unchanged: a plain
+        ``store.setup()`` as for ``PostgresStore``, and ``await store.setup()`` as for
+        ``AsyncPostgresStore`` (the answer can be awaited, and need not be)."""
+        return _Ready()
 
     async def asetup(self) -> None:
         """``setup()``: opening the memory migrated the schema."""
@@ -171,13 +197,30 @@ class TimestoneStore(BaseStore):
         return [plan_of(op, groups, self._index, self.as_of) for op in listed]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Runs ``ops`` in order. On a store built on an ``AsyncMemory``, a blocking call made
+        from another thread is served by the event loop the memory runs on (as
+        ``AsyncPostgresStore`` serves it); from that loop's own thread it is refused."""
         mem = self.memory
         if not isinstance(mem, timestone.Memory):
-            raise TypeError(
-                "this TimestoneStore wraps an AsyncMemory: use the async methods (aget, aput, "
-                "asearch, ...), or build it on a timestone.Memory for blocking calls"
-            )
+            return self._through_loop(list(ops))
         return [_run_blocking(mem, plan) for plan in self._plans(ops)]
+
+    def _through_loop(self, ops: list[Op]) -> list[Result]:
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise asyncio.InvalidStateError(
+                "this TimestoneStore wraps an AsyncMemory and no event loop of it is running: "
+                "use the async methods (aget, aput, asearch, ...), or build the store on a "
+                "timestone.Memory for blocking calls"
+            )
+        if _running_loop() is loop:
+            raise asyncio.InvalidStateError(
+                "a blocking call on a TimestoneStore built on an AsyncMemory, made in the "
+                "thread of the event loop that serves the memory, would wait on itself: use "
+                "the async methods there (await store.aget(...) for store.get(...), aput, "
+                "asearch, ...); blocking calls are served from other threads"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
 
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         mem = self.memory
@@ -188,12 +231,30 @@ class TimestoneStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Runs ``ops`` in order; concurrent calls are merged (``_store_batch``)."""
         loop = asyncio.get_running_loop()
+        if isinstance(self.memory, timestone.AsyncMemory):
+            self._loop = loop  # the loop that serves blocking calls from other threads
         merger = self._mergers.get(loop)
         if merger is None:
             for old in [lp for lp in self._mergers if lp.is_closed()]:
                 del self._mergers[old]
             merger = self._mergers[loop] = Merger(self._abatch_now)
         return await merger.submit(list(ops))
+
+
+class _Ready:
+    """The answer of ``setup()``: nothing to do, and awaitable for async callers."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _embedder_of(index: IndexConfig | None) -> EmbeddingsEmbedder | None:
