@@ -32,29 +32,25 @@ from timestone.toolkit import check_group
 
 from ._store_batch import Merger
 from ._store_index import EmbeddingsEmbedder, IndexPaths, check_index_config, check_paths
-from ._store_plans import Groups, Plan, plan_of
+from ._store_plans import Groups, Lockstep, plan_of
 
 __all__ = ["TimestoneStore"]
 
 
-def _run_blocking(mem: timestone.Memory, plan: Plan) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            name, args, kwargs = call
-            call = plan.send(getattr(mem, name)(*args, **kwargs))
-    except StopIteration as done:
-        return cast(Result, done.value)
+def _run_blocking(mem: timestone.Memory, step: Lockstep, as_of: datetime | None) -> list[Result]:
+    while not step.done:
+        for group, at, ops in step.requests():
+            step.answer(at, mem.batch_items(group, ops, as_of=as_of))
+    return step.results
 
 
-async def _run_async(mem: timestone.AsyncMemory, plan: Plan) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            name, args, kwargs = call
-            call = plan.send(await getattr(mem, name)(*args, **kwargs))
-    except StopIteration as done:
-        return cast(Result, done.value)
+async def _run_async(
+    mem: timestone.AsyncMemory, step: Lockstep, as_of: datetime | None
+) -> list[Result]:
+    while not step.done:
+        for group, at, ops in step.requests():
+            step.answer(at, await mem.batch_items(group, ops, as_of=as_of))
+    return step.results
 
 
 class TimestoneStore(BaseStore):
@@ -131,7 +127,11 @@ class TimestoneStore(BaseStore):
         embedder = self.memory.embedder
         embed = embedder.embeddings if isinstance(embedder, EmbeddingsEmbedder) else embedder.embed
         return MappingProxyType(
-            {"dims": embedder.dimension, "embed": embed, "fields": list(self.fields or ["$"])}
+            {
+                "dims": embedder.dimension,
+                "embed": embed,
+                "fields": ["$"] if self.fields is None else list(self.fields),
+            }
         )
 
     # -- built the LangGraph way --------------------------------------------------------
@@ -189,12 +189,13 @@ class TimestoneStore(BaseStore):
 
     # -- operations ---------------------------------------------------------------------
 
-    def _plans(self, ops: Iterable[Op]) -> list[Plan]:
+    def _plans(self, ops: Iterable[Op]) -> Lockstep:
+        """The plans of ``ops``, started: every operation checked before any runs."""
         listed = list(ops)
         for op in listed:
             validate_op_namespace(op)
         groups = Groups(self.group_id, check_group)
-        return [plan_of(op, groups, self._index, self.as_of) for op in listed]
+        return Lockstep([plan_of(op, groups, self._index, self.as_of) for op in listed])
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Runs ``ops`` in order. On a store built on an ``AsyncMemory``, a blocking call made
@@ -203,7 +204,7 @@ class TimestoneStore(BaseStore):
         mem = self.memory
         if not isinstance(mem, timestone.Memory):
             return self._through_loop(list(ops))
-        return [_run_blocking(mem, plan) for plan in self._plans(ops)]
+        return _run_blocking(mem, self._plans(ops), self.as_of)
 
     def _through_loop(self, ops: list[Op]) -> list[Result]:
         loop = self._loop
@@ -226,7 +227,7 @@ class TimestoneStore(BaseStore):
         mem = self.memory
         if isinstance(mem, timestone.Memory):
             return await asyncio.to_thread(self.batch, ops)
-        return [await _run_async(mem, plan) for plan in self._plans(ops)]
+        return await _run_async(mem, self._plans(ops), self.as_of)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Runs ``ops`` in order; concurrent calls are merged (``_store_batch``)."""
