@@ -7,6 +7,7 @@ Namespace listings are compared on the namespaces that hold items (see ``_run``)
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -166,8 +167,49 @@ def test_values_and_options_that_break_the_rules(memory: timestone.Memory, group
     assert store.search((group,)) == []
 
 
-async def test_blocking_calls_on_async_memory_are_refused(
+async def test_blocking_calls_on_async_memory_in_its_loop_are_refused(
     amemory: timestone.AsyncMemory, group: str
 ) -> None:
-    with pytest.raises(TypeError, match="use the async methods"):
-        TimestoneStore(amemory).get((group,), "k")
+    store = TimestoneStore(amemory)
+    with pytest.raises(asyncio.InvalidStateError, match=r"await store\.aget"):
+        store.get((group,), "k")
+    await store.aput((group,), "k", {"v": 1})
+    got = await asyncio.to_thread(store.get, (group,), "k")  # another thread: served
+    assert got is not None
+    assert got.value == {"v": 1}
+
+
+def test_blocking_calls_on_async_memory_without_its_loop_are_refused(dsn: str, group: str) -> None:
+    async def opened() -> TimestoneStore:
+        return TimestoneStore(await timestone.AsyncMemory.open(dsn, pool_size=1))
+
+    loop = asyncio.new_event_loop()
+    try:
+        store = loop.run_until_complete(opened())
+        with pytest.raises(asyncio.InvalidStateError, match="no event loop of it is running"):
+            store.get((group,), "k")
+        assert isinstance(store.memory, timestone.AsyncMemory)
+        loop.run_until_complete(store.memory.close())
+    finally:
+        loop.close()
+
+
+def test_index_config_is_a_read_only_view(memory: timestone.Memory) -> None:
+    store = TimestoneStore(memory, fields=["text"])
+    config = store.index_config
+    assert dict(config) == {
+        "dims": memory.embedder.dimension,
+        "embed": memory.embedder.embed,
+        "fields": ["text"],
+    }
+    assert TimestoneStore(memory).index_config["fields"] == ["$"]
+    with pytest.raises(TypeError):
+        config["dims"] = 3  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        store.index_config = {}  # type: ignore[misc]
+
+
+async def test_setup_is_plain_and_awaitable(memory: timestone.Memory) -> None:
+    store = TimestoneStore(memory)
+    store.setup()  # as PostgresStore's
+    assert await store.setup() is None  # as AsyncPostgresStore's

@@ -16,26 +16,23 @@ from timestone.errors import InvalidInput
 
 
 class CountingMemory(timestone.AsyncMemory):
-    """A real AsyncMemory that counts the item calls reaching it, and the most at once."""
+    """A real AsyncMemory that counts the item batches reaching it, their operations, and
+    the most batches at once."""
 
     calls = 0
+    ops = 0
     running = 0
     most = 0
 
-    async def _counted(self, name: str, *args: Any, **kwargs: Any) -> Any:
+    async def batch_items(self, group_id: str, ops: Any, **kwargs: Any) -> Any:
         self.calls += 1
+        self.ops += len(ops)
         self.running += 1
         self.most = max(self.most, self.running)
         try:
-            return await getattr(super(), name)(*args, **kwargs)
+            return await super().batch_items(group_id, ops, **kwargs)
         finally:
             self.running -= 1
-
-    async def get_item(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._counted("get_item", *args, **kwargs)
-
-    async def put_item(self, *args: Any, **kwargs: Any) -> Any:
-        return await self._counted("put_item", *args, **kwargs)
 
 
 @pytest.fixture
@@ -60,9 +57,10 @@ async def test_gathered_calls_are_merged_and_bounded(counting: CountingMemory, g
     expected = await _gathered(InMemoryStore(), n)
     store = TimestoneStore(counting, group_id=group)
     assert await _gathered(store, n) == expected
-    # 2000 puts, then 2000 gets of which 100 differ: equal reads run once
-    assert counting.calls == n + 100
-    assert counting.most <= 4  # never more calls at once than the store's width
+    # 2000 gathered puts, one batch; then 2000 gathered gets of which 100 differ, one
+    # batch in which equal reads run once
+    assert (counting.calls, counting.ops) == (2, n + 100)
+    assert counting.most == 1  # one batch at a time: one connection of the pool
 
 
 async def test_a_failing_call_fails_alone(counting: CountingMemory, group: str) -> None:

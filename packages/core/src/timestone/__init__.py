@@ -25,6 +25,7 @@ from .embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLla
 from .errors import TimestoneError
 from .graph._nodes import GraphChunk, GraphEdge, GraphNodes, GraphRelation, GraphWrite
 from .items._item import Item
+from .items._ops import ItemGet, ItemNamespaces, ItemPut, ItemSearch
 from .llm import LLM, LLMBudget, LLMReply, LLMRequest, LLMUsage, OpenAICompatibleLLM
 from .ontology import EdgeType, EntityType, Ontology
 from .rerankers import HTTPReranker, OverlapReranker, Reranker
@@ -55,6 +56,10 @@ __all__ = [
     "HashEmbedder",
     "IngestResult",
     "Item",
+    "ItemGet",
+    "ItemNamespaces",
+    "ItemPut",
+    "ItemSearch",
     "LLMBudget",
     "LLMReply",
     "LLMRequest",

@@ -21,7 +21,8 @@ import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, Generator, Iterable, Sequence
 from datetime import datetime
-from typing import cast
+from types import MappingProxyType
+from typing import Any, cast
 
 from langgraph.store.base import BaseStore, IndexConfig, Op, Result, validate_op_namespace
 
@@ -31,29 +32,25 @@ from timestone.toolkit import check_group
 
 from ._store_batch import Merger
 from ._store_index import EmbeddingsEmbedder, IndexPaths, check_index_config, check_paths
-from ._store_plans import Groups, Plan, plan_of
+from ._store_plans import Groups, Lockstep, plan_of
 
 __all__ = ["TimestoneStore"]
 
 
-def _run_blocking(mem: timestone.Memory, plan: Plan) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            name, args, kwargs = call
-            call = plan.send(getattr(mem, name)(*args, **kwargs))
-    except StopIteration as done:
-        return cast(Result, done.value)
+def _run_blocking(mem: timestone.Memory, step: Lockstep, as_of: datetime | None) -> list[Result]:
+    while not step.done:
+        for group, at, ops in step.requests():
+            step.answer(at, mem.batch_items(group, ops, as_of=as_of))
+    return step.results
 
 
-async def _run_async(mem: timestone.AsyncMemory, plan: Plan) -> Result:
-    try:
-        call = next(plan)
-        while True:
-            name, args, kwargs = call
-            call = plan.send(await getattr(mem, name)(*args, **kwargs))
-    except StopIteration as done:
-        return cast(Result, done.value)
+async def _run_async(
+    mem: timestone.AsyncMemory, step: Lockstep, as_of: datetime | None
+) -> list[Result]:
+    while not step.done:
+        for group, at, ops in step.requests():
+            step.answer(at, await mem.batch_items(group, ops, as_of=as_of))
+    return step.results
 
 
 class TimestoneStore(BaseStore):
@@ -69,7 +66,16 @@ class TimestoneStore(BaseStore):
     ``index={"fields": ...}``. ``as_of``: a read-only view of what the store held then.
     """
 
-    __slots__ = ("_index", "_mergers", "as_of", "fields", "group_id", "memory")
+    __slots__ = (
+        "_index",
+        "_index_config",
+        "_loop",
+        "_mergers",
+        "as_of",
+        "fields",
+        "group_id",
+        "memory",
+    )
 
     def __init__(
         self,
@@ -110,6 +116,23 @@ class TimestoneStore(BaseStore):
         self._index = IndexPaths(self.fields)
         self.as_of = as_of
         self._mergers: dict[asyncio.AbstractEventLoop, Merger] = {}
+        self._loop = _running_loop() if isinstance(memory, timestone.AsyncMemory) else None
+
+    @property
+    def index_config(self) -> MappingProxyType[str, Any]:
+        """The store's index settings, read-only, as LangGraph's stores show theirs: ``dims``
+        (the size of the memory's vectors), ``embed`` (the LangChain ``Embeddings`` given in
+        ``index``, else the memory's embedder's ``embed``), ``fields`` (the JSON paths
+        embedded; ``["$"]``: the whole value)."""
+        embedder = self.memory.embedder
+        embed = embedder.embeddings if isinstance(embedder, EmbeddingsEmbedder) else embedder.embed
+        return MappingProxyType(
+            {
+                "dims": embedder.dimension,
+                "embed": embed,
+                "fields": ["$"] if self.fields is None else list(self.fields),
+            }
+        )
 
     # -- built the LangGraph way --------------------------------------------------------
 
@@ -154,46 +177,85 @@ class TimestoneStore(BaseStore):
         finally:
             await memory.close()
 
-    def setup(self) -> None:
+    def setup(self) -> _Ready:
         """What ``PostgresStore.setup()`` does, done already: opening a memory migrates its
-        schema. Kept so that code written for LangGraph's stores runs unchanged."""
+        schema. Kept so that code written for LangGraph's stores runs unchanged: a plain
+        ``store.setup()`` as for ``PostgresStore``, and ``await store.setup()`` as for
+        ``AsyncPostgresStore`` (the answer can be awaited, and need not be)."""
+        return _Ready()
 
     async def asetup(self) -> None:
         """``setup()``: opening the memory migrated the schema."""
 
     # -- operations ---------------------------------------------------------------------
 
-    def _plans(self, ops: Iterable[Op]) -> list[Plan]:
+    def _plans(self, ops: Iterable[Op]) -> Lockstep:
+        """The plans of ``ops``, started: every operation checked before any runs."""
         listed = list(ops)
         for op in listed:
             validate_op_namespace(op)
         groups = Groups(self.group_id, check_group)
-        return [plan_of(op, groups, self._index, self.as_of) for op in listed]
+        return Lockstep([plan_of(op, groups, self._index, self.as_of) for op in listed])
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Runs ``ops`` in order. On a store built on an ``AsyncMemory``, a blocking call made
+        from another thread is served by the event loop the memory runs on (as
+        ``AsyncPostgresStore`` serves it); from that loop's own thread it is refused."""
         mem = self.memory
         if not isinstance(mem, timestone.Memory):
-            raise TypeError(
-                "this TimestoneStore wraps an AsyncMemory: use the async methods (aget, aput, "
-                "asearch, ...), or build it on a timestone.Memory for blocking calls"
+            return self._through_loop(list(ops))
+        return _run_blocking(mem, self._plans(ops), self.as_of)
+
+    def _through_loop(self, ops: list[Op]) -> list[Result]:
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise asyncio.InvalidStateError(
+                "this TimestoneStore wraps an AsyncMemory and no event loop of it is running: "
+                "use the async methods (aget, aput, asearch, ...), or build the store on a "
+                "timestone.Memory for blocking calls"
             )
-        return [_run_blocking(mem, plan) for plan in self._plans(ops)]
+        if _running_loop() is loop:
+            raise asyncio.InvalidStateError(
+                "a blocking call on a TimestoneStore built on an AsyncMemory, made in the "
+                "thread of the event loop that serves the memory, would wait on itself: use "
+                "the async methods there (await store.aget(...) for store.get(...), aput, "
+                "asearch, ...); blocking calls are served from other threads"
+            )
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
 
     async def _abatch_now(self, ops: list[Op]) -> list[Result]:
         mem = self.memory
         if isinstance(mem, timestone.Memory):
             return await asyncio.to_thread(self.batch, ops)
-        return [await _run_async(mem, plan) for plan in self._plans(ops)]
+        return await _run_async(mem, self._plans(ops), self.as_of)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Runs ``ops`` in order; concurrent calls are merged (``_store_batch``)."""
         loop = asyncio.get_running_loop()
+        if isinstance(self.memory, timestone.AsyncMemory):
+            self._loop = loop  # the loop that serves blocking calls from other threads
         merger = self._mergers.get(loop)
         if merger is None:
             for old in [lp for lp in self._mergers if lp.is_closed()]:
                 del self._mergers[old]
             merger = self._mergers[loop] = Merger(self._abatch_now)
         return await merger.submit(list(ops))
+
+
+class _Ready:
+    """The answer of ``setup()``: nothing to do, and awaitable for async callers."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield from ()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _embedder_of(index: IndexConfig | None) -> EmbeddingsEmbedder | None:

@@ -2,10 +2,12 @@
 ``AsyncBatchedBaseStore`` does).
 
 The calls made in one turn of the event loop are queued; one task per loop runs
-them: equal reads once, writes of one key in the order they were called, and
-at most ``WIDTH`` calls at a time, so that 60,000 gathered calls take a few
-connections of the pool, not all of them and then a timeout. A call that fails
-fails alone: the others get their own results.
+them as one batch (one ``batch_items`` call per group: one transaction): equal
+reads once, and the batches one after another, so that writes of one key land
+in the order they were called and 60,000 gathered calls take one connection of
+the pool at a time. A call that fails fails alone: a batch that fails is split
+in two halves, run one after the other, until the call that failed is alone
+(the failed batch wrote nothing, since it was one transaction per group).
 """
 
 from __future__ import annotations
@@ -13,12 +15,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, Result, SearchOp
+from langgraph.store.base import GetOp, ListNamespacesOp, Op, Result, SearchOp
 
-__all__ = ["WIDTH", "Merger"]
-
-WIDTH = 4
-"""Batches run at once: half the default pool of a ``Memory`` (8 connections)."""
+__all__ = ["Merger"]
 
 Run = Callable[[list[Op]], Awaitable[list[Result]]]
 _Call = tuple[list[Op], "asyncio.Future[list[Result]]"]
@@ -35,18 +34,23 @@ def _read_key(ops: list[Op]) -> object | None:
     return ops[0]
 
 
-def _written(ops: list[Op]) -> set[object]:
-    """The (namespace, key) pairs a call puts or deletes."""
-    keys: set[object] = set()
-    for op in ops:
-        if isinstance(op, PutOp):
-            key = (tuple(op.namespace), op.key)
-            try:
-                hash(key)
-            except TypeError:  # an unhashable label or key: refused when the call runs
-                continue
-            keys.add(key)
-    return keys
+def _merged(calls: list[_Call]) -> tuple[list[Op], list[list[int]]]:
+    """The operations of ``calls`` in one list (equal reads once), and where each call's
+    answers are in it."""
+    ops: list[Op] = []
+    where: list[list[int]] = []
+    reads: dict[object, list[int]] = {}
+    for call_ops, _ in calls:
+        key = _read_key(call_ops)
+        if key is not None and key in reads:
+            where.append(reads[key])
+            continue
+        at = list(range(len(ops), len(ops) + len(call_ops)))
+        ops.extend(call_ops)
+        where.append(at)
+        if key is not None:
+            reads[key] = at
+    return ops, where
 
 
 class Merger:
@@ -56,7 +60,6 @@ class Merger:
         self._run = run
         self._queue: list[_Call] = []
         self._task: asyncio.Task[None] | None = None
-        self._writes: dict[object, asyncio.Task[None]] = {}  # the last call writing a key
 
     async def submit(self, ops: list[Op]) -> list[Result]:
         loop = asyncio.get_running_loop()
@@ -67,64 +70,25 @@ class Merger:
         return await fut
 
     async def _drain(self) -> None:
-        gate = asyncio.Semaphore(WIDTH)
-        running: set[asyncio.Task[None]] = set()
-        loop = asyncio.get_running_loop()
-        while self._queue or running:
-            if self._queue:
-                calls, self._queue = self._queue, []
-                for group in _merged(calls):
-                    await gate.acquire()
-                    keys = _written(group[-1][0])
-                    before = [self._writes[k] for k in keys if k in self._writes]
-                    task = loop.create_task(self._one(group, gate, before))
-                    running.add(task)
-                    task.add_done_callback(running.discard)
-                    for k in keys:
-                        self._writes[k] = task
-                    task.add_done_callback(self._forget)
-                await asyncio.sleep(0)  # let the calls made meanwhile join the queue
-            else:
-                await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        while self._queue:
+            calls, self._queue = self._queue, []
+            await self._batch([c for c in calls if not c[1].done()])
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        for k in [k for k, t in self._writes.items() if t is task]:
-            del self._writes[k]
-
-    async def _one(
-        self, calls: list[_Call], gate: asyncio.Semaphore, before: list[asyncio.Task[None]]
-    ) -> None:
+    async def _batch(self, calls: list[_Call]) -> None:
+        if not calls:
+            return
+        ops, where = _merged(calls)
         try:
-            if before:  # writes of one key land in the order they were called
-                await asyncio.wait(before)
-            live = [c for c in calls if not c[1].done()]
-            if not live:
+            results = await self._run(ops)
+        except Exception as exc:
+            if len(calls) == 1:  # the caller of this run, and no other, sees it
+                if not calls[0][1].done():
+                    calls[0][1].set_exception(exc)
                 return
-            try:
-                results = await self._run(live[-1][0])
-            except Exception as exc:  # the callers of this run, and no other, see it
-                for _, fut in live:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                return
-            for _, fut in live:  # equal reads share one result
-                if not fut.done():
-                    fut.set_result(results)
-        finally:
-            gate.release()
-
-
-def _merged(calls: list[_Call]) -> list[list[_Call]]:
-    """Calls that share one run: equal reads; every other call alone."""
-    groups: list[list[_Call]] = []
-    by_key: dict[object, list[_Call]] = {}
-    for call in calls:
-        key = _read_key(call[0])
-        if key is None:
-            groups.append([call])
-        elif key in by_key:
-            by_key[key].append(call)
-        else:
-            by_key[key] = [call]
-            groups.append(by_key[key])
-    return groups
+            half = len(calls) // 2
+            await self._batch(calls[:half])
+            await self._batch(calls[half:])
+            return
+        for (_, fut), at in zip(calls, where, strict=True):
+            if not fut.done():
+                fut.set_result([results[i] for i in at])

@@ -1,8 +1,11 @@
 """Each LangGraph store operation as a plan of calls on a Timestone memory.
 
-A plan is a generator: it yields ``(method, args, kwargs)`` for the memory,
-receives the answer, and returns the operation's result. The blocking store runs
-it on a ``Memory``, the async one on an ``AsyncMemory``: one body for both.
+A plan is a generator: it yields ``(group, operation)``, a Timestone item
+operation (``timestone.ItemGet``, ``ItemPut``, ``ItemSearch``, ``ItemNamespaces``)
+in a group, receives its answer, and returns the LangGraph result. The drivers
+(``_store``) advance the plans of a batch together: the operations they yield at
+one step run as one ``batch_items`` call per group, on a ``Memory`` or an
+``AsyncMemory``: one body for both.
 Results follow LangGraph's ``InMemoryStore``: ``limit=0`` is an empty page, a
 limit above a page of Timestone's (1,000) reads page after page, a filter
 naming a value no item can hold is settled (``_store_filters``), and an empty
@@ -33,9 +36,10 @@ from timestone.errors import InvalidInput, TimestoneError
 from ._store_filters import NOTHING, settle
 from ._store_index import IndexPaths
 
-__all__ = ["Groups", "Plan", "plan_of"]
+__all__ = ["Groups", "Lockstep", "Plan", "plan_of"]
 
-Call = tuple[str, tuple[Any, ...], dict[str, Any]]
+ItemOp = timestone.ItemGet | timestone.ItemPut | timestone.ItemSearch | timestone.ItemNamespaces
+Call = tuple[str, ItemOp]
 Plan = Generator[Call, Any, Result]
 Namespace = tuple[str, ...]
 
@@ -92,11 +96,11 @@ def _matches(namespace: Namespace, suffix: Namespace) -> bool:
 
 def plan_of(op: Op, groups: Groups, fields: IndexPaths, as_of: datetime | None) -> Plan:
     if isinstance(op, GetOp):
-        return _get(op, groups, as_of)
+        return _get(op, groups)
     if isinstance(op, SearchOp):
-        return _search(op, groups, as_of)
+        return _search(op, groups)
     if isinstance(op, ListNamespacesOp):
-        return _namespaces(op, groups, as_of)
+        return _namespaces(op, groups)
     if isinstance(cast(object, op), PutOp):
         if as_of is not None:
             raise TypeError("this TimestoneStore reads as_of a past moment and is read-only")
@@ -104,9 +108,9 @@ def plan_of(op: Op, groups: Groups, fields: IndexPaths, as_of: datetime | None) 
     raise InvalidInput(f"unknown store operation {type(op).__name__}")
 
 
-def _get(op: GetOp, groups: Groups, as_of: datetime | None) -> Plan:
+def _get(op: GetOp, groups: Groups) -> Plan:
     group, ns = groups.split(op.namespace, "namespace")
-    got: timestone.Item | None = yield ("get_item", (group, ns, op.key), {"as_of": as_of})
+    got: timestone.Item | None = yield (group, timestone.ItemGet(ns, op.key))
     if got is None:
         return None
     return Item(
@@ -121,18 +125,18 @@ def _get(op: GetOp, groups: Groups, as_of: datetime | None) -> Plan:
 def _put(op: PutOp, groups: Groups, fields: IndexPaths) -> Plan:
     group, ns = groups.split(op.namespace, "namespace")
     if op.value is None:
-        yield ("delete_item", (group, ns, op.key), {})
+        yield (group, timestone.ItemPut(ns, op.key, None))
         return None
     given = cast(object, op.value)
     if not isinstance(given, Mapping):
         raise InvalidInput(f"value must be a dict (None deletes), got {type(given).__name__}")
     value = dict(cast(Mapping[str, Any], given))
     index = fields.index_of(value, op.index)
-    yield ("put_item", (group, ns, op.key, value), {"index": index})
+    yield (group, timestone.ItemPut(ns, op.key, value, index))
     return None
 
 
-def _search(op: SearchOp, groups: Groups, as_of: datetime | None) -> Plan:
+def _search(op: SearchOp, groups: Groups) -> Plan:
     group, ns = groups.split(op.namespace_prefix, "search namespace_prefix")
     limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
     given = cast(object, op.filter)
@@ -148,15 +152,14 @@ def _search(op: SearchOp, groups: Groups, as_of: datetime | None) -> Plan:
     while len(found) < limit:
         n = min(limit - len(found), PAGE)
         page: list[timestone.Item] = yield (
-            "search_items",
-            (group, ns),
-            {
-                "query": query if query and query.strip() else None,  # "": no query
-                "filter": filter_,
-                "limit": n,
-                "offset": offset + len(found),
-                "as_of": as_of,
-            },
+            group,
+            timestone.ItemSearch(
+                ns,
+                query=query if query and query.strip() else None,  # "": no query
+                filter=cast(Mapping[str, Any] | None, filter_),
+                limit=n,
+                offset=offset + len(found),
+            ),
         )
         found.extend(page)
         if len(page) < n:
@@ -174,7 +177,7 @@ def _search(op: SearchOp, groups: Groups, as_of: datetime | None) -> Plan:
     ]
 
 
-def _namespaces(op: ListNamespacesOp, groups: Groups, as_of: datetime | None) -> Plan:
+def _namespaces(op: ListNamespacesOp, groups: Groups) -> Plan:
     prefix: Namespace = ()
     suffix: Namespace = ()
     for condition in op.match_conditions or ():
@@ -195,15 +198,8 @@ def _namespaces(op: ListNamespacesOp, groups: Groups, as_of: datetime | None) ->
     names: list[Namespace] = []
     while True:
         page: list[Namespace] = yield (
-            "item_namespaces",
-            (group,),
-            {
-                "prefix": inner,
-                "suffix": inner_suffix,
-                "limit": PAGE,
-                "offset": len(names),
-                "as_of": as_of,
-            },
+            group,
+            timestone.ItemNamespaces(inner, inner_suffix, limit=PAGE, offset=len(names)),
         )
         names.extend(page)
         if len(page) < PAGE:
@@ -211,3 +207,43 @@ def _namespaces(op: ListNamespacesOp, groups: Groups, as_of: datetime | None) ->
     full = (groups.full(group, n) for n in names)
     cut = {n[:depth] if depth is not None else n for n in full if _matches(n, suffix)}
     return sorted(cut)[offset : offset + limit]
+
+
+class Lockstep:
+    """The plans of one batch, advanced together: the operations they yield at one step
+    are asked of the memory together, one ``batch_items`` call per group. Starting the
+    plans checks every operation, so that a bad one fails the batch before anything runs."""
+
+    __slots__ = ("_plans", "_waiting", "results")
+
+    def __init__(self, plans: list[Plan]) -> None:
+        self._plans = plans
+        self._waiting: dict[int, Call] = {}
+        self.results: list[Result] = [None] * len(plans)
+        for i in range(len(plans)):
+            self._step(i, None)
+
+    def _step(self, i: int, answer: Any) -> None:
+        plan = self._plans[i]
+        try:
+            self._waiting[i] = plan.send(answer)  # send(None) starts a plan
+        except StopIteration as done:
+            self.results[i] = cast(Result, done.value)
+
+    @property
+    def done(self) -> bool:
+        return not self._waiting
+
+    def requests(self) -> list[tuple[str, list[int], list[ItemOp]]]:
+        """(group, the plans asking, their operations) of this step."""
+        by_group: dict[str, tuple[list[int], list[ItemOp]]] = {}
+        for i, (group, op) in self._waiting.items():
+            at, ops = by_group.setdefault(group, ([], []))
+            at.append(i)
+            ops.append(op)
+        return [(group, at, ops) for group, (at, ops) in by_group.items()]
+
+    def answer(self, at: list[int], answers: Sequence[Any]) -> None:
+        for i, got in zip(at, answers, strict=True):
+            del self._waiting[i]
+            self._step(i, got)

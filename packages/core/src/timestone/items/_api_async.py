@@ -12,6 +12,7 @@ from .._records import (
 )
 from ..db._database_async import Database
 from ..embedders import Embedder, check_vectors
+from ._batch_async import run_batch
 from ._item import (
     Item,
     check_depth,
@@ -23,6 +24,7 @@ from ._item import (
     check_value,
     index_texts,
 )
+from ._ops import ItemOp, ItemResult
 from ._store_async import get_item, item_namespaces, remove_item, search_items, store_item
 
 __all__ = ["ItemsAPI"]
@@ -142,3 +144,15 @@ class ItemsAPI:
                 offset=skip,
                 as_of=system,
             )
+
+    async def batch_items(
+        self, group_id: str, ops: Sequence[ItemOp], *, as_of: datetime | None = None
+    ) -> list[ItemResult]:
+        """Run ``ops`` (``ItemGet``, ``ItemPut``, ``ItemSearch``, ``ItemNamespaces``) in one
+        transaction, one statement per kind of operation; the answer of each, in order.
+
+        Reads see what the group held before the batch; of several writes of one key the
+        last is kept. Every operation is checked first, as its single-item method checks
+        it: a bad one fails the batch, which writes nothing. ``as_of`` reads the past, and
+        is refused in a batch that writes."""
+        return await run_batch(self._db, self.embedder, group_id, ops, check_as_of(as_of))

@@ -21,22 +21,26 @@ from ..write._transaction_async import Write, begin_write
 from ._item import Item, matches_filter, matches_namespace, negative_zero, value_json
 
 __all__ = [
+    "ITEM_COLUMNS",
     "delete_item",
     "get_item",
     "item_namespaces",
+    "item_of_row",
+    "lock_keys",
     "put_item",
     "remove_item",
     "search_items",
     "store_item",
+    "vector_text",
 ]
 
-_COLUMNS = sql.SQL(
+ITEM_COLUMNS = sql.SQL(
     "i.group_id, i.namespace, i.key, i.value, i.value_exact, i.item_created_at, i.created_at,"
     " i.expired_at"
 )
 
 
-def _item(row: Mapping[str, Any]) -> Item:
+def item_of_row(row: Mapping[str, Any]) -> Item:
     return Item(
         group_id=row["group_id"],
         namespace=tuple(row["namespace"]),
@@ -48,7 +52,7 @@ def _item(row: Mapping[str, Any]) -> Item:
     )
 
 
-def _vector(values: Sequence[float] | None) -> str | None:
+def vector_text(values: Sequence[float] | None) -> str | None:
     return None if values is None else "[" + ",".join(repr(float(v)) for v in values) + "]"
 
 
@@ -78,7 +82,7 @@ async def put_item(
             " item_created_at, embedding, field_embeddings, created_at)"
             " VALUES (%s, %s, %s, %s, %s::json, %s, %s::vector, %s::text[]::vector[], %s)"
             " RETURNING {}"
-        ).format(_COLUMNS),
+        ).format(ITEM_COLUMNS),
         (
             w.group_id,
             list(namespace),
@@ -86,14 +90,14 @@ async def put_item(
             text,
             text if negative_zero(value) else None,
             first,
-            _vector(vector),
-            [_vector(v) for v in field_vectors] if field_vectors else None,
+            vector_text(vector),
+            [vector_text(v) for v in field_vectors] if field_vectors else None,
             w.now,
         ),
     )
     row = await cur.fetchone()
     assert row is not None
-    return _item(row)
+    return item_of_row(row)
 
 
 async def delete_item(w: Write, namespace: tuple[str, ...], key: str) -> bool:
@@ -114,11 +118,11 @@ async def get_item(
             "SELECT {cols} FROM timestone.items AS i"
             " WHERE i.group_id = %s AND i.namespace = %s AND i.key = %s AND {held}"
             " ORDER BY i.created_at DESC LIMIT 1"
-        ).format(cols=_COLUMNS, held=held_clause("i", as_of)),
+        ).format(cols=ITEM_COLUMNS, held=held_clause("i", as_of)),
         (group_id, list(namespace), key),
     )
     row = await cur.fetchone()
-    return _item(row) if row is not None else None
+    return item_of_row(row) if row is not None else None
 
 
 def _prefix_clause(prefix: Sequence[str]) -> tuple[sql.Composable, list[Any]]:
@@ -154,7 +158,7 @@ async def search_items(
             " WHEN i.field_embeddings IS NOT NULL THEN (SELECT max(1 - (v <=> %s::vector))"
             " FROM unnest(i.field_embeddings) AS v WHERE vector_dims(v) = %s) END"
         )
-        dims, text = len(query_vector), _vector(query_vector)
+        dims, text = len(query_vector), vector_text(query_vector)
         score_params: list[Any] = [dims, text, text, dims]
         order = sql.SQL("score DESC NULLS LAST, i.created_at DESC, i.key")
     else:
@@ -172,7 +176,7 @@ async def search_items(
             "SELECT {cols}, {score} AS score FROM timestone.items AS i"
             " WHERE i.group_id = %s AND {held} AND {prefix} ORDER BY {order}{window}"
         ).format(
-            cols=_COLUMNS,
+            cols=ITEM_COLUMNS,
             score=score,
             held=held_clause("i", as_of),
             prefix=where,
@@ -181,7 +185,7 @@ async def search_items(
         ),
         [*score_params, group_id, *params, *window_params],
     )
-    rows = [_item(row) for row in await cur.fetchall()]
+    rows = [item_of_row(row) for row in await cur.fetchall()]
     if in_python:
         rows = [
             r
@@ -219,7 +223,7 @@ async def item_namespaces(
     return sorted(found)[offset : offset + limit]
 
 
-def _lock(namespace: tuple[str, ...], key: str) -> list[str]:
+def lock_keys(namespace: tuple[str, ...], key: str) -> list[str]:
     return ["item\x1f" + "\x1f".join((*namespace, key))]
 
 
@@ -236,7 +240,7 @@ async def store_item(
     the key's lock (one vector, or several that the item scores by the best of)."""
     vectors = list(check_vectors(embedder, texts, await embedder.aembed(texts))) if texts else []
     async with db.transaction(group_id, "putting an item") as conn:
-        w = await begin_write(conn, group_id, embedder, keys=_lock(namespace, key))
+        w = await begin_write(conn, group_id, embedder, keys=lock_keys(namespace, key))
         one = vectors[0] if len(vectors) == 1 else None
         return await put_item(w, namespace, key, value, one, vectors if len(vectors) > 1 else ())
 
@@ -246,5 +250,5 @@ async def remove_item(
 ) -> bool:
     """A checked delete, under the key's lock; False when there was no current version."""
     async with db.transaction(group_id, "deleting an item") as conn:
-        w = await begin_write(conn, group_id, embedder, keys=_lock(namespace, key))
+        w = await begin_write(conn, group_id, embedder, keys=lock_keys(namespace, key))
         return await delete_item(w, namespace, key)
