@@ -13,15 +13,13 @@ import dataclasses
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .._memory import Memory
 from .._time import NOW, parse_when
 from ..errors import InvalidInput, NotFound, TimestoneError
-from ..write._index_build import check_memory_setting, check_workers
 from ._options import (
     AsOf,
     DataDir,
@@ -56,6 +54,9 @@ from ._store import (
     save_ontology,
     stored_meta,
 )
+
+if TYPE_CHECKING:  # imported where used: --help loads no database driver, model or numpy
+    from .._memory import Memory
 
 __all__ = ["app", "main"]
 
@@ -128,6 +129,8 @@ def init(
 def _build_options(bulk: bool, memory: str | None, workers: int | None) -> dict[str, Any]:
     """The index build options of ``ingest --bulk``, checked before the store is opened
     (an ontology given with them is stored at the opening)."""
+    from ..write._index_build import check_memory_setting, check_workers
+
     if not bulk and (memory is not None or workers is not None):
         given = "--maintenance-work-mem" if memory is not None else "--workers"
         raise InvalidInput(f"{given} sets the index build of a bulk load: add --bulk")

@@ -14,14 +14,13 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
-
-from ..db import _embedded
-from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput
-from ..ontology import EdgeType, EntityType, Ontology
+
+if TYPE_CHECKING:  # imported where used: --help loads no database driver or model
+    from ..embedders import Embedder
+    from ..ontology import Ontology
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -53,11 +52,15 @@ def resolve_dsn(dsn: str | None, data_dir: Path | None) -> str:
     target = dsn or os.environ.get("TIMESTONE_DSN")
     if target:
         return target
+    from ..db import _embedded
+
     return _embedded.embedded_dsn(data_dir)
 
 
 def stored_meta(dsn: str, key: str) -> Any:
     """A value of ``timestone.meta``; ``None`` when absent or the schema is not there yet."""
+    import psycopg
+
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             found = conn.execute("SELECT to_regclass('timestone.meta') IS NOT NULL").fetchone()
@@ -71,6 +74,8 @@ def stored_meta(dsn: str, key: str) -> Any:
 
 def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
     """Store the ontology document in ``timestone.meta`` (as the schema owner)."""
+    import psycopg
+
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
@@ -86,6 +91,8 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
     """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``), else the
     stored one, else WordLlama. OpenAI-compatible embedders take their server from
     ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
+    from ..embedders import HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
+
     if spec:
         name, _, rest = spec.partition(":")
         if name == "openai":
@@ -138,6 +145,8 @@ def _strings(value: object, what: str) -> tuple[str, ...]:
 
 def ontology_from_document(document: Mapping[str, Any], where: str = "ontology") -> Ontology:
     """An ``Ontology`` from its JSON/TOML shape; refuse anything unknown, naming it."""
+    from ..ontology import EdgeType, EntityType, Ontology
+
     known = {"closed", "entity_types", "edge_types"}
     extra = set(document) - known
     if extra:
