@@ -17,7 +17,8 @@ venv: $(VENV)/.synced
 demo: venv
 	$(RUN) python examples/demo.py
 
-test: venv
+# The picture tests need headless Chromium: `browser` installs it when it is missing.
+test: venv browser
 	$(RUN) pytest -q
 
 lint: venv
@@ -58,8 +59,9 @@ bench: venv
 bench-report: venv
 	$(RUN) python -m bench.report
 
-# Headless Chromium for the timeline picture (`timestone timeline --png`) and its tests.
-# The tests never install it: they fail, naming this target, when it is missing.
+# Headless Chromium for the timeline picture (`timestone timeline --png`) and its tests;
+# `make test` runs it first. The tests themselves never install it: run without `make`,
+# they fail, naming this target, when it is missing.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 SUDO := $(shell test "$$(id -u)" = 0 || echo sudo)
 

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bench._report_cli import cli_section
 from bench._report_relevance import conversations_table
 from bench._report_tables import (
     RESULTS,
@@ -72,6 +73,7 @@ COMMANDS = {
     "plans": ".venv/bin/python -m bench.plans /tmp/bench-keep/<size> ... --jit-dsn DSN",
     "search_floor": ".venv/bin/python -m bench.search_floor /tmp/bench-keep/100000",
     "conversations": ".venv/bin/python -m bench.conversations",
+    "cli": ".venv/bin/python -m bench.cli --runs 5",
 }
 
 
@@ -262,6 +264,15 @@ SECTIONS: list[Section] = [
         "The same three index reads in one statement planned once, with nothing around them, "
         "each question both ways in turn.",
         search_floor_section,
+    ),
+    (
+        "cli",
+        "The command's start",
+        "Each `timestone` command a whole process in a fresh data folder, as a shell runs "
+        "it: the embedded server starts with the command and stops when it exits. `init` and "
+        "`ingest` are timed once on the empty folder, then again on the initialised one "
+        "(`ingest` then finds each episode already there).",
+        cli_section,
     ),
 ]
 

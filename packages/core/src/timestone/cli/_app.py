@@ -13,14 +13,12 @@ import dataclasses
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from .._memory import Memory
 from .._time import NOW, parse_when
-from ..db._index_build import check_memory_setting, check_workers
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ._export import STDOUT_NAMES, check_target, export_group_to
 from ._files import GB, read_stream
@@ -62,6 +60,9 @@ from ._store import (
     save_ontology,
     stored_meta,
 )
+
+if TYPE_CHECKING:  # imported where used: --help loads no database driver, model or numpy
+    from .._memory import Memory
 
 __all__ = ["app", "main"]
 
@@ -158,6 +159,8 @@ def init(
 def _build_options(bulk: bool, memory: str | None, workers: int | None) -> dict[str, Any]:
     """The index build options of ``ingest --bulk``, checked before the store is opened
     (an ontology given with them is stored at the opening)."""
+    from ..db._index_build import check_memory_setting, check_workers
+
     if not bulk and (memory is not None or workers is not None):
         given = "--maintenance-work-mem" if memory is not None else "--workers"
         raise InvalidInput(f"{given} sets the index build of a bulk load: add --bulk")

@@ -20,12 +20,15 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from .._memory import Memory
 from ..errors import InvalidInput
 from ._output import ExitCode, err_console, labelled
+
+if TYPE_CHECKING:
+    from .._memory import Memory
 
 __all__ = ["STDOUT_NAMES", "check_target", "export_group_to"]
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from .._memory import Memory
-from ..embedders import Embedder
 from ..errors import EmbedderMismatch, InvalidInput, TimestoneError
-from ..ontology import Ontology
 from ._files import DEFAULT_MAX_FILE, DEFAULT_MAX_LINE, Limits, format_size, parse_size
 from ._output import err_console, exit_code_for, print_error
 from ._store import (
@@ -24,6 +21,11 @@ from ._store import (
     save_ontology,
     stored_meta,
 )
+
+if TYPE_CHECKING:  # imported where used: --help loads no database driver or model
+    from .._memory import Memory
+    from ..embedders import Embedder
+    from ..ontology import Ontology
 
 __all__ = [
     "AsOf",
@@ -179,6 +181,8 @@ def open_store(
     """Open the store with the ontology and embedder it keeps; map errors to exit codes.
     ``embeds``: the command embeds text (a search, a write), so the embedder's model is
     loaded beside the opening; a read that embeds nothing does not load it."""
+    from .._memory import Memory
+
     try:
         target, chosen, ontology = resolve_store(
             dsn, data_dir, embedder, ontology_file, read_limits

@@ -26,13 +26,12 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from enum import IntEnum
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._records import Entity, Episode, Fact
 from ..errors import (
     AddressInUse,
     ConflictError,
@@ -44,6 +43,9 @@ from ..errors import (
     LLMError,
     NotFound,
 )
+
+if TYPE_CHECKING:  # --help loads no model records
+    from .._records import Entity, Episode, Fact
 
 __all__ = [
     "AddressInUse",

@@ -8,17 +8,19 @@ given with ``--allow-host``).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .._memory_async import AsyncMemory
 from ..errors import InvalidInput, TimestoneError
 from ._options import DataDir, Dsn, EmbedderOpt, Group, fail, guard, open_store, resolve_store
 from ._output import err_console
 from ._signals import serving, stop_by
 from ._stdio import stdin_until_stopped
 from ._store import resolve_group
+
+if TYPE_CHECKING:
+    from .._memory_async import AsyncMemory
 
 __all__ = ["serve_app", "ui"]
 
@@ -90,6 +92,8 @@ def serve_mcp(
         target, chosen, ontology = resolve_store(dsn, data_dir, embedder)
     except TimestoneError as exc:
         raise fail(exc) from exc
+
+    from .._memory_async import AsyncMemory
 
     async def opener() -> AsyncMemory:
         return await AsyncMemory.open(target, embedder=chosen, ontology=ontology)

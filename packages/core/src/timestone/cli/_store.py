@@ -14,17 +14,15 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import psycopg
-from psycopg import sql
+from typing import TYPE_CHECKING, Any
 
 from .._jsontext import check_depth
-from ..db import _embedded
-from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
 from ..errors import DatabaseError, InvalidInput
-from ..ontology import EdgeType, EntityType, Ontology
 from ._files import Limits, decode_utf8, read_file
+
+if TYPE_CHECKING:  # imported where used: --help loads no database driver or model
+    from ..embedders import Embedder
+    from ..ontology import Ontology
 
 __all__ = [
     "DEFAULT_GROUP",
@@ -57,11 +55,15 @@ def resolve_dsn(dsn: str | None, data_dir: Path | None) -> str:
     target = dsn or os.environ.get("TIMESTONE_DSN")
     if target:
         return target
+    from ..db import _embedded
+
     return _embedded.embedded_dsn(data_dir)
 
 
 def stored_meta(dsn: str, key: str) -> Any:
     """A value of ``timestone.meta``; ``None`` when absent or the schema is not there yet."""
+    import psycopg
+
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             found = conn.execute("SELECT to_regclass('timestone.meta') IS NOT NULL").fetchone()
@@ -81,6 +83,9 @@ def other_groups(dsn: str, group_id: str) -> list[str] | None:
     thousand by name), each table read by a walk of its primary key from one group to the
     next. Read as the DSN's user, the schema owner, whom row level security does not
     bind; None too when that user may not read them."""
+    import psycopg
+    from psycopg import sql
+
     walk = sql.SQL(
         "WITH RECURSIVE g(id) AS ("
         " SELECT min(group_id) FROM timestone.{t}"
@@ -110,6 +115,8 @@ def other_groups(dsn: str, group_id: str) -> list[str] | None:
 
 def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
     """Store the ontology document in ``timestone.meta`` (as the schema owner)."""
+    import psycopg
+
     try:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(
@@ -125,6 +132,8 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
     """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``), else the
     stored one, else WordLlama. OpenAI-compatible embedders take their server from
     ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
+    from ..embedders import HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
+
     if spec:
         name, _, rest = spec.partition(":")
         if name == "openai":
@@ -177,6 +186,8 @@ def _strings(value: object, what: str) -> tuple[str, ...]:
 
 def ontology_from_document(document: Mapping[str, Any], where: str = "ontology") -> Ontology:
     """An ``Ontology`` from its JSON/TOML shape; refuse anything unknown, naming it."""
+    from ..ontology import EdgeType, EntityType, Ontology
+
     known = {"closed", "entity_types", "edge_types"}
     extra = set(document) - known
     if extra:

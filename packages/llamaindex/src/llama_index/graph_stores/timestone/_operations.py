@@ -12,6 +12,15 @@ Timestone episode, and the episode is noted under the chunk (an item of
 ``SOURCES``); deleting the chunk removes its episodes as ``Memory.remove_episode`` does,
 so what only that chunk (and so only its document) supported goes, and what another
 chunk also supports stays.
+
+When it was told: LlamaIndex copies a document's metadata into what it extracts from it,
+so a document with a ``reference_time`` (``Document(metadata={"reference_time":
+"2023-06-01"})``) dates its triplets: their facts hold from that time and their episode
+was told then. Without one, the store's ``valid_at`` (a datetime) or the write's time.
+
+Names as written: LlamaIndex's default triplet parser capitalises each name ("Château
+Sud" becomes "Château sud"); a name read from a chunk takes the spelling the chunk's text
+has, when the text holds it in another case.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections.abc import Generator, Sequence
 from datetime import datetime
@@ -47,9 +57,11 @@ from timestone import (
     toolkit,
 )
 from timestone.errors import AlreadyRemoved, InvalidInput, NotFound
+from timestone.toolkit import check_aware, parse_when
 
 __all__ = [
     "SOURCES",
+    "TIME_KEY",
     "UNTYPED",
     "Call",
     "Operation",
@@ -67,6 +79,7 @@ __all__ = [
 T = TypeVar("T")
 
 UNTYPED = "entity"
+TIME_KEY = "reference_time"  # the metadata key of a document's time
 SOURCES = ("llama_index", "sources")
 _PAGE = 1000  # the most a memory read returns at once
 _MAX_DEPTH = 10
@@ -86,6 +99,7 @@ class Call:
 
 
 Operation = Generator[Call, Any, T]
+_Told = tuple[str | None, datetime | None]  # the chunk a write was read from, its document's time
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -238,6 +252,39 @@ def _matches(found: Triplet, properties: dict[str, Any]) -> bool:
 def _source_of(properties: dict[str, Any]) -> str | None:
     source = properties.get(TRIPLET_SOURCE_KEY)
     return source if isinstance(source, str) and source else None
+
+
+def _document_time(properties: dict[str, Any], what: str) -> datetime | None:
+    """The time of the document a node or relation was read from (``TIME_KEY`` in the
+    metadata LlamaIndex copied into its properties), if it has one."""
+    value = properties.get(TIME_KEY)
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return check_aware(value, f"{TIME_KEY} of {what}")
+    if not isinstance(value, str):
+        raise InvalidInput(
+            f"{TIME_KEY} of {what} must be an ISO 8601 date or time, got {value!r:.80}"
+        )
+    return parse_when(value, f"{TIME_KEY} of {what}")
+
+
+def as_written(name: str, text: str) -> str:
+    """``name`` as ``text`` spells it, when the text holds it in another case."""
+    if not name.strip():
+        return name
+    found = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE)
+    return name if found is None else found.group(0)
+
+
+def _chunk_text(source: str | None) -> Operation[str]:
+    """The text of the chunk ``source`` names (empty if none is held)."""
+    if source is None:
+        return ""
+    page: GraphNodes = yield Call(
+        "graph_nodes", {"ids": [source], "as_of": None, "limit": 1, "offset": 0}
+    )
+    return next((c.text for c in page.chunks if c.key == source), "")
 
 
 def _sources_namespace(source: str) -> tuple[str, ...]:
@@ -404,8 +451,9 @@ def _noted(source: str | None, write: GraphWrite) -> Operation[None]:
 def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
     s.writable()
     chunks: list[GraphChunk] = []
-    # the entities read from each chunk (None: from none), with their vectors
-    by_source: dict[str | None, tuple[list[EntityInput], dict[str, list[float]]]] = {}
+    # the entities read from each chunk (None: from none) at its document's time, with
+    # their vectors
+    by_source: dict[_Told, tuple[list[EntityInput], dict[str, list[float]]]] = {}
     dimensions: set[int] = set()
     for n in _nodes_list(nodes, "nodes", "EntityNode and ChunkNode records"):
         if isinstance(n, ChunkNode):
@@ -420,7 +468,8 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
         elif isinstance(n, EntityNode):
             props = _properties(n.properties, f"properties of node {n.name!r:.80}")
             labels = () if n.label == UNTYPED else (n.label,)
-            entities, vectors = by_source.setdefault(_source_of(props), ([], {}))
+            key = (_source_of(props), _document_time(props, f"node {n.name!r:.80}"))
+            entities, vectors = by_source.setdefault(key, ([], {}))
             entities.append(EntityInput(n.name, labels, attributes=dict(props)))
             if n.embedding is not None:
                 vectors[n.name] = _embedding(n.embedding, f"the embedding of node {n.name!r:.80}")
@@ -436,14 +485,17 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
         )
     if chunks:
         yield Call("graph_upsert", {"chunks": chunks, "valid_at": s.valid_from()})
-    for source, (entities, vectors) in by_source.items():
+    for (source, told), (entities, vectors) in by_source.items():
+        text = yield from _chunk_text(source)
+        names = {e.name: as_written(e.name, text) for e in entities}
         write: GraphWrite = yield Call(
             "graph_upsert",
             {
-                "entities": entities,
-                "vectors": vectors,
+                "entities": [dataclasses.replace(e, name=names[e.name]) for e in entities],
+                "vectors": {names.get(k, k): v for k, v in vectors.items()},
                 "vector_space": s.vector_space,
-                "valid_at": s.valid_from(),
+                "reference_time": told,
+                "valid_at": told or s.valid_from(),
             },
         )
         yield from _noted(source, write)
@@ -451,12 +503,13 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
 
 def upsert_relations(s: Settings, relations: list[Relation]) -> Operation[None]:
     s.writable()
-    by_source: dict[str | None, list[GraphRelation]] = {}
+    by_source: dict[_Told, list[GraphRelation]] = {}
     for r in _nodes_list(relations, "relations", "Relation records"):
         if not isinstance(r, Relation):
             raise TypeError(f"TimestonePropertyGraphStore stores Relation records, got {r!r:.80}")
-        props = _properties(r.properties, f"properties of relation {r.label!r:.80}")
-        by_source.setdefault(_source_of(props), []).append(
+        what = f"relation {r.label!r:.80}"
+        props = _properties(r.properties, f"properties of {what}")
+        by_source.setdefault((_source_of(props), _document_time(props, what)), []).append(
             GraphRelation(
                 source=_node_id(r.source_id, "a relation's source_id"),
                 relation=relation_name(r.label),
@@ -464,9 +517,17 @@ def upsert_relations(s: Settings, relations: list[Relation]) -> Operation[None]:
                 attributes=dict(props),
             )
         )
-    for source, given in by_source.items():
+    for (source, told), given in by_source.items():
+        text = yield from _chunk_text(source)
+        written = [
+            dataclasses.replace(
+                r, source=as_written(r.source, text), target=as_written(r.target, text)
+            )
+            for r in given
+        ]
         write: GraphWrite = yield Call(
-            "graph_upsert", {"relations": given, "valid_at": s.valid_from()}
+            "graph_upsert",
+            {"relations": written, "reference_time": told, "valid_at": told or s.valid_from()},
         )
         yield from _noted(source, write)
 

@@ -11,6 +11,7 @@ clock are not.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -56,8 +57,36 @@ _HIDDEN = frozenset(
 )
 
 
+_GRAPH_EPISODE = "property graph store"  # the source_description of a graph write's episode
+
+
+def _graph_write_text(content: str) -> str | None:
+    """The readable text of an episode a property graph write recorded (its content is the
+    write as JSON): a sentence per relation, else the names of its entities."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    written = cast(dict[str, Any], data)
+    lines: list[str] = []
+    for r in cast(list[dict[str, Any]], written.get("relations") or []):
+        relation = str(r.get("relation", "")).lower().replace("_", " ")
+        lines.append(f"{r.get('source')} {relation} {r.get('target')}.")
+    if not lines:
+        names = [
+            str(e.get("name")) for e in cast(list[dict[str, Any]], written.get("entities") or [])
+        ]
+        lines = [f"{', '.join(names)}."] if names else []
+    return "\n".join(lines) or None
+
+
 def _node(record: Retrieved) -> TextNode:
     metadata = record.metadata
+    text = record.text
+    if metadata.get("kind") == "episode" and metadata.get("source_description") == _GRAPH_EPISODE:
+        text = _graph_write_text(text) or text
     hidden = [  # and what is empty, but for an open period's end (still true)
         k
         for k, v in metadata.items()
@@ -65,7 +94,7 @@ def _node(record: Retrieved) -> TextNode:
     ]
     return TextNode(
         id_=record.id,
-        text=record.text,
+        text=text,
         metadata=metadata,
         excluded_llm_metadata_keys=hidden,
         excluded_embed_metadata_keys=list(metadata),
@@ -84,8 +113,8 @@ def entity_node(entity: timestone.Entity) -> TextNode:
 
 
 def episode_node(episode: timestone.Episode) -> TextNode:
-    """An episode or document chunk: its verbatim content, its citation id, where it came
-    from."""
+    """An episode or document chunk: its verbatim content (a property graph write's
+    episode: its relations as sentences), its citation id, where it came from."""
     return _node(episode_record(episode))
 
 
