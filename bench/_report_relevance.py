@@ -33,3 +33,28 @@ def conversations_table(r: Result) -> Lines:
         f"{ms(latency.get('p95_ms'))} ms p50 / p95.",
     ]
     return out
+
+
+DOCUMENT_SYSTEMS = (
+    ("timestone", "Timestone `search`"),
+    ("bm25", "Okapi BM25 (k1 1.2, b 0.75)"),
+    ("dense", "dense: exact cosine, same embedder"),
+)
+DOCUMENT_COLUMNS = ("R@10", "nDCG@10")
+
+
+def documents_table(r: Result) -> Lines:
+    """Recall@10 and nDCG@10 of each system, then the search's latency."""
+    rows = [
+        [name, *(ratio(r["systems"][key].get(c), 3) for c in DOCUMENT_COLUMNS)]
+        for key, name in DOCUMENT_SYSTEMS
+        if key in r["systems"]
+    ]
+    out = table(["system", *DOCUMENT_COLUMNS], rows, [False, *([True] * len(DOCUMENT_COLUMNS))])
+    latency = r.get("search_latency", {})
+    out += [
+        "",
+        f"{r['claims']} claims over {r['abstracts']:,} abstracts, embedder {r['embedder']}; "
+        f"a search took {ms(latency.get('p50_ms'))} / {ms(latency.get('p95_ms'))} ms p50 / p95.",
+    ]
+    return out

@@ -12,9 +12,11 @@ benchmark stops with a message when the file is missing.
 
 The protocol: each conversation goes into a group of its own; every dialog turn is a
 document (``add_document``) with uri = the turn's ``dia_id``, content = ``"Speaker:
-text"`` plus ``" [shares a photo of CAPTION]"`` when the turn shares a photo, and
-``reference_time`` = the date of its session. Every question with evidence (categories
-1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) is asked through
+text"`` plus ``" [shares a photo of CAPTION]"`` when the turn shares a photo, title =
+its session (``D3`` for session 3, as the turn ids write it: the turns of a session
+are messages of one source) and ``reference_time`` = the date of its session. Every
+question with evidence (categories 1 multi-hop, 2 temporal, 3 open-domain, 4
+single-hop) is asked through
 ``search(group, question, scopes=("episodes",), valid_at=None, limit=20)``; recall@k is
 the share of the question's evidence turns among the top k uris, averaged over the
 questions. Baselines, computed here over the same turns: Okapi BM25 (k1 1.2, b 0.75,
@@ -29,86 +31,25 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from dateutil import parser as dateparser
 
 import timestone
 
 from ._common import percentiles, scratch_data_dir, write_result
+from ._relevance import BM25, Dense, recall, rrf
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
-BM25_K1, BM25_B = 1.2, 0.75
-RRF_K = 60
-
-# common English stop words (the classic list of information retrieval tool kits)
-_STOP_WORDS = """a about above after again against all am an and any are aren't as at be because
-    been before being below between both but by can can't cannot could couldn't did didn't
-    do does doesn't doing don't down during each few for from further had hadn't has hasn't
-    have haven't having he he'd he'll he's her here here's hers herself him himself his how
-    how's i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most
-    mustn't my myself no nor not of off on once only or other ought our ours ourselves out
-    over own same shan't she she'd she'll she's should shouldn't so some such than that
-    that's the their theirs them themselves then there there's these they they'd they'll
-    they're they've this those through to too under until up very was wasn't we we'd we'll
-    we're we've were weren't what what's when when's where where's which while who who's
-    whom why why's with won't would wouldn't you you'd you'll you're you've your yours
-    yourself yourselves s t d ll m re ve"""
-STOP_WORDS = frozenset(_STOP_WORDS.split())
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def tokens(text: str) -> list[str]:
-    return [t for t in _TOKEN.findall(text.lower()) if t not in STOP_WORDS]
-
-
-class BM25:
-    """Okapi BM25 over a fixed list of documents (k1 1.2, b 0.75)."""
-
-    def __init__(self, docs: Sequence[str]) -> None:
-        self.docs = [Counter(tokens(d)) for d in docs]
-        self.lengths = [sum(c.values()) for c in self.docs]
-        self.avgdl = sum(self.lengths) / max(1, len(self.docs))
-        df: Counter[str] = Counter()
-        for c in self.docs:
-            df.update(c.keys())
-        n = len(self.docs)
-        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
-
-    def ranking(self, query: str) -> list[int]:
-        terms = set(tokens(query))
-        scores: list[tuple[float, int]] = []
-        for i, c in enumerate(self.docs):
-            s = 0.0
-            norm = BM25_K1 * (1 - BM25_B + BM25_B * self.lengths[i] / self.avgdl)
-            for t in terms:
-                tf = c.get(t, 0)
-                if tf:
-                    s += self.idf[t] * tf * (BM25_K1 + 1) / (tf + norm)
-            if s > 0:
-                scores.append((s, i))
-        scores.sort(key=lambda x: (-x[0], x[1]))
-        return [i for _, i in scores]
-
-
-def rrf(lists: Iterable[Sequence[int]], k: int = RRF_K) -> list[int]:
-    score: dict[int, float] = {}
-    for ranked in lists:
-        for r, i in enumerate(ranked, start=1):
-            score[i] = score.get(i, 0.0) + 1.0 / (k + r)
-    return sorted(score, key=lambda i: (-score[i], i))
 
 
 def session_time(text: str) -> datetime:
@@ -116,10 +57,14 @@ def session_time(text: str) -> datetime:
     return dateparser.parse(text).replace(tzinfo=UTC)
 
 
-def turns_of(conversation: dict[str, Any]) -> list[tuple[str, str, datetime]]:
-    """Every dialog turn of a conversation: (dia_id, content, its session's date)."""
+Turn = tuple[str, str, datetime, str]
+
+
+def turns_of(conversation: dict[str, Any]) -> list[Turn]:
+    """Every dialog turn of a conversation: (dia_id, content, its session's date, the
+    session's label as LoCoMo writes it in its turn ids, ``D3`` for session 3)."""
     conv = conversation["conversation"]
-    out: list[tuple[str, str, datetime]] = []
+    out: list[Turn] = []
     sessions = sorted(
         (int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k))),
     )
@@ -129,17 +74,12 @@ def turns_of(conversation: dict[str, Any]) -> list[tuple[str, str, datetime]]:
             content = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 content += f" [shares a photo of {turn['blip_caption']}]"
-            out.append((turn["dia_id"], content, when))
+            out.append((turn["dia_id"], content, when, f"D{n}"))
     return out
 
 
 def questions_of(conversation: dict[str, Any]) -> list[dict[str, Any]]:
     return [q for q in conversation["qa"] if q.get("category") in CATEGORIES and q.get("evidence")]
-
-
-def recall(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
-    wanted = set(evidence)
-    return len(wanted & set(found[:k])) / len(wanted)
 
 
 class Scores:
@@ -165,15 +105,15 @@ def group_of(conversation: dict[str, Any], index: int) -> str:
     return re.sub(r"[^a-z0-9-]+", "-", str(conversation.get("sample_id", index)).lower())
 
 
-def load(mem: timestone.Memory, group: str, turns: Sequence[tuple[str, str, datetime]]) -> None:
+def load(mem: timestone.Memory, group: str, turns: Sequence[Turn]) -> None:
     """Write the turns as documents, unless the group already holds them all."""
     held = mem.stats(group).get("episodes", {}).get("current", 0)
     if held >= len(turns):
         return
     if held:
         raise SystemExit(f"group {group} holds {held} episodes, not {len(turns)}: use a new --keep")
-    for uri, content, when in turns:
-        mem.add_document(group, uri, content, reference_time=when)
+    for uri, content, when, session in turns:
+        mem.add_document(group, uri, content, title=session, reference_time=when)
 
 
 def held_by(ctx: timestone.Context, uri_of_text: dict[str, str]) -> set[str]:
@@ -189,10 +129,13 @@ def held_by(ctx: timestone.Context, uri_of_text: dict[str, str]) -> set[str]:
 
 
 def run(
-    mem: timestone.Memory, data: list[dict[str, Any]], log: Callable[[str], None]
+    mem: timestone.Memory,
+    data: list[dict[str, Any]],
+    log: Callable[[str], None],
+    budgets: Sequence[int] = BUDGETS,
 ) -> dict[str, Any]:
     systems = {name: Scores() for name in ("bm25", "dense", "rrf", "timestone")}
-    contexts: dict[int, list[float]] = {b: [] for b in BUDGETS}
+    contexts: dict[int, list[float]] = {b: [] for b in budgets}
     took: list[float] = []
     for index, conversation in enumerate(data):
         group = group_of(conversation, index)
@@ -204,15 +147,12 @@ def run(
         texts = [t[1] for t in turns]
         uri_of_text = {" ".join(t.split()): u for u, t in zip(uris, texts, strict=True)}
         bm25 = BM25(texts)
-        matrix = np.asarray(mem.embedder.embed(texts), dtype=np.float64)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        cosine = Dense(mem.embedder, texts)
         questions = questions_of(conversation)
         for q in questions:
             text, evidence, cat = q["question"], q["evidence"], q["category"]
             lexical = bm25.ranking(text)
-            vector = np.asarray(mem.embedder.embed([text])[0], dtype=np.float64)
-            vector /= max(float(np.linalg.norm(vector)), 1e-12)
-            dense = [int(i) for i in np.argsort(-(matrix @ vector), kind="stable")]
+            dense = cosine.ranking(text)
             systems["bm25"].add(cat, [uris[i] for i in lexical], evidence)
             systems["dense"].add(cat, [uris[i] for i in dense], evidence)
             systems["rrf"].add(cat, [uris[i] for i in rrf([lexical, dense])], evidence)
@@ -221,7 +161,7 @@ def run(
             took.append((time.perf_counter() - start) * 1000)
             found = [e.document_uri or "" for e in res.episodes]
             systems["timestone"].add(cat, found, evidence)
-            for budget in BUDGETS:
+            for budget in budgets:
                 ctx = mem.context(group, text, token_budget=budget, valid_at=None)
                 held = held_by(ctx, uri_of_text)
                 contexts[budget].append(len(held & set(evidence)) / len(set(evidence)))
@@ -256,11 +196,12 @@ def table(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(f"Timestone R@10 / best baseline: {ours / best:.3f}")
     ctx = result["context_recall"]
-    lines.append(
-        "context() recall: "
-        + ", ".join(f"{b} tokens {ctx[str(b)]:.3f}" for b in BUDGETS)
-        + f" (BM25 top 10: {result['systems']['bm25']['R@10']:.3f})"
-    )
+    if ctx:
+        lines.append(
+            "context() recall: "
+            + ", ".join(f"{b} tokens {ctx[str(b)]:.3f}" for b in BUDGETS)
+            + f" (BM25 top 10: {result['systems']['bm25']['R@10']:.3f})"
+        )
     lat = result["search_latency"]
     lines.append(f"search latency: p50 {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms")
     return "\n".join(lines)
@@ -276,6 +217,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--keep", type=Path, help="keep the database in this directory (reused)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument(
+        "--search-only",
+        action="store_true",
+        help="no context() calls (written to conversations-search.json)",
+    )
     args = parser.parse_args(argv)
     path: Path = args.data
     print(f"reading the conversations from {path}")
@@ -291,15 +237,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     def log(line: str) -> None:
         print(line, flush=True)
 
+    budgets = () if args.search_only else BUDGETS
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         with timestone.Memory.open(data_dir=args.keep, llm=None) as mem:
-            result = run(mem, data, log)
+            result = run(mem, data, log, budgets)
     else:
         with scratch_data_dir() as tmp, timestone.Memory.open(data_dir=tmp, llm=None) as mem:
-            result = run(mem, data, log)
+            result = run(mem, data, log, budgets)
     result["data"] = path.name
-    out = write_result("conversations", result)
+    out = write_result("conversations-search" if args.search_only else "conversations", result)
     print(table(result))
     print(f"written to {out}")
 

@@ -87,3 +87,38 @@ def _distances(
     req = prepare_search(question, scopes=scopes, valid_at=None)
     rows = search_hits(db, memory.embedder, group, req)["episodes"].rows.values()
     return [float(r["distance"]) for r in rows]
+
+
+def test_only_the_names_the_group_knows_leave_the_vector(fresh_dsn: str, group: str) -> None:
+    """A word written with a capital is a name only if the group knows it: a speaker
+    ("Caroline: ..."), or the name of one of its entities. "LGBTQ", "UK", "PrP" and
+    "BRCA1" are terms of what is asked, and stay in the question's vector."""
+    embedder = _Recording()
+    with timestone.Memory.open(fresh_dsn, embedder=embedder) as memory:
+        memory.add_document(
+            group, "t1", "Caroline: I went to a LGBTQ support group.", reference_time=T0
+        )
+        memory.add_document(
+            group,
+            "a1",
+            "Abnormal PrP was found in the UK samples.",
+            title="Prion survey",
+            reference_time=T0,
+        )
+        memory.add_facts(
+            group,
+            [timestone.FactInput("Ada Lovelace", "STUDIES", "Gene expression")],
+            reference_time=T0,
+        )
+
+        def embedded(question: str) -> list[str]:
+            embedder.texts.clear()
+            memory.search(group, question, scopes=("episodes",), valid_at=None)
+            return list(embedder.texts)
+
+        question = "When did Caroline go to the LGBTQ support group?"
+        assert embedded(question) == [question, "When did   go to the LGBTQ support group?"]
+        claim = "1 in 5 million in UK have abnormal PrP positivity."
+        assert embedded(claim) == [claim]  # no name the group knows: embedded once
+        question = "What did Lovelace find about BRCA1?"
+        assert embedded(question) == [question, "What did   find about BRCA1?"]

@@ -4,6 +4,7 @@ neighbours of a hit (``timestone.search._episodes_sql``), and the bad input of a
 
 from __future__ import annotations
 
+import math
 import random
 import string
 from datetime import UTC, datetime, timedelta
@@ -25,9 +26,12 @@ Conn = psycopg.Connection[tuple[object, ...]]
 def _turns(
     memory: timestone.Memory, group: str, lines: list[str], at: datetime = T0, first: int = 0
 ) -> None:
-    """Each line a document of its own, as a conversation's turns are stored."""
+    """Each line a document of its own, as a conversation's turns are stored: titled by
+    their conversation (the turns of one source)."""
     for i, line in enumerate(lines, start=first):
-        memory.add_document(group, f"turn-{at.date()}-{i}", line, reference_time=at)
+        memory.add_document(
+            group, f"turn-{at.date()}-{i}", line, title="a conversation", reference_time=at
+        )
 
 
 def _uris(results: timestone.SearchResults) -> list[str]:
@@ -60,22 +64,23 @@ def _stats(conn: Conn, group: str) -> set[tuple[str, str, int, int]]:
 
 
 def _recounted(conn: Conn, group: str) -> set[tuple[str, str, int, int]]:
-    """The same statistics counted afresh from the group's current rows."""
+    """The same statistics counted afresh from the group's current rows (the length of
+    an episode in words, of the other rows in lexemes)."""
     rows = conn.execute(
         "WITH r AS ("
-        " SELECT 'facts' AS kind, fts FROM timestone.facts"
+        " SELECT 'facts' AS kind, fts, length(fts) AS words FROM timestone.facts"
         "  WHERE group_id = %(g)s AND expired_at IS NULL"
-        " UNION ALL SELECT 'entities', fts FROM timestone.entities"
+        " UNION ALL SELECT 'entities', fts, length(fts) FROM timestone.entities"
         "  WHERE group_id = %(g)s AND expired_at IS NULL"
-        " UNION ALL SELECT 'communities', fts FROM timestone.communities"
+        " UNION ALL SELECT 'communities', fts, length(fts) FROM timestone.communities"
         "  WHERE group_id = %(g)s AND expired_at IS NULL"
-        " UNION ALL SELECT 'episodes', fts FROM timestone.episodes"
+        " UNION ALL SELECT 'episodes', fts, fts_words FROM timestone.episodes"
         "  WHERE group_id = %(g)s AND expired_at IS NULL"
-        " UNION ALL SELECT 'told episodes', fts FROM timestone.episodes"
+        " UNION ALL SELECT 'told episodes', fts, fts_words FROM timestone.episodes"
         "  WHERE group_id = %(g)s AND expired_at IS NULL AND source <> 'facts')"
         " SELECT r.kind, t.lexeme, count(*), 0 FROM r, unnest(tsvector_to_array(r.fts)) AS t(lexeme)"
         " GROUP BY r.kind, t.lexeme"
-        " UNION ALL SELECT r.kind, '', count(*), sum(length(r.fts)) FROM r GROUP BY r.kind",
+        " UNION ALL SELECT r.kind, '', count(*), sum(r.words) FROM r GROUP BY r.kind",
         {"g": group},
     ).fetchall()
     return {(str(k), str(x), int(str(d)), int(str(n))) for k, x, d, n in rows}
@@ -278,6 +283,73 @@ def test_a_reply_that_names_nothing_is_found_through_the_turn_before(
     assert set(_uris(found)) == {f"turn-{T0.date()}-0", f"turn-{T0.date()}-1"}
 
 
+def test_only_the_turns_of_one_source_lend_each_other_context(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The same texts, stored once as the turns of one conversation (one title) and once
+    as independent documents (a title each): the text after the hit is lifted by it in
+    the conversation, and not among the documents, where the text that shares a word
+    of the question comes second."""
+    texts = [
+        "The island ferry leaves at noon every day.",
+        "Bread rises best in a warm kitchen.",
+        "Copper wire conducts electricity well.",
+        "The quokka lives on a small island near the coast.",
+        "Tomatoes ripen on the vine in late summer.",
+        "Violins are tuned in fifths.",
+    ]
+    question = "Where does the quokka live on the island?"
+    stored = {"conversation": f"{group}-conversation", "documents": f"{group}-documents"}
+    for i, text in enumerate(texts):
+        memory.add_document(
+            stored["conversation"], f"t{i}", text, title="a chat", reference_time=T0
+        )
+        memory.add_document(
+            stored["documents"], f"t{i}", text, title=f"note {i}", reference_time=T0
+        )
+    chat = _uris(memory.search(stored["conversation"], question, scopes=("episodes",), limit=3))
+    docs = _uris(memory.search(stored["documents"], question, scopes=("episodes",), limit=3))
+    assert chat[0] == docs[0] == "t3"
+    assert "t4" in chat  # the turn after the hit
+    assert docs[1] == "t0"  # "island": a word of the question
+    assert "t4" not in docs[:2]
+
+
+def test_a_repeated_word_in_a_long_document_counts(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Two documents of the same words but one repeat: the one that says "zebra" six
+    times outranks the one that says it once, by Okapi BM25 with term frequency and
+    the length in words (a word counted once per row gave them the same score)."""
+    rnd = random.Random(11)
+    filler = " ".join("".join(rnd.choices(string.ascii_lowercase, k=6)) for _ in range(150))
+    texts = {
+        "once": f"{filler} zebra.",
+        "often": f"{filler} zebra zebra zebra zebra zebra zebra.",
+        "none": f"{filler} giraffe.",
+    }
+    for uri, text in texts.items():
+        memory.add_document(group, uri, text, title=uri, reference_time=T0)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        scores = _scores(conn, group, "told episodes", "zebra")
+        words = {
+            str(c): int(str(w))
+            for c, w in conn.execute(
+                "SELECT content, fts_words FROM timestone.episodes WHERE group_id = %s",
+                (group,),
+            ).fetchall()
+        }
+    assert words[texts["once"]] == 150 + 1 + 3  # the title and "[1/1]" are words too
+    assert scores[texts["often"]] > scores[texts["once"]]
+    assert texts["none"] not in scores
+    # Okapi BM25 as written: k1 1.2, b 0.75, idf ln(1 + (n - df + 0.5) / (df + 0.5))
+    avgdl = sum(words.values()) / 3
+    idf = math.log(1 + (3 - 2 + 0.5) / (2 + 0.5))
+    for key, tf in (("once", 1), ("often", 6)):
+        norm = 1.2 * (0.25 + 0.75 * words[texts[key]] / avgdl)
+        assert scores[texts[key]] == pytest.approx(idf * tf * 2.2 / (tf + norm), rel=1e-5)
+
+
 # the reference moment of relative words: a Friday in August
 REF = datetime(2023, 8, 11, 12, tzinfo=UTC)
 
@@ -294,6 +366,15 @@ REF = datetime(2023, 8, 11, 12, tzinfo=UTC)
         ("Who are the 2 kids of Maria in 2023?", ((2023, 1, 1), (2024, 1, 1))),
         ("What may she do in 2022?", ((2022, 1, 1), (2023, 1, 1))),
         ("Where is room 2023?", None),
+        # dates in numbers: ISO year first; else month first unless it cannot be a month
+        ("What happened on 2023-05-08?", ((2023, 5, 8), (2023, 5, 9))),
+        ("What happened on 2023/05/08?", ((2023, 5, 8), (2023, 5, 9))),
+        ("What was logged at 2023-05-08T10:00:00Z?", ((2023, 5, 8), (2023, 5, 9))),
+        ("What happened on 05/08/2023?", ((2023, 5, 8), (2023, 5, 9))),
+        ("What happened on 5-8-2023?", ((2023, 5, 8), (2023, 5, 9))),
+        ("What happened on 13/05/2023?", ((2023, 5, 13), (2023, 5, 14))),
+        ("What happened on 31/02/2023?", None),
+        ("What is new in version 1.2.2023?", None),
         # relative words, read against the reference moment
         ("What did she do last year?", ((2022, 1, 1), (2023, 1, 1))),
         ("What did she buy this month?", ((2023, 8, 1), (2023, 9, 1))),

@@ -14,10 +14,14 @@ was told then: a candidate told in that window adds ``WINDOW_SHARE`` to its scor
 Then the neighbours of the best candidates: each of the ``NEIGHBOUR_LEADS`` best
 lends ``NEIGHBOUR_SHARE`` of its score to the episode just before it and the one just
 after it in the group's timeline (reference time, then id; an episode takes the
-largest loan it is offered, added to its own score). A reply in a conversation often
-names nothing of its subject ("Yes! I went yesterday, it was so powerful."): the
-message before it does; a chunk of a document continues the one before. The loan
-brings them in, below the hit that names the subject.
+largest loan it is offered, added to its own score), when that episode is of the
+same source: the same ``source``, ``source_description`` and ``saga``. A reply in a
+conversation often names nothing of its subject ("Yes! I went yesterday, it was so
+powerful."): the message before it does; a chunk of a document continues the one
+before. The loan brings them in, below the hit that names the subject. Independent
+documents (each its own title, which ``add_document`` stores as the source
+description) lend each other nothing: what was stored next to a hit says nothing of
+its subject (docs/decisions/025-search-by-the-shape-of-the-data.md).
 
 Every candidate and neighbour passes the scope's filters (time, ids, told episodes).
 As of a system time, the neighbours are looked up among the current episodes and
@@ -40,6 +44,7 @@ from ._ranked_lists_sql import (
 from ._request import TOLD, SearchRequest
 
 __all__ = [
+    "KNOWN_NAMES",
     "NEIGHBOUR_LEADS",
     "NEIGHBOUR_SHARE",
     "SIMILARITY_WEIGHT",
@@ -53,6 +58,22 @@ NEIGHBOUR_SHARE = 0.4
 WINDOW_SHARE = 0.4
 
 _L = sql.Literal
+
+# The words of a question written with a capital (``_question.names_in``) that the group
+# knows as names: a current entity's name holds the word, or an episode gives it as a
+# speaker ("Caroline: ..." at the start of a line, as messages are written). Only the
+# first ``_SPEAKER_ROWS`` episodes holding the word are read: a speaker's name starts
+# most of the lines that hold it.
+_SPEAKER_ROWS = 200
+KNOWN_NAMES = sql.SQL(
+    "SELECT w.name FROM unnest(%(names)s::text[]) AS w(name)"
+    " WHERE EXISTS (SELECT 1 FROM timestone.entities AS e WHERE e.group_id = %(g)s"
+    r"  AND e.expired_at IS NULL AND e.norm_name ~* ('(^|\W)' || w.name || '(\W|$)'))"
+    " OR EXISTS (SELECT 1 FROM (SELECT p.content FROM timestone.episodes AS p"
+    "  WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
+    "  AND p.fts @@ plainto_tsquery('english', w.name) LIMIT {rows}) AS p"
+    r"  WHERE p.content ~ ('(^|\n)' || w.name || ':'))"
+).format(rows=_L(_SPEAKER_ROWS))
 
 
 def _filters(req: SearchRequest) -> tuple[sql.Composable, bool]:
@@ -69,11 +90,15 @@ def _filters(req: SearchRequest) -> tuple[sql.Composable, bool]:
 
 def _neighbour(told: bool, before: bool) -> sql.Composable:
     """The current episode just before (or after) the lead ``l`` in the timeline, read
-    from ``episodes_timeline`` (migration 0036)."""
+    from ``episodes_timeline`` (migration 0036), when it is of the lead's source: the
+    same source, source description (a document's title) and saga."""
     return sql.SQL(
-        "(SELECT x.version_id FROM timestone.episodes AS x WHERE x.group_id = %(g)s"
+        "(SELECT y.version_id FROM (SELECT x.version_id, x.source, x.source_description,"
+        " x.saga FROM timestone.episodes AS x WHERE x.group_id = %(g)s"
         " AND x.expired_at IS NULL{told} AND (x.reference_time, x.id) {cmp}"
-        " (l.reference_time, l.id) ORDER BY x.reference_time {dir}, x.id {dir} LIMIT 1)"
+        " (l.reference_time, l.id) ORDER BY x.reference_time {dir}, x.id {dir} LIMIT 1) AS y"
+        " WHERE y.source = l.source AND y.source_description = l.source_description"
+        " AND y.saga IS NOT DISTINCT FROM l.saga)"
     ).format(
         told=sql.SQL(" AND x." + TOLD) if told else sql.SQL(""),
         cmp=sql.SQL("<" if before else ">"),
@@ -91,7 +116,7 @@ def episodes_statement(req: SearchRequest, dimension: int) -> sql.Composed:
         "  UNION ALL SELECT v.version_id, NULL::bigint, v.r, NULL::real FROM vec AS v) AS u"
         "  GROUP BY u.version_id),"
         " base AS MATERIALIZED (SELECT cand.version_id, cand.fts_rank, cand.vec_rank, cand.s,"
-        "  p.id, p.reference_time,"
+        "  p.id, p.reference_time, p.source, p.source_description, p.saga,"
         "  greatest(1 - (p.embedding <=> %(vec)s::vector), 0) AS sim"
         "  FROM cand CROSS JOIN LATERAL (SELECT * FROM timestone.episodes AS x"
         "   WHERE x.group_id = %(g)s AND x.version_id = cand.version_id LIMIT 1) AS p"

@@ -11,7 +11,13 @@ episode may tell of a date other than its own.
 Two kinds of time words; a written date wins, else the first relative phrase:
 
 - **A date written out with its year** ("May 3, 2023", "3 June, 2023", "July 2023",
-  "in 2023"), found by a pattern and read by ``dateutil``. When a question writes one,
+  "in 2023") or in numbers ("2023-05-08", "2023/05/08", "05/08/2023", "05-08-2023"),
+  found by a pattern and read by ``dateutil``. A date in numbers that starts with its
+  year is read year, month, day (ISO 8601); one that ends with it is read month first
+  (05/08/2023 is 8 May, the order of the United States and of ``dateutil``), unless
+  its first number cannot be a month (13/05/2023 is 13 May). A date that does not
+  exist (31/02/2023) is none; dots ("8.5.2023") are left alone, being read day first
+  in much of the world and as version numbers too. When a question writes one,
   it wins over any relative word ("two weeks before August 11, 2023" favours what was
   told on August 11: that is where a conversation tells of the two weeks before).
 - **Relative words**, read against a reference moment: the search's ``valid_at`` when
@@ -39,6 +45,7 @@ event up in the group (``timestone.search._run``) before it opens the window.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -61,12 +68,15 @@ _YEAR = r"(?:1[6-9]\d\d|2\d\d\d)"
 # a date as a question writes it: "May 3, 2023", "3 June, 2023", "the 3rd of June 2023",
 # "July 2023", "in 2023" (a bare year only after "in", "of", "during" or "since")
 _DATE = re.compile(
-    rf"(?<![\w-])(?:(?P<md>{_MONTH}\s+{_DAY},?\s+{_YEAR})"
+    rf"(?<![\w/.-])(?:(?P<iso>{_YEAR}([-/])[01]?\d\2[0-3]?\d(?:T[\d:.]+(?:Z|[+-][\d:]+)?)?)"
+    rf"|(?P<num>[0-3]?\d([/-])[0-3]?\d\4{_YEAR})"
+    rf"|(?P<md>{_MONTH}\s+{_DAY},?\s+{_YEAR})"
     rf"|(?P<dm>{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR})"
     rf"|(?P<m>{_MONTH},?\s+(?:of\s+)?{_YEAR})"
-    rf"|(?:(?:in|of|during|since|throughout)\s+)(?P<y>{_YEAR}))(?![\w-])",
+    rf"|(?:(?:in|of|during|since|throughout)\s+)(?P<y>{_YEAR}))(?![\w/-]|\.\d)",
     re.IGNORECASE,
 )
+_DATE_KINDS = ("iso", "num", "md", "dm", "m", "y")
 _ORDINAL = re.compile(r"(?<=\d)(?:st|nd|rd|th)\b|\bof\b", re.IGNORECASE)
 
 _NUMBER = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|[1-9]\d?)"
@@ -104,10 +114,13 @@ def _written_date(question: str) -> Window | None:
     found = _DATE.search(question)
     if found is None:
         return None
-    kind = found.lastgroup
+    kind = next((k for k in _DATE_KINDS if found.group(k)), None)
     text = _ORDINAL.sub(" ", found.group(kind or 0))
     try:
-        when = dateparser.parse(text, default=datetime(2000, 1, 1))
+        # year first in the ISO order (2023-05-08, 2023/05/08); otherwise the month
+        # first, as dateutil reads 05/08/2023 (8 May), unless the first number cannot
+        # be a month (13/05/2023: 13 May)
+        when = dateparser.parse(text, default=datetime(2000, 1, 1), yearfirst=kind == "iso")
     except (ValueError, OverflowError):
         return None
     if kind == "y":
@@ -200,16 +213,18 @@ def _season_near(season: str, which: str, reference: datetime) -> Window:
     return _season(season, year)
 
 
-# a word written with a capital: a name unless it starts a sentence ("When did Caroline
-# go to the LGBTQ support group?": Caroline, LGBTQ)
+# a word written with a capital, unless it starts a sentence ("When did Caroline go to
+# the LGBTQ support group?": Caroline, LGBTQ): a name, if the group knows it
 _CAPITAL = re.compile(r"\b[A-Z][\w'\u2019-]*")
 _SENTENCE_END = re.compile(r"(?:^|[.!?:;\"(\n])\s*$")
 
 
 def names_in(question: str) -> list[str]:
-    """The names ``question`` writes: its words that begin with a capital letter and do
-    not begin a sentence, each once, without a possessive ("Caroline's": Caroline);
-    "I" is no name."""
+    """The words of ``question`` that may be names: those that begin with a capital
+    letter and do not begin a sentence, each once, without a possessive ("Caroline's":
+    Caroline); "I" is no name. A capital letter alone does not make a name ("UK", "PrP",
+    "BRCA1" are terms of what is asked): the search keeps those the group knows
+    (``known_names_sql``)."""
     out: dict[str, None] = {}
     for m in _CAPITAL.finditer(question):
         word = re.sub(r"['\u2019]s$", "", m.group()).strip("'\u2019-")
@@ -219,10 +234,11 @@ def names_in(question: str) -> list[str]:
     return list(out)
 
 
-def without_names(question: str) -> str | None:
-    """``question`` with the names it writes left out (``names_in``), for the vector of
-    what it asks about; None when it writes no name, or nothing but names."""
-    names = names_in(question)
+def without_names(question: str, names: Sequence[str] | None = None) -> str | None:
+    """``question`` without ``names`` (default: every word ``names_in`` finds), for the
+    vector of what it asks about; None when there is no name to leave out, or nothing
+    but names."""
+    names = names_in(question) if names is None else list(names)
     if not names:
         return None
     pattern = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")(?:['\u2019]s)?(?!\w)"

@@ -84,6 +84,9 @@ class SearchRequest:
     # the window of world time the question names (``timestone.search._question``), read
     # against ``valid_at`` (else the moment of the call); episodes told in it are favoured
     window: tuple[datetime, datetime] | None = None
+    # the names the question writes that the group knows (``_question.names_in``, looked
+    # up by ``search_hits``): left out of the episodes' vector
+    names: tuple[str, ...] = ()
 
     @property
     def method(self) -> str:
@@ -91,9 +94,10 @@ class SearchRequest:
 
     @property
     def meaning(self) -> str | None:
-        """What the question asks about, without the names it writes, for the episodes'
-        vector (``_question.without_names``); None: the whole question serves."""
-        return without_names(self.query)
+        """What the question asks about, without the names it writes that the group
+        knows (``names``), for the episodes' vector (``_question.without_names``); None:
+        the whole question serves."""
+        return without_names(self.query, self.names) if self.names else None
 
     @property
     def event(self) -> tuple[str, str] | None:

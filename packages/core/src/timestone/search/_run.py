@@ -35,6 +35,7 @@ from ..errors import NotFound, TimestoneError
 from ..write._entities import entity_from_row
 from ..write._episodes import episode_from_row
 from ..write._facts import fact_from_row
+from ._episodes_sql import KNOWN_NAMES
 from ._fusion import Candidate, Embedding, rerank
 from ._question import event_window, names_in
 from ._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
@@ -446,10 +447,32 @@ def search_hits(
     """The hits of every scope of ``req``; a question whose time is relative to an event
     ("after the road trip") looks the event up first (``event_window``)."""
     group = check_group(group_id)
+    req = _with_known_names(db, group, req)
     event = req.event if req.window is None else None
     if event is not None:
         req = _with_event_window(db, embedder, group, req, event)
     return _hits(db, embedder, group, req)
+
+
+def _with_known_names(db: Database, group: str, req: SearchRequest) -> SearchRequest:
+    """``req`` with the names its question writes that the group knows (``KNOWN_NAMES``),
+    for the episodes' vector; a question with no word written with a capital, or a
+    search without episodes, reads nothing."""
+    written = names_in(req.query) if "episodes" in req.scopes else []
+    if not written:
+        return req
+    try:
+        with (
+            db.pool.connection() as conn,
+            conn.transaction() if db.distributed else autocommit(conn),
+        ):
+            with conn.pipeline():
+                db.set_group(conn, group)
+                cur = conn.execute(KNOWN_NAMES, {"names": written, "g": group})
+            known = {str(row["name"]) for row in cur.fetchall()}
+    except psycopg.Error as exc:
+        raise wrap_db_error(exc, "searching") from exc
+    return dataclasses.replace(req, names=tuple(n for n in written if n in known))
 
 
 def _with_event_window(

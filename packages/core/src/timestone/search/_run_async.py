@@ -34,6 +34,7 @@ from ..errors import NotFound, TimestoneError
 from ..write._entities_async import entity_from_row
 from ..write._episodes_async import episode_from_row
 from ..write._facts_async import fact_from_row
+from ._episodes_sql import KNOWN_NAMES
 from ._fusion import Candidate, Embedding, rerank
 from ._question import event_window, names_in
 from ._ranked_lists_sql import EXACT_BELOW, keep_of, search_params
@@ -447,10 +448,32 @@ async def search_hits(
     """The hits of every scope of ``req``; a question whose time is relative to an event
     ("after the road trip") looks the event up first (``event_window``)."""
     group = check_group(group_id)
+    req = await _with_known_names(db, group, req)
     event = req.event if req.window is None else None
     if event is not None:
         req = await _with_event_window(db, embedder, group, req, event)
     return await _hits(db, embedder, group, req)
+
+
+async def _with_known_names(db: Database, group: str, req: SearchRequest) -> SearchRequest:
+    """``req`` with the names its question writes that the group knows (``KNOWN_NAMES``),
+    for the episodes' vector; a question with no word written with a capital, or a
+    search without episodes, reads nothing."""
+    written = names_in(req.query) if "episodes" in req.scopes else []
+    if not written:
+        return req
+    try:
+        async with (
+            db.pool.connection() as conn,
+            conn.transaction() if db.distributed else autocommit(conn),
+        ):
+            async with conn.pipeline():
+                await db.set_group(conn, group)
+                cur = await conn.execute(KNOWN_NAMES, {"names": written, "g": group})
+            known = {str(row["name"]) for row in await cur.fetchall()}
+    except psycopg.Error as exc:
+        raise wrap_db_error(exc, "searching") from exc
+    return dataclasses.replace(req, names=tuple(n for n in written if n in known))
 
 
 async def _with_event_window(

@@ -1,9 +1,16 @@
 -- timestone.note_terms: its current definition, a repeatable migration (README.md here).
 -- Earlier definitions, kept as history: migration(s) 0036.
 
--- Add the rows (sign 1) or remove them (sign -1), then fold what they touched.
+-- Until migration 0039, four arguments (the length of each row was its number of
+-- lexemes): replaced by the definition below.
+DROP FUNCTION IF EXISTS timestone.note_terms(text[], text[], tsvector[], integer[]);
+
+-- Add the rows (sign 1) or remove them (sign -1), then fold what they touched. A row's
+-- length is p_lengths' (the words of an episode, migration 0039), or without it its
+-- number of lexemes (facts, entities, communities).
 CREATE OR REPLACE FUNCTION timestone.note_terms(
-    p_groups text[], p_kinds text[], p_fts tsvector[], p_signs integer[]
+    p_groups text[], p_kinds text[], p_fts tsvector[], p_signs integer[],
+    p_lengths integer[] DEFAULT NULL
 )
 RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER
@@ -23,8 +30,10 @@ BEGIN
         FROM unnest(p_groups, p_kinds, p_fts, p_signs) AS r(group_id, kind, fts, sign),
              unnest(tsvector_to_array(r.fts)) AS t(lexeme)
         UNION ALL
-        SELECT r.group_id, r.kind, '', r.sign, r.sign * length(r.fts)
-        FROM unnest(p_groups, p_kinds, p_fts, p_signs) AS r(group_id, kind, fts, sign)
+        SELECT r.group_id, r.kind, '', r.sign,
+               r.sign * coalesce(p_lengths[r.n]::bigint, length(r.fts))
+        FROM unnest(p_groups, p_kinds, p_fts, p_signs)
+             WITH ORDINALITY AS r(group_id, kind, fts, sign, n)
     ) AS d
     GROUP BY d.group_id, d.kind, d.lexeme
     HAVING sum(d.docs) <> 0 OR sum(d.length) <> 0;
@@ -56,4 +65,4 @@ BEGIN
 END
 $fn$;
 
-REVOKE ALL ON FUNCTION timestone.note_terms(text[],text[],tsvector[],integer[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION timestone.note_terms(text[],text[],tsvector[],integer[],integer[]) FROM PUBLIC;
