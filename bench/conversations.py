@@ -106,12 +106,11 @@ def group_of(conversation: dict[str, Any], index: int) -> str:
 
 
 def load(mem: timestone.Memory, group: str, turns: Sequence[Turn]) -> None:
-    """Write the turns as documents, unless the group already holds them all."""
+    """Write the turns as documents, unless the group already holds them all (a group
+    left partly written is completed: the same document again is a no-op)."""
     held = mem.stats(group).get("episodes", {}).get("current", 0)
     if held >= len(turns):
         return
-    if held:
-        raise SystemExit(f"group {group} holds {held} episodes, not {len(turns)}: use a new --keep")
     for uri, content, when, session in turns:
         mem.add_document(group, uri, content, title=session, reference_time=when)
 
