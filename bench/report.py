@@ -43,6 +43,7 @@ from bench._report_tables import (
     table,
     wear_section,
 )
+from bench.store import store_section
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -72,6 +73,7 @@ COMMANDS = {
     "plans": ".venv/bin/python -m bench.plans /tmp/bench-keep/<size> ... --jit-dsn DSN",
     "search_floor": ".venv/bin/python -m bench.search_floor /tmp/bench-keep/100000",
     "conversations": ".venv/bin/python -m bench.conversations",
+    "store": ".venv/bin/python -m bench.store --n 200 --m 5 --rounds 1",
 }
 
 
@@ -262,6 +264,14 @@ SECTIONS: list[Section] = [
         "The same three index reads in one statement planned once, with nothing around them, "
         "each question both ways in turn.",
         search_floor_section,
+    ),
+    (
+        "store",
+        "LangGraph store: TimestoneStore beside PostgresStore",
+        "LangGraph's large-batch store workloads on one embedded server, `TimestoneStore` and "
+        "LangGraph's `PostgresStore`/`AsyncPostgresStore` in one run. See "
+        "[decision 030](decisions/030-store-batches.md).",
+        store_section,
     ),
 ]
 
