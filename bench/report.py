@@ -44,6 +44,7 @@ from bench._report_tables import (
     table,
     wear_section,
 )
+from bench.store import store_section
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -77,6 +78,7 @@ COMMANDS = {
     "conversations": ".venv/bin/python -m bench.conversations",
     "cli": ".venv/bin/python -m bench.cli --runs 5",
     "documents": ".venv/bin/python -m bench.documents",
+    "store": ".venv/bin/python -m bench.store --n 200 --m 5 --rounds 1",
 }
 
 
@@ -287,6 +289,14 @@ SECTIONS: list[Section] = [
         "`ingest` are timed once on the empty folder, then again on the initialised one "
         "(`ingest` then finds each episode already there).",
         cli_section,
+    ),
+    (
+        "store",
+        "LangGraph store: TimestoneStore beside PostgresStore",
+        "LangGraph's large-batch store workloads on one embedded server, `TimestoneStore` and "
+        "LangGraph's `PostgresStore`/`AsyncPostgresStore` in one run. See "
+        "[decision 030](decisions/030-store-batches.md).",
+        store_section,
     ),
 ]
 

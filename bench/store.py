@@ -166,6 +166,28 @@ def measure(n: int, m: int, rounds: int) -> dict[str, Any]:
     return {"n": n, "m": m, "rounds": rounds, "threads": THREADS, "sync": sync, "async": aio}
 
 
+def store_section(r: dict[str, Any]) -> list[str]:
+    """The table of ``bench/results/store.json`` for docs/benchmarks.md (``bench.report``)."""
+    from ._report_tables import count, ratio, table
+
+    rows: list[list[str]] = []
+    for mode, title in (("sync", "blocking, 10 threads"), ("async", "async, one gather")):
+        ours, theirs = r[mode]["timestone"], r[mode]["postgres"]
+        for phase in ("put", "get", "search", "mixed"):
+            a, b = ours[phase]["ops_per_s"], theirs[phase]["ops_per_s"]
+            rows.append([title, phase, count(ours[phase]["ops"]), count(a), count(b), ratio(a / b)])
+    lines = table(
+        ["calls", "operations", "count", "Timestone ops/s", "PostgresStore ops/s", "ratio"],
+        rows,
+        [False, False, True, True, True, True],
+    )
+    return [
+        *lines,
+        "",
+        f"n={r['n']}, m={r['m']}, best of {r['rounds']}; pace {r['cpu_pace_ms']} ms",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="LangGraph's store workloads, side by side.")
     parser.add_argument("--n", type=int, default=1000, help="keys per round (LangGraph: 1000)")

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from langgraph.store.base import GetOp, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 import timestone
@@ -104,3 +105,42 @@ async def test_writes_of_one_key_land_in_call_order(
     expected = await _same_key(InMemoryStore())
     assert await _same_key(TimestoneStore(amemory, group_id=group)) == expected
     assert expected == [{"value": 11}, None, {"value": "y"}]
+
+
+def test_a_batch_with_a_bad_op_writes_nothing(memory: timestone.Memory, group: str) -> None:
+    store = TimestoneStore(memory, group_id=group)
+    store.put(("a",), "kept", {"v": 0})
+    bad = [
+        PutOp(("a",), "new", {"v": 1}),
+        PutOp(("a",), "kept", None),
+        PutOp(("a",), "nan", {"v": float("nan")}),  # a value Postgres cannot hold
+    ]
+    with pytest.raises(InvalidInput, match="item value"):
+        store.batch(bad)
+    assert store.get(("a",), "new") is None
+    kept = store.get(("a",), "kept")
+    assert kept is not None
+    assert kept.value == {"v": 0}
+    with pytest.raises(InvalidInput, match="limit must be a non-negative integer"):
+        store.batch([PutOp(("a",), "new", {"v": 1}), SearchOp(("a",), limit=-1)])
+    assert store.get(("a",), "new") is None
+
+
+def test_a_batch_reads_before_it_writes(memory: timestone.Memory, group: str) -> None:
+    """As in InMemoryStore: the reads of a batch see what was held before its writes, and
+    of two writes of one key the last is kept."""
+    ops = [
+        PutOp(("b",), "k", {"v": 1}),
+        GetOp(("b",), "k"),
+        PutOp(("b",), "k", {"v": 2}),
+        PutOp(("b",), "gone", {"v": 3}),
+        PutOp(("b",), "gone", None),
+    ]
+    reference, store = InMemoryStore(), TimestoneStore(memory, group_id=group)
+    got, want = store.batch(ops), reference.batch(ops)
+    assert got == want == [None, None, None, None, None]
+    for s in (reference, store):
+        item = s.get(("b",), "k")
+        assert item is not None
+        assert item.value == {"v": 2}
+        assert s.get(("b",), "gone") is None
