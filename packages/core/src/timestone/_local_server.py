@@ -110,6 +110,7 @@ def check_exposure(
     *,
     server: str = "MCP over HTTP",
     variable: str = "TIMESTONE_MCP_TOKEN",
+    access: str = "read and write",
 ) -> str | None:
     """Refuse to serve beyond this machine without a token; return the checked token.
 
@@ -120,7 +121,7 @@ def check_exposure(
     if not is_loopback(host):
         raise InvalidInput(
             f"refusing to serve {server} on {host} without a token: anyone who reaches "
-            f"the port could read the memory. Set {variable} (or --token) to a secret, "
+            f"the port could {access} the memory. Set {variable} (or --token) to a secret, "
             f"e.g. from {MAKE_TOKEN}, give it to the clients as "
             "'Authorization: Bearer <token>', and put a TLS proxy in front "
             "(docs/production.md)"

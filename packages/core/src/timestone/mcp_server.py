@@ -154,7 +154,8 @@ def http_app(server: Any, *, host: str, allow_hosts: Iterable[str] = ()) -> Any:
 
     guard = HostGuard.of(host, allow_hosts)
     # The SDK's own Host check compares strings, turns itself on for three spellings of
-    # loopback only and covers /mcp alone; the guard above covers every route instead.
+    # loopback only and covers /mcp alone; the guard covers every route instead
+    # (docs/decisions/031-local-server-guard.md).
     off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     app = server.streamable_http_app(host=host, transport_security=off)
     return _HostCheck(app, guard)

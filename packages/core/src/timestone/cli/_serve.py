@@ -141,7 +141,9 @@ def ui(
 
     serving()
     checked = guard(
-        lambda: check_exposure(host, token, server="the web view", variable="TIMESTONE_UI_TOKEN")
+        lambda: check_exposure(
+            host, token, server="the web view", variable="TIMESTONE_UI_TOKEN", access="read"
+        )
     )
     allowed = _allowed(allow_host)
     g = resolve_group(group)

@@ -137,7 +137,9 @@ def make_server(
 
     check_port_number(port)
     bind = host.strip().removeprefix("[").removesuffix("]")
-    token = check_exposure(bind, token, server="the web view", variable="TIMESTONE_UI_TOKEN")
+    token = check_exposure(
+        bind, token, server="the web view", variable="TIMESTONE_UI_TOKEN", access="read"
+    )
     guard = HostGuard.of(bind, allow_hosts)
     handler = _handler(mem, group_id, guard, token)
     try:
