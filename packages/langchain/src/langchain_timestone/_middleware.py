@@ -151,12 +151,15 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return ctx.as_prompt() if len(ctx) else None
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
+        """Recall before the model: ``context()`` for the last user message, under
+        ``token_budget``, added to the request (unchanged when memory holds nothing)."""
         evidence = self._recall(request)
         return handler(self._with_evidence(request, evidence) if evidence else request)
 
     async def awrap_model_call(
         self, request: ModelRequest[Any], handler: AsyncHandler
     ) -> ModelResponse[Any]:
+        """``wrap_model_call``, awaited."""
         evidence = await self._arecall(request)
         return await handler(self._with_evidence(request, evidence) if evidence else request)
 
@@ -172,6 +175,9 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return f"{self.conversation}:{digest}", text
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Record after the agent: the last user turn and the answers after it, as a
+        message episode through the memory's model, or as a document when it has none or
+        the text is longer than one extraction takes; nothing without a user turn."""
         mem = self.memory
         episode = self._episode(state)
         if episode is None:
@@ -192,6 +198,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def aafter_agent(
         self, state: AgentState[Any], runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
+        """``after_agent``, awaited."""
         mem = self.memory
         episode = self._episode(state)
         if episode is None:
