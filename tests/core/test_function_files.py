@@ -254,9 +254,10 @@ def test_an_upgrade_ends_with_the_files_definitions_and_searches(
             "sha256": sync_functions.checksum(()),
             "schema_version": version,
         }
-    # every earlier schema has functions to change: note_terms.sql changed after the
-    # cut-over (decision 023), and the episodes' statistics count words since migration
-    # 0039 (decision 025), so even 36, whose other functions are the files', differs
+    # every earlier schema has functions to change: note_terms.sql and search_text.sql
+    # changed after the cut-over (decisions 023, 024), and the episodes' statistics count
+    # words since migration 0039 (decision 025), so even 36, whose other functions are the
+    # files', differs
     differs = {k for k in reference if earlier.get(k) != reference[k]}
     assert differs
     if version >= 36:
@@ -264,6 +265,8 @@ def test_an_upgrade_ends_with_the_files_definitions_and_searches(
             "timestone.note_terms(text[],text[],tsvector[],integer[],integer[])",
             "timestone.count_episode_terms()",
             "timestone.search_terms(text,text[],timestamp with time zone,"
+            "timestamp with time zone,text[],text[],integer)",
+            "timestone.search_text(text,tsquery,timestamp with time zone,"
             "timestamp with time zone,text[],text[],integer)",
         }
 
