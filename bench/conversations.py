@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.conversations                  # the dev conversations
     .venv/bin/python -m bench.conversations --data PATH      # another copy of the file
     .venv/bin/python -m bench.conversations --keep /tmp/conv # keep (and reuse) the database
+    .venv/bin/python -m bench.conversations --embedder onnx  # another embedder (a CLI spec)
 
 The data: the first half of LoCoMo (long multi-session conversations, each question
 annotated with the dialog turns that hold its evidence). It is read from
@@ -42,6 +43,7 @@ import numpy as np
 from dateutil import parser as dateparser
 
 import timestone
+from timestone.cli._store import embedder_for
 
 from ._common import percentiles, scratch_data_dir, write_result
 
@@ -276,7 +278,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--keep", type=Path, help="keep the database in this directory (reused)")
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument(
+        "--embedder", help="an embedder as the command line names it (default: WordLlama)"
+    )
     args = parser.parse_args(argv)
+    embedder = embedder_for(args.embedder, None)
     path: Path = args.data
     print(f"reading the conversations from {path}")
     if not path.is_file():
@@ -293,12 +299,16 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-        with timestone.Memory.open(data_dir=args.keep, llm=None) as mem:
+        with timestone.Memory.open(data_dir=args.keep, llm=None, embedder=embedder) as mem:
             result = run(mem, data, log)
     else:
-        with scratch_data_dir() as tmp, timestone.Memory.open(data_dir=tmp, llm=None) as mem:
+        with (
+            scratch_data_dir() as tmp,
+            timestone.Memory.open(data_dir=tmp, llm=None, embedder=embedder) as mem,
+        ):
             result = run(mem, data, log)
     result["data"] = path.name
+    result["embedder"] = embedder.name
     out = write_result("conversations", result)
     print(table(result))
     print(f"written to {out}")

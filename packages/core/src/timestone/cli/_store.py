@@ -19,7 +19,14 @@ from typing import Any
 import psycopg
 
 from ..db import _embedded
-from ..embedders import Embedder, HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
+from ..embedders import (
+    PACKAGED_MODEL,
+    Embedder,
+    HashEmbedder,
+    OnnxEmbedder,
+    OpenAICompatibleEmbedder,
+    WordLlamaEmbedder,
+)
 from ..errors import DatabaseError, InvalidInput
 from ..ontology import EdgeType, EntityType, Ontology
 
@@ -83,7 +90,8 @@ def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
 
 
 def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder:
-    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``), else the
+    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``onnx[:MODEL]``,
+    ``openai:MODEL:DIM``), else the
     stored one, else WordLlama. OpenAI-compatible embedders take their server from
     ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
     if spec:
@@ -96,11 +104,13 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
                     "e.g. openai:text-embedding-3-small:1536"
                 )
             return OpenAICompatibleEmbedder.from_env(model, int(dim))
+        if name == "onnx":
+            return OnnxEmbedder(rest or PACKAGED_MODEL)
         if name not in ("wordllama", "hash"):
             raise InvalidInput(
-                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM] or "
-                "openai:MODEL:DIMENSION (other embedders are chosen in Python with "
-                "Memory.open(embedder=...))"
+                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM], "
+                "onnx[:FOLDER_OR_MODEL_ID] or openai:MODEL:DIMENSION (other embedders are "
+                "chosen in Python with Memory.open(embedder=...))"
             )
         try:
             dimension = int(rest) if rest else None
@@ -115,6 +125,8 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
             return HashEmbedder(dimension)
         if name.startswith("wordllama"):
             return WordLlamaEmbedder(dimension)
+        if name.startswith("onnx/"):
+            return OnnxEmbedder(name.removeprefix("onnx/"))
         if name.startswith("openai/"):
             return OpenAICompatibleEmbedder.from_env(name.removeprefix("openai/"), dimension)
         raise InvalidInput(
