@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.conversations                  # the dev conversations
     .venv/bin/python -m bench.conversations --data PATH      # another copy of the file
     .venv/bin/python -m bench.conversations --keep /tmp/conv # keep (and reuse) the database
+    .venv/bin/python -m bench.conversations --embedder onnx  # another embedder (a CLI spec)
 
 The data: the first half of LoCoMo (long multi-session conversations, each question
 annotated with the dialog turns that hold its evidence). It is read from
@@ -41,6 +42,7 @@ from typing import Any
 from dateutil import parser as dateparser
 
 import timestone
+from timestone.cli._store import embedder_for
 
 from ._common import percentiles, scratch_data_dir, write_result
 from ._relevance import BM25, Dense, recall, rrf
@@ -221,7 +223,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="no context() calls (written to conversations-search.json)",
     )
+    parser.add_argument(
+        "--embedder", help="an embedder as the command line names it (default: WordLlama)"
+    )
     args = parser.parse_args(argv)
+    embedder = embedder_for(args.embedder, None)
     path: Path = args.data
     print(f"reading the conversations from {path}")
     if not path.is_file():
@@ -239,12 +245,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     budgets = () if args.search_only else BUDGETS
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
-        with timestone.Memory.open(data_dir=args.keep, llm=None) as mem:
+        with timestone.Memory.open(data_dir=args.keep, llm=None, embedder=embedder) as mem:
             result = run(mem, data, log, budgets)
     else:
-        with scratch_data_dir() as tmp, timestone.Memory.open(data_dir=tmp, llm=None) as mem:
+        with (
+            scratch_data_dir() as tmp,
+            timestone.Memory.open(data_dir=tmp, llm=None, embedder=embedder) as mem,
+        ):
             result = run(mem, data, log, budgets)
     result["data"] = path.name
+    result["embedder"] = embedder.name
     out = write_result("conversations-search" if args.search_only else "conversations", result)
     print(table(result))
     print(f"written to {out}")

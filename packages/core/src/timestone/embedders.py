@@ -14,11 +14,18 @@ a connection is taken, so that no connection waits on it. An embedder with a
 model to load may have ``warm()``: ``Memory.open`` calls it on a worker thread
 while it starts the server and migrates, so that the first write or search does
 not pay the load (WordLlama: about 0.9 s, importing and loading its weights).
+An embedder with token-level output may have ``embed_spans(text, spans)`` (one
+vector per ``(start, end)`` character span, pooled from one pass over ``text``) and
+``late_chunking = True``: ``add_document`` then embeds each document once and takes
+its chunks' vectors from it (late chunking) instead of embedding each chunk alone.
 
 - ``WordLlamaEmbedder``: the default; local and offline (the weights ship in
   the wheel), 256 dimensions, fast on a CPU.
 - ``OpenAICompatibleEmbedder``: any OpenAI-compatible embeddings endpoint
   (OpenAI, Azure, Ollama, vLLM) through the ``openai`` SDK.
+- ``OnnxEmbedder``: a small transformer (all-MiniLM-L6-v2 by default) on ONNX
+  Runtime, with token-level output: ``add_document`` embeds a document once and
+  pools each chunk's vector from it (late chunking). ``pip install 'timestone[onnx]'``.
 - ``HashEmbedder``: a deterministic test double (feature hashing of words),
   public so that users can test their own agents offline.
 """
@@ -37,6 +44,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
+from ._onnx import PACKAGED_MODEL, OnnxEmbedder
 from .errors import EmbedderError, InvalidInput
 
 if TYPE_CHECKING:
@@ -47,8 +55,10 @@ if TYPE_CHECKING:
     Rows = npt.NDArray[np.float32]
 
 __all__ = [
+    "PACKAGED_MODEL",
     "Embedder",
     "HashEmbedder",
+    "OnnxEmbedder",
     "OpenAICompatibleEmbedder",
     "WordLlamaEmbedder",
     "aembed_rows",

@@ -69,8 +69,9 @@ EmbedderOpt = Annotated[
         "--embedder",
         envvar="TIMESTONE_EMBEDDER",
         help=(
-            "wordllama[:DIM], hash[:DIM] or openai:MODEL:DIM (server from OPENAI_API_KEY /"
-            " OPENAI_BASE_URL); default: the one the database was built with."
+            "wordllama[:DIM], hash[:DIM], onnx[:FOLDER_OR_MODEL_ID] or openai:MODEL:DIM"
+            " (server from OPENAI_API_KEY / OPENAI_BASE_URL); default: the one the"
+            " database was built with."
         ),
     ),
 ]

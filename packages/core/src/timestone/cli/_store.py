@@ -129,10 +129,16 @@ def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
 
 
 def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder:
-    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``), else the
-    stored one, else WordLlama. OpenAI-compatible embedders take their server from
-    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
-    from ..embedders import HashEmbedder, OpenAICompatibleEmbedder, WordLlamaEmbedder
+    """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``onnx[:MODEL]``,
+    ``openai:MODEL:DIM``), else the stored one, else WordLlama. OpenAI-compatible embedders
+    take their server from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
+    from ..embedders import (
+        PACKAGED_MODEL,
+        HashEmbedder,
+        OnnxEmbedder,
+        OpenAICompatibleEmbedder,
+        WordLlamaEmbedder,
+    )
 
     if spec:
         name, _, rest = spec.partition(":")
@@ -144,11 +150,13 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
                     "e.g. openai:text-embedding-3-small:1536"
                 )
             return OpenAICompatibleEmbedder.from_env(model, int(dim))
+        if name == "onnx":
+            return OnnxEmbedder(rest or PACKAGED_MODEL)
         if name not in ("wordllama", "hash"):
             raise InvalidInput(
-                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM] or "
-                "openai:MODEL:DIMENSION (other embedders are chosen in Python with "
-                "Memory.open(embedder=...))"
+                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM], "
+                "onnx[:FOLDER_OR_MODEL_ID] or openai:MODEL:DIMENSION (other embedders are "
+                "chosen in Python with Memory.open(embedder=...))"
             )
         try:
             dimension = int(rest) if rest else None
@@ -163,6 +171,8 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
             return HashEmbedder(dimension)
         if name.startswith("wordllama"):
             return WordLlamaEmbedder(dimension)
+        if name.startswith("onnx/"):
+            return OnnxEmbedder(name.removeprefix("onnx/"))
         if name.startswith("openai/"):
             return OpenAICompatibleEmbedder.from_env(name.removeprefix("openai/"), dimension)
         raise InvalidInput(

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, cast
 
+from ..embedders import Embedder, check_rows
 from ..errors import InvalidInput
 
-__all__ = ["Chunk", "chunk_text"]
+if TYPE_CHECKING:
+    from .._vectors import Row
+
+__all__ = ["Chunk", "chunk_text", "late_vectors"]
 
 _BREAKS = (re.compile(r"\n\s*\n"), re.compile(r"(?<=[.!?])\s+"), re.compile(r"\s+"))
 
@@ -49,3 +55,15 @@ def chunk_text(content: str, *, max_chars: int = 1500, overlap: int = 0) -> list
         chunks.append(Chunk(index=len(chunks), start=start, end=start + len(text), text=text))
         start = max(end - overlap, start + 1) if overlap else end
     return chunks
+
+
+def late_vectors(embedder: Embedder, content: str, chunks: Sequence[Chunk]) -> Row | None:
+    """Late chunking: when the embedder has token-level output (``embed_spans``) and its
+    ``late_chunking`` is true, the chunks' vectors pooled from one pass over the whole
+    document, one row per chunk; otherwise None (each chunk is embedded alone)."""
+    spans = getattr(embedder, "embed_spans", None)
+    if getattr(embedder, "late_chunking", False) is not True or not callable(spans):
+        return None
+    embed_spans = cast(Callable[[str, Sequence[tuple[int, int]]], object], spans)
+    rows = embed_spans(content, [(c.start, c.end) for c in chunks])
+    return check_rows(embedder, [c.text for c in chunks], rows)

@@ -55,7 +55,7 @@ from ..extract._extraction_async import (
 from ..extract._resolution_async import Plan, plan
 from ..llm import LLM
 from ..ontology import Ontology
-from ._chunks import Chunk, chunk_text
+from ._chunks import Chunk, chunk_text, late_vectors
 from ._collector import paused
 from ._correct_async import retract_episodes
 from ._entities_async import (
@@ -498,9 +498,10 @@ class Ingest:
             )
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
         names = [e for p, pre in zip(plans, prepared, strict=True) for e in named(p, pre)]
+        late = await _compat.ato_thread(late_vectors, self.embedder, content, chunks)
         vectors = await self.vectors(
             [
-                *(c.text for c in chunks),
+                *(c.text for c in chunks if late is None),
                 *(x.sentence for pre in prepared for x in pre),
                 *(e.name for e in names),
             ]
@@ -549,9 +550,8 @@ class Ingest:
                     llm_calls=ledger.calls if chunk.index == 0 else 0,
                     llm_tokens=ledger.tokens if chunk.index == 0 else 0,
                 )
-                written = await self._write_episode(
-                    w, row, vectors[chunk.text], pre, p.entities, p.decided
-                )
+                vector = vectors[chunk.text] if late is None else late[chunk.index]
+                written = await self._write_episode(w, row, vector, pre, p.entities, p.decided)
                 if chunk.index == 0:
                     await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
                 episodes.append(await written.stored())
