@@ -81,9 +81,13 @@ class Embedder(Protocol):
     @property
     def dimension(self) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> list[Vector]: ...
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector of ``dimension`` floats per text, in order (blocking)."""
+        ...
 
-    async def aembed(self, texts: Sequence[str]) -> list[Vector]: ...
+    async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        """``embed``, awaited."""
+        ...
 
 
 def check_embedder(value: object) -> Embedder:
@@ -280,9 +284,11 @@ class WordLlamaEmbedder:
         self._model()
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector per text, in order (``embed_array`` as lists)."""
         return cast(list[Vector], self.embed_array(texts).tolist())
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        """``embed``, awaited."""
         return cast(list[Vector], (await self.aembed_array(texts)).tolist())
 
     def embed_array(self, texts: Sequence[str]) -> Rows:
@@ -350,6 +356,7 @@ class WordLlamaEmbedder:
         return out
 
     async def aembed_array(self, texts: Sequence[str]) -> Rows:
+        """``embed_array``, awaited: a large batch runs in a worker thread."""
         if len(texts) <= 64:
             return self.embed_array(texts)  # microseconds: a thread hop would cost more
         return await asyncio.to_thread(self.embed_array, texts)
@@ -390,9 +397,11 @@ class HashEmbedder:
         return [x / norm for x in vec]
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector per text, in order; the same text always gives the same vector."""
         return [self._one(t) for t in texts]
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        """``embed``, awaited."""
         return self.embed(texts)
 
 
@@ -494,6 +503,8 @@ class OpenAICompatibleEmbedder:
         return self._dimension
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """One vector per text, in order, from the endpoint, in batches (``EmbedderError``
+        when a request fails)."""
         if self._client is None:
             raise EmbedderError("this OpenAICompatibleEmbedder has no blocking client= for Memory")
         out: list[Vector] = []
@@ -506,6 +517,7 @@ class OpenAICompatibleEmbedder:
         return out
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
+        """``embed``, awaited, with the async client."""
         if self._async_client is None:
             raise EmbedderError(
                 "this OpenAICompatibleEmbedder has no async_client= for AsyncMemory"

@@ -119,9 +119,13 @@ class LLM(Protocol):
     Raise ``timestone.errors.LLMError`` for failures; any other exception is wrapped.
     """
 
-    def complete(self, request: LLMRequest) -> LLMReply: ...
+    def complete(self, request: LLMRequest) -> LLMReply:
+        """Answer ``request`` (blocking, for ``Memory``): the text, and the tokens used."""
+        ...
 
-    async def acomplete(self, request: LLMRequest) -> LLMReply: ...
+    async def acomplete(self, request: LLMRequest) -> LLMReply:
+        """``complete``, awaited (for ``AsyncMemory``)."""
+        ...
 
 
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})

@@ -140,11 +140,14 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
     def get(
         self, properties: dict[str, Any] | None = None, ids: list[str] | None = None
     ) -> list[LabelledNode]:
+        """The nodes with these ``ids`` or holding these ``properties`` (entities and
+        chunks), as the group holds them at the store's ``as_of``."""
         return self._run(ops.get(self._settings(), properties, ids))
 
     async def aget(
         self, properties: dict[str, Any] | None = None, ids: list[str] | None = None
     ) -> list[LabelledNode]:
+        """``get``, awaited."""
         return await self._arun(ops.get(self._settings(), properties, ids))
 
     def get_triplets(
@@ -154,6 +157,9 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         properties: dict[str, Any] | None = None,
         ids: list[str] | None = None,
     ) -> list[Triplet]:
+        """The (source, relation, target) triplets of the facts in effect, narrowed by
+        entity names, relation names, properties and ids, as ``SimplePropertyGraphStore``
+        narrows them."""
         return self._run(
             ops.get_triplets(self._settings(), entity_names, relation_names, properties, ids)
         )
@@ -165,6 +171,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         properties: dict[str, Any] | None = None,
         ids: list[str] | None = None,
     ) -> list[Triplet]:
+        """``get_triplets``, awaited."""
         return await self._arun(
             ops.get_triplets(self._settings(), entity_names, relation_names, properties, ids)
         )
@@ -188,6 +195,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         limit: int = 30,
         ignore_rels: list[str] | None = None,
     ) -> list[Triplet]:
+        """``get_rel_map``, awaited."""
         return await self._arun(
             ops.get_rel_map(self._settings(), graph_nodes, depth, limit, ignore_rels)
         )
@@ -195,9 +203,12 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
     # -- writing -----------------------------------------------------------------------
 
     def upsert_nodes(self, nodes: Sequence[LabelledNode]) -> None:
+        """Write entity nodes as entities and chunk nodes as document chunks, in the
+        store's group; a node already there is updated (a new version, history kept)."""
         self._run(ops.upsert_nodes(self._settings(), nodes))
 
     async def aupsert_nodes(self, nodes: Sequence[LabelledNode]) -> None:
+        """``upsert_nodes``, awaited."""
         await self._arun(ops.upsert_nodes(self._settings(), nodes))
 
     async def aupsert_llama_nodes(self, llama_nodes: list[BaseNode]) -> None:
@@ -215,9 +226,13 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         )
 
     def upsert_relations(self, relations: list[Relation]) -> None:
+        """Write relations as facts between their entities (relation names in
+        ``UPPER_SNAKE_CASE``), dated by their document's ``reference_time``, else by the
+        store's ``valid_at`` or the write's time."""
         self._run(ops.upsert_relations(self._settings(), relations))
 
     async def aupsert_relations(self, relations: list[Relation]) -> None:
+        """``upsert_relations``, awaited."""
         await self._arun(ops.upsert_relations(self._settings(), relations))
 
     def delete(
@@ -241,6 +256,7 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
         properties: dict[str, Any] | None = None,
         ids: list[str] | None = None,
     ) -> None:
+        """``delete``, awaited."""
         await self._arun(
             ops.delete(self._settings(), entity_names, relation_names, properties, ids)
         )
@@ -264,12 +280,14 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
     # -- queries -----------------------------------------------------------------------
 
     def structured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
+        """Not supported: ``NotImplementedError`` naming the reads the store offers."""
         raise NotImplementedError(
             "TimestonePropertyGraphStore runs no structured (Cypher or SQL) queries: the graph "
             "is read through get, get_triplets, get_rel_map and vector_query, scoped to its group"
         )
 
     async def astructured_query(self, query: str, param_map: dict[str, Any] | None = None) -> Any:
+        """``structured_query``, awaited: not supported either."""
         return self.structured_query(query, param_map)
 
     def vector_query(
@@ -283,4 +301,5 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
     async def avector_query(
         self, query: VectorStoreQuery, **kwargs: Any
     ) -> tuple[list[LabelledNode], list[float]]:
+        """``vector_query``, awaited."""
         return await self._arun(ops.vector_query(self._settings(), query))
