@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench._report_cli import cli_section
+from bench._report_extraction import extraction_section
 from bench._report_relevance import conversations_table, documents_table
 from bench._report_tables import (
     RESULTS,
@@ -61,6 +62,7 @@ COMMANDS = {
     "ingest": ".venv/bin/python -m bench.ingest",
     "floor": ".venv/bin/python -m bench.floor --rounds 3",
     "llm_calls": ".venv/bin/python -m bench.llm_calls",
+    "extraction": ".venv/bin/python -m bench.extraction",
     "context": (".venv/bin/python -m bench.context /tmp/bench-keep/100000 /tmp/bench-keep/1000000"),
     "reindex": (".venv/bin/python -m bench.reindex /tmp/bench-keep/100000 /tmp/bench-keep/1000000"),
     "wear-100000": (
@@ -206,6 +208,16 @@ SECTIONS: list[Section] = [
         "22 recorded episodes (text, message and JSON, 1 to 10 facts each), replayed; the run "
         "fails if a call is unrecorded or a recording unplayed.",
         llm_section,
+    ),
+    (
+        "extraction",
+        "Extraction by a real model",
+        "The hand-written episodes of `tests/model/episodes.json` (text, messages, JSON) through "
+        "`add_episode` against a model server: the local one of `make test-model` unless "
+        "another endpoint is given. A written fact is right when it joins the two entities a "
+        "hand-written fact joins; seconds were measured on a loaded machine. See "
+        "[docs/llm.md](llm.md#local-servers-llamacpp-ollama-vllm).",
+        extraction_section,
     ),
     (
         "search",

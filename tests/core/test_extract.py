@@ -235,6 +235,55 @@ class ServedIn(pydantic.BaseModel):
     rank: str | None = None
 
 
+def _entity(name: str) -> dict[str, Any]:
+    return {"name": name, "type": "Person", "attributes": []}
+
+
+def _fact(source: str, target: str) -> dict[str, Any]:
+    return {
+        "source": source,
+        "relation": "KNOWS",
+        "target": target,
+        "fact": f"{source} knows {target}.",
+        "valid_at": None,
+        "invalid_at": None,
+        "attributes": [],
+    }
+
+
+def test_an_entity_the_episode_does_not_name_is_dropped(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A small model makes names up; a name that does not occur in what it read (after
+    name normalization: case and spacing) is not written, nor are its facts."""
+    answer = {
+        "entities": [_entity("Priya Natarajan"), _entity("John Doe")],
+        "facts": [_fact("Priya Natarajan", "John Doe")],
+    }
+    replay.transport.extend([chat_completion(answer)])
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(group, "PRIYA  NATARAJAN joined the team.", reference_time=at(2021))
+    messages = [str(w.message) for w in caught]
+    assert "entity 'John Doe' does not occur in the text the model read; dropped" in messages
+    assert [e.name for e in res.entities] == ["Priya Natarajan"]
+    assert res.facts == []
+    assert mem.get_entity(group, "John Doe") is None
+
+
+def test_names_in_json_are_read_with_their_escapes_decoded(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    answer = {"entities": [_entity("José Ruiz"), _entity("Ana Gil")], "facts": []}
+    replay.transport.extend([chat_completion(answer)])
+    res = mem.add_episode(
+        group,
+        '{"guest": "Jos\\u00e9 Ruiz", "host": "Ana Gil"}',
+        reference_time=at(2021),
+        source="json",
+    )
+    assert sorted(e.name for e in res.entities) == ["Ana Gil", "José Ruiz"]
+
+
 def test_output_outside_the_ontology_is_dropped_with_warnings(
     mem: timestone.Memory, replay: Replay, group: str
 ) -> None:

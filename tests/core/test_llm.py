@@ -86,8 +86,64 @@ def test_json_mode_forced_for_local_servers() -> None:
     t = ReplayTransport([chat_completion({"answer": "a"})])
     llm = replay_llm(t, json_mode="json")
     llm.complete(request())
-    assert t.requests[0]["response_format"] == {"type": "json_object"}
+    # the schema travels beside the type too: servers that read it constrain the answer
+    assert t.requests[0]["response_format"] == {"type": "json_object", "schema": SCHEMA}
     t.check()
+
+
+def test_falls_back_when_request_validation_refuses_json_schema() -> None:
+    """llama.cpp's Python server validates the request and answers 422 naming the field."""
+    refused = {
+        "status": 422,
+        "body": {
+            "detail": [
+                {
+                    "type": "literal_error",
+                    "loc": ["body", "response_format", "type"],
+                    "msg": "Input should be 'text' or 'json_object'",
+                    "input": "json_schema",
+                }
+            ]
+        },
+    }
+    t = ReplayTransport([refused, chat_completion({"answer": "a"})])
+    llm = replay_llm(t)
+    assert json.loads(llm.complete(request()).text) == {"answer": "a"}
+    assert llm.json_mode == "json"
+    assert [r["response_format"]["type"] for r in t.requests] == ["json_schema", "json_object"]
+    t.check()
+
+
+def test_a_422_on_anything_else_is_not_a_fallback_and_names_what_was_wrong() -> None:
+    invalid = {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]}
+    t = ReplayTransport([{"status": 422, "body": invalid}])
+    llm = replay_llm(t)
+    with pytest.raises(LLMError) as caught:
+        llm.complete(request())
+    assert str(caught.value) == (
+        "extraction: the model server answered 422 after 1 attempt: Error code: 422 "
+        '{"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]}'
+    )
+    assert llm.json_mode == "auto"
+    t.check()
+
+
+def test_max_tokens_caps_every_call() -> None:
+    t = ReplayTransport([chat_completion({"answer": "a"}), chat_completion({"answer": "b"})])
+    llm = replay_llm(t, max_tokens=64)
+    llm.complete(request())
+    short = LLMRequest(
+        step="question rewrite",
+        messages=request().messages,
+        schema_name="question_rewrite",
+        schema=SCHEMA,
+        max_tokens=16,
+    )
+    llm.complete(short)
+    assert [r["max_tokens"] for r in t.requests] == [64, 16]  # the smaller limit wins
+    t.check()
+    with pytest.raises(LLMError, match=r"max_tokens must be at least 1 or None, got 0"):
+        replay_llm(ReplayTransport(), max_tokens=0)
 
 
 def test_retries_429_and_5xx_honouring_retry_after() -> None:

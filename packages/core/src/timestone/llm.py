@@ -139,7 +139,8 @@ class OpenAICompatibleLLM:
     ``async_client=openai.AsyncOpenAI(...)`` for ``AsyncMemory``; an
     ``openai.AsyncOpenAI`` given as ``client`` is taken as the async client.
     ``small_model`` (default: ``model``) serves the cheap steps (condensing
-    summaries, saga summaries).
+    summaries, saga summaries). ``max_tokens`` caps the answer of every call (local
+    servers may otherwise generate until their context is full).
     """
 
     def __init__(
@@ -156,6 +157,7 @@ class OpenAICompatibleLLM:
         max_concurrency: int = 8,
         timeout: float = 120.0,
         temperature: float | None = 0.0,
+        max_tokens: int | None = None,
     ) -> None:
         import openai as _openai
 
@@ -172,6 +174,8 @@ class OpenAICompatibleLLM:
             raise LLMError(f"json_mode must be 'auto', 'schema' or 'json', got {json_mode!r}")
         if max_concurrency < 1:
             raise LLMError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if max_tokens is not None and max_tokens < 1:
+            raise LLMError(f"max_tokens must be at least 1 or None, got {max_tokens}")
         self.model = model
         self.small_model = small_model or model
         self.json_mode: JsonMode = json_mode
@@ -179,6 +183,7 @@ class OpenAICompatibleLLM:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.temperature = temperature
+        self.max_tokens = max_tokens
         self.max_concurrency = max_concurrency
         # the SDK's own retries are off: these retries honour Retry-After and count attempts
         self._client = (
@@ -230,7 +235,9 @@ class OpenAICompatibleLLM:
                 },
             }
         else:
-            response_format = {"type": "json_object"}
+            # JSON mode, with the schema beside it: servers that read it (llama.cpp's
+            # Python server, Together, Anyscale) constrain the answer to it, others ignore it.
+            response_format = {"type": "json_object", "schema": dict(request.schema)}
             hint = (
                 "Answer with one JSON object, and nothing else, that matches this JSON "
                 "schema:\n" + json.dumps(request.schema, separators=(",", ":"))
@@ -246,8 +253,9 @@ class OpenAICompatibleLLM:
         }
         if self.temperature is not None:
             params["temperature"] = self.temperature
-        if request.max_tokens is not None:
-            params["max_tokens"] = request.max_tokens
+        limits = [n for n in (request.max_tokens, self.max_tokens) if n is not None]
+        if limits:
+            params["max_tokens"] = min(limits)
         return params
 
     def _mode(self) -> Literal["schema", "json"]:
@@ -323,8 +331,10 @@ class OpenAICompatibleLLM:
                 f"(404): {exc}",
                 step=step,
             ) from exc
-        if isinstance(exc, _openai.BadRequestError) and self.json_mode == "auto":
-            message = str(exc).lower()
+        # 400, or 422 from servers whose request validation rejects the unknown type
+        refused = isinstance(exc, (_openai.BadRequestError, _openai.UnprocessableEntityError))
+        if refused and self.json_mode == "auto":
+            message = _said(exc).lower()
             if any(word in message for word in _SCHEMA_REFUSED):
                 self.json_mode = "json"  # this server does JSON mode only: remember it
                 return 0.0
@@ -412,6 +422,21 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None if when is None else max(0.0, when.timestamp() - time.time())
 
 
+def _said(exc: Exception) -> str:
+    """What the server said: the SDK's message, with the body when the message is only
+    "Error code: 422" (what the SDK makes of a body without an ``error`` object, such as a
+    server's request validation errors)."""
+    import openai as _openai
+
+    if not isinstance(exc, _openai.APIStatusError):
+        return str(exc)
+    body: object = exc.body
+    if body is None or exc.message != f"Error code: {exc.status_code}":
+        return exc.message
+    shown = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return f"{exc.message} {shown[:500]}"
+
+
 def _describe(exc: Exception, attempts: int) -> str:
     import openai as _openai
 
@@ -421,7 +446,7 @@ def _describe(exc: Exception, attempts: int) -> str:
     if isinstance(exc, _openai.APIConnectionError):
         return f"the model server could not be reached{tries}: {exc}"
     if isinstance(exc, _openai.APIStatusError):
-        return f"the model server answered {exc.status_code}{tries}: {exc.message}"
+        return f"the model server answered {exc.status_code}{tries}: {_said(exc)}"
     return f"the model call failed: {type(exc).__name__}: {exc}"
 
 

@@ -22,6 +22,7 @@ again a bounded number of times, then fails with an ``LLMError`` naming the step
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -269,10 +270,15 @@ def _check_attrs(
 
 
 def _keep_entity(
-    e: P.ExtractedEntity, entities: Mapping[str, EntityInput], types: Types, ontology: Ontology
+    e: P.ExtractedEntity,
+    entities: Mapping[str, EntityInput],
+    types: Types,
+    ontology: Ontology,
+    read: str,
 ) -> EntityInput | None:
     """An extracted entity as stored; None for a name already kept, or (warned) where it
-    breaks the call's ontology."""
+    breaks the call's ontology or does not occur in ``read`` (the normalized text the model
+    was shown)."""
     allowed = set(types.entity_names)
     name = e.name.strip()
     if not name or len(name) > 512 or not storable(name):
@@ -284,6 +290,9 @@ def _keep_entity(
         _warn(f"entity {name!r} has type {etype!r}, outside the ontology; dropped")
         return None
     if normalize(name) in entities:
+        return None
+    if not grounded(name, read):
+        _warn(f"entity {name!r} does not occur in the text the model read; dropped")
         return None
     declared = types.entities.get(etype)
     attributes = _check_attrs(
@@ -369,11 +378,11 @@ def _keep_fact(
 
 
 def _keep(
-    raw: P.Extraction, types: Types, ontology: Ontology, ref: datetime
+    raw: P.Extraction, types: Types, ontology: Ontology, ref: datetime, read: str
 ) -> tuple[list[EntityInput], list[FactInput]]:
     entities: dict[str, EntityInput] = {}
     for e in raw.entities:
-        kept = _keep_entity(e, entities, types, ontology)
+        kept = _keep_entity(e, entities, types, ontology, read)
         if kept is not None:
             entities[normalize(kept.name)] = kept
     facts = [f for f in (_keep_fact(f, entities, types, ontology, ref) for f in raw.facts) if f]
@@ -393,8 +402,10 @@ def extract(
     ontology: Ontology,
     document: Mapping[str, str] | None = None,
     known_entities: Sequence[str] = (),
+    document_text: str = "",
 ) -> Extracted:
-    """Call 1: entities and facts of one episode, kept only where the ontology allows."""
+    """Call 1: entities and facts of one episode, kept only where the ontology allows and
+    named in what the model read (``document_text``: the whole document of a chunk)."""
     messages = P.extraction_messages(
         content=content,
         source="document" if document is not None else source,
@@ -415,8 +426,35 @@ def extract(
         types.entity_names, sorted(types.edges) if types.closed_relations else []
     )
     raw = call(llm, ledger, model_request(P.EXTRACTION, messages, schema), P.Extraction)
-    entities, facts = _keep(raw, types, ontology, reference_time)
+    read = _read_text(content, source, previous, document, [*known_entities, document_text])
+    entities, facts = _keep(raw, types, ontology, reference_time, read)
     return Extracted(entities=entities, facts=facts, context=content[:4000])
+
+
+_WORD = re.compile(r"\w+")
+
+
+def grounded(name: str, read: str) -> bool:
+    """Every word of ``name`` (normalized) occurs in ``read``: "Order 1042" is grounded in
+    ``{"order": 1042}``, a made-up "John Doe" is not."""
+    return all(word in read for word in _WORD.findall(normalize(name)))
+
+
+def _read_text(
+    content: str,
+    source: str,
+    previous: Sequence[tuple[datetime, str]],
+    document: Mapping[str, str] | None,
+    known_entities: Sequence[str],
+) -> str:
+    """What the model was shown of the episode, normalized like names: an entity whose
+    name's words do not occur in it was made up (a small model does), and is not kept."""
+    parts = [content, *(text for _, text in previous), *known_entities]
+    parts += list((document or {}).values())
+    if source == "json":  # its strings as the model reads them, escapes decoded
+        with contextlib.suppress(ValueError):
+            parts.append(json.dumps(json.loads(content), ensure_ascii=False))
+    return "\n".join(normalize(p) for p in parts)
 
 
 # -- 2 and 3. resolution --------------------------------------------------------------------

@@ -739,6 +739,7 @@ class Ingest:
         try:
             extracted: list[Extracted] = []
             known: list[str] = []
+            whole = "\n".join(c.text for c in chunks)
             for i, chunk in enumerate(chunks):
                 context = {
                     "title": title,
@@ -758,6 +759,7 @@ class Ingest:
                     ontology=self.ontology,
                     document=context,
                     known_entities=known[-100:],
+                    document_text=whole,
                 )
                 extracted.append(x)
                 known.extend(e.name for e in x.entities if e.name not in known)
