@@ -226,7 +226,7 @@ SECTIONS: list[Section] = [
         "whose answer is one current fact; `search(group, question, limit=10)` end to end on a "
         "warm server. Exact search is the same statement with the HNSW indexes dropped in a "
         "rolled-back transaction. How it runs: [docs/retrieval.md](retrieval.md#benchmark); "
-        "earlier runs: [docs/retrieval.md](retrieval.md#runs).",
+        "earlier runs: [the history](benchmark-history.md#search-runs).",
         search_sections,
     ),
     (

@@ -45,7 +45,10 @@ NOT_RUN = {"needs-server", "needs-key"}  # the markers a block may carry: {test=
 
 
 def _id(example: CodeExample) -> str:
-    return f"{example.path.relative_to(ROOT)}:{example.start_line}"
+    """``page.md:line``, the page relative to the repository when it is in it."""
+    path = example.path
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return f"{shown}:{example.start_line}"
 
 
 @pytest.fixture

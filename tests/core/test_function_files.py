@@ -256,7 +256,7 @@ def test_an_upgrade_ends_with_the_files_definitions_and_searches(
         }
     # every earlier schema has functions to change: note_terms.sql and search_text.sql
     # changed after the cut-over (decisions 023, 024), and the episodes' statistics count
-    # words since migration 0039 (decision 025), so even 36, whose other functions are the
+    # words since migration 0038 (decision 025), so even 36, whose other functions are the
     # files', differs
     differs = {k for k in reference if earlier.get(k) != reference[k]}
     assert differs

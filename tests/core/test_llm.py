@@ -114,6 +114,37 @@ def test_falls_back_when_request_validation_refuses_json_schema() -> None:
     t.check()
 
 
+def test_falls_back_when_the_server_answers_its_validation_error_with_a_500() -> None:
+    """llama-cpp-python's server (0.3.36) wraps the same validation error in a 500."""
+    refused = {
+        "status": 500,
+        "body": {
+            "error": {
+                "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                "'json_object'\", 'input': 'json_schema'}",
+                "type": "internal_server_error",
+            }
+        },
+    }
+    t = ReplayTransport([refused, chat_completion({"answer": "a"})])
+    llm = replay_llm(t)
+    assert json.loads(llm.complete(request()).text) == {"answer": "a"}
+    assert llm.json_mode == "json"
+    assert [r["response_format"]["type"] for r in t.requests] == ["json_schema", "json_object"]
+    t.check()
+
+
+def test_a_500_about_anything_else_is_retried_not_taken_for_a_refusal() -> None:
+    failed = {"status": 500, "body": {"error": {"message": "out of memory", "type": "server"}}}
+    t = ReplayTransport([failed, chat_completion({"answer": "a"})])
+    llm = replay_llm(t, backoff=0.0)
+    assert json.loads(llm.complete(request()).text) == {"answer": "a"}
+    assert llm.json_mode == "auto"
+    assert [r["response_format"]["type"] for r in t.requests] == ["json_schema", "json_schema"]
+    t.check()
+
+
 def test_a_422_on_anything_else_is_not_a_fallback_and_names_what_was_wrong() -> None:
     invalid = {"detail": [{"loc": ["body", "messages"], "msg": "Field required"}]}
     t = ReplayTransport([{"status": 422, "body": invalid}])

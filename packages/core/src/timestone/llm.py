@@ -331,8 +331,11 @@ class OpenAICompatibleLLM:
                 f"(404): {exc}",
                 step=step,
             ) from exc
-        # 400, or 422 from servers whose request validation rejects the unknown type
-        refused = isinstance(exc, (_openai.BadRequestError, _openai.UnprocessableEntityError))
+        # 400, or 422 from servers whose request validation rejects the unknown type;
+        # llama-cpp-python's server (0.3.36) answers that validation error with a 500
+        refused = isinstance(exc, (_openai.BadRequestError, _openai.UnprocessableEntityError)) or (
+            isinstance(exc, _openai.InternalServerError) and "response_format" in _said(exc).lower()
+        )
         if refused and self.json_mode == "auto":
             message = _said(exc).lower()
             if any(word in message for word in _SCHEMA_REFUSED):

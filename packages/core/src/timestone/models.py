@@ -120,6 +120,7 @@ class EpisodeRow(TimestoneModel, table=True):
     recorded_at: datetime = _tz()
     embedding: Any = _vector()
     fts: Any = _tsvector()
+    fts_words: int | None = _int()  # generated: the words of ``fts`` (BM25's length)
     created_at: datetime = _tz()
     expired_at: datetime | None = _tz(nullable=True)
 

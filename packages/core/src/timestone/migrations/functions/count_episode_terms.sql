@@ -3,7 +3,7 @@
 
 -- The trigger of episodes: every episode under 'episodes', and those that are not
 -- the record of structured facts also under 'told episodes' (migration 0031); an
--- episode's length is its words (fts_words, migration 0039).
+-- episode's length is its words (fts_words, migration 0038).
 CREATE OR REPLACE FUNCTION timestone.count_episode_terms()
 RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER

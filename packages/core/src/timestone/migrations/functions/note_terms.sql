@@ -1,12 +1,12 @@
 -- timestone.note_terms: its current definition, a repeatable migration (README.md here).
 -- Earlier definitions, kept as history: migration(s) 0036.
 
--- Until migration 0039, four arguments (the length of each row was its number of
+-- Until migration 0038, four arguments (the length of each row was its number of
 -- lexemes): replaced by the definition below.
 DROP FUNCTION IF EXISTS timestone.note_terms(text[], text[], tsvector[], integer[]);
 
 -- Add the rows (sign 1) or remove them (sign -1), then fold what they touched. A row's
--- length is p_lengths' (the words of an episode, migration 0039), or without it its
+-- length is p_lengths' (the words of an episode, migration 0038), or without it its
 -- number of lexemes (facts, entities, communities).
 CREATE OR REPLACE FUNCTION timestone.note_terms(
     p_groups text[], p_kinds text[], p_fts tsvector[], p_signs integer[],

@@ -1,6 +1,6 @@
 -- timestone.search_terms: its current definition, a repeatable migration (README.md here).
 -- Earlier definitions, kept as history: migration(s) 0036.
--- Episodes: term frequency and length in words since migration 0039.
+-- Episodes: term frequency and length in words since migration 0038.
 
 -- The rows of kind p_kind that hold any of p_terms (lexemes of the question, as
 -- to_tsvector gives them), best first by Okapi BM25 (k1 1.2, b 0.75) over the
@@ -126,7 +126,7 @@ BEGIN
     IF p_kind IN ('episodes', 'told episodes') THEN
         -- An episode's score counts each lexeme as often as it occurs (the positions
         -- the vector holds for it) and its length in words (fts_words, migration
-        -- 0039): Okapi BM25 as written. The question's lexemes are marked in the
+        -- 0038): Okapi BM25 as written. The question's lexemes are marked in the
         -- row's vector and the marked ones kept (setweight, ts_filter: one pass over
         -- the vector each), so that only their positions are read.
         RETURN QUERY EXECUTE
