@@ -43,17 +43,6 @@ test-citus: venv
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(RUN) mkdocs build --strict --quiet
 
-# A real language model in the loop, offline: builds llama-cpp-python (llama.cpp, CPU
-# only) with the packaged SmolLM2-135M-Instruct once into a cache outside the repository,
-# starts its OpenAI-compatible server on loopback, runs tests/model, stops the server.
-# CMake and a C++ compiler are needed for the first build. See docs/llm.md.
-.PHONY: test-model
-test-model: venv
-	@command -v cmake >/dev/null && command -v g++ >/dev/null || \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive sh -c \
-		'apt-get update -qq && apt-get install -y -qq cmake g++'
-	$(RUN) python -m tools.model.run
-
 gen-sync: venv
 	$(RUN) python tools/gen_sync.py
 

@@ -7,7 +7,7 @@ Each episode of ``tests/model/episodes.json`` (text, messages, JSON) goes throug
 ``add_episode`` on a fresh embedded database, one group per episode, with
 ``OpenAICompatibleLLM`` on the endpoint. By default that is the local server
 (``tools.model``: llama-cpp-python with the packaged SmolLM2-135M-Instruct), built and
-started the same way as for ``make test-model`` and stopped at the end.
+started the same way as for ``python -m tools.model.run`` and stopped at the end.
 
 Scores, over all episodes (an episode that failed extracted nothing):
 
@@ -91,7 +91,7 @@ def score(
 
 @contextmanager
 def local_endpoint() -> Generator[tuple[str, str, str]]:
-    """The local server of ``make test-model``: (base URL, model name, the model's name)."""
+    """The local model server of ``tools.model``: (base URL, model name, the model's name)."""
     from tools.model.build import LLAMA_CPP_PYTHON, MODEL_NAME, ensure_built
     from tools.model.server import Server
 

@@ -213,7 +213,7 @@ SECTIONS: list[Section] = [
         "extraction",
         "Extraction by a real model",
         "The hand-written episodes of `tests/model/episodes.json` (text, messages, JSON) through "
-        "`add_episode` against a model server: the local one of `make test-model` unless "
+        "`add_episode` against a model server: the local one of `python -m tools.model.run` unless "
         "another endpoint is given. A written fact is right when it joins the two entities a "
         "hand-written fact joins; seconds were measured on a loaded machine. See "
         "[docs/llm.md](llm.md#local-servers-llamacpp-ollama-vllm).",

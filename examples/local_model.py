@@ -1,6 +1,6 @@
 """Text ingestion offline: a local model server extracts facts, no API key needed.
 
-Starts the local server of ``make test-model`` (llama-cpp-python with the packaged
+Starts the local server of ``python -m tools.model.run`` (llama-cpp-python with the packaged
 SmolLM2-135M-Instruct, built once into a cache outside the repository; the first build
 takes a while), gives it three short episodes, and prints what was written. A 135M model
 extracts poorly: it shows the pipeline, not the quality a larger model gives.

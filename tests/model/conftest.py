@@ -1,6 +1,6 @@
 """A real language model in the loop: the local server of ``tools.model``, on loopback.
 
-``make test-model`` runs these tests; ``make test`` does not collect this folder
+``python -m tools.model.run`` runs these tests; ``make test`` does not collect this folder
 (``norecursedirs`` in pyproject.toml). The server (``llama-cpp-python`` with the
 packaged SmolLM2-135M-Instruct, built once into a cache outside the repository) starts
 once per session and is stopped when the session ends, whatever the tests did.

@@ -110,7 +110,7 @@ def ensure_built(cache: Path | None = None) -> Build:
     if missing:
         raise SystemExit(
             f"model build: {', '.join(missing)} not found on PATH; llama-cpp-python compiles "
-            "llama.cpp with them (`make test-model` installs them with apt-get)"
+            "llama.cpp with them (`apt-get install cmake g++`)"
         )
     home.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=home.name + ".", dir=home.parent))

