@@ -34,6 +34,8 @@ from typing import Any
 import pytest
 from pytest_examples import CodeExample, EvalExample, find_examples
 
+import timestone
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [
     ROOT / "README.md",
@@ -81,6 +83,17 @@ def offline_toolkits(monkeypatch: pytest.MonkeyPatch, fresh_dsn: str) -> Iterato
         return TestModel()
 
     monkeypatch.setattr(pydantic_ai.models, "infer_model", test_model)
+    # every blocking memory a block opens is closed after it, as the end of a script
+    # closes it, wherever the block kept it (a name, an argument, nowhere)
+    opened: list[timestone.Memory] = []
+    real_open = timestone.Memory.open
+
+    def recording_open(*args: Any, **kwargs: Any) -> timestone.Memory:
+        mem = real_open(*args, **kwargs)
+        opened.append(mem)
+        return mem
+
+    monkeypatch.setattr(timestone.Memory, "open", recording_open)
     llm, embed_model = Settings._llm, Settings._embed_model  # pyright: ignore[reportPrivateUsage]
     Settings.llm = MockLLM(max_tokens=16)
     Settings.embed_model = MockEmbedding(embed_dim=8)
@@ -88,6 +101,8 @@ def offline_toolkits(monkeypatch: pytest.MonkeyPatch, fresh_dsn: str) -> Iterato
         yield
     finally:
         Settings._llm, Settings._embed_model = llm, embed_model  # pyright: ignore[reportPrivateUsage]
+        for mem in opened:
+            mem.close()
 
 
 def _marker(example: CodeExample) -> str | None:
