@@ -270,6 +270,39 @@ def test_an_entity_the_episode_does_not_name_is_dropped(
     assert mem.get_entity(group, "John Doe") is None
 
 
+def test_a_full_name_the_group_already_holds_is_resolution_not_invention(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """The episode says "Jonas"; the model writes the "Jonas Weber" the graph holds from an
+    episode it was not shown (another saga here, or one beyond the previous ones). That name
+    is kept and is the same entity; the same answer in a group that never heard of Jonas
+    Weber is still dropped, so one tenant's names never ground another's."""
+    earlier = {"source": "Jonas Weber", "relation": "WORKS_AT", "target": "Northwind Labs"}
+    mem.add_facts(group, [earlier], reference_time=at(2021), saga="staff")
+    answer = {"entities": [_entity("Priya"), _entity("Jonas Weber")], "facts": []}
+    answer["facts"] = [_fact("Priya", "Jonas Weber")]
+    replay.transport.extend([chat_completion(answer)])
+    res = mem.add_episode(
+        group, "Priya mentors Jonas every Friday.", reference_time=at(2023), saga="chat"
+    )
+    assert sorted(e.name for e in res.entities) == ["Jonas Weber", "Priya"]
+    assert [f.fact for f in res.facts] == ["Priya knows Jonas Weber."]
+    held = mem.get_entity(group, "Jonas Weber")
+    assert held is not None
+    assert res.facts[0].target_id == held.id
+
+    stranger = group + "-other"
+    replay.transport.extend([chat_completion(answer)])
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(
+            stranger, "Priya mentors Jonas every Friday.", reference_time=at(2023)
+        )
+    dropped = "entity 'Jonas Weber' does not occur in the text the model read; dropped"
+    assert dropped in [str(w.message) for w in caught]
+    assert [e.name for e in res.entities] == ["Priya"]
+    assert mem.get_entity(stranger, "Jonas Weber") is None
+
+
 def test_names_in_json_are_read_with_their_escapes_decoded(
     mem: timestone.Memory, replay: Replay, group: str
 ) -> None:

@@ -403,9 +403,11 @@ def extract(
     document: Mapping[str, str] | None = None,
     known_entities: Sequence[str] = (),
     document_text: str = "",
+    graph_names: Sequence[str] = (),
 ) -> Extracted:
     """Call 1: entities and facts of one episode, kept only where the ontology allows and
-    named in what the model read (``document_text``: the whole document of a chunk)."""
+    named in what the model read (``document_text``: the whole document of a chunk) or in
+    the graph (``graph_names``, see ``names_in_graph``)."""
     messages = P.extraction_messages(
         content=content,
         source="document" if document is not None else source,
@@ -426,7 +428,9 @@ def extract(
         types.entity_names, sorted(types.edges) if types.closed_relations else []
     )
     raw = call(llm, ledger, model_request(P.EXTRACTION, messages, schema), P.Extraction)
-    read = _read_text(content, source, previous, document, [*known_entities, document_text])
+    read = _read_text(
+        content, source, previous, document, [*known_entities, *graph_names, document_text]
+    )
     entities, facts = _keep(raw, types, ontology, reference_time, read)
     return Extracted(entities=entities, facts=facts, context=content[:4000])
 
@@ -544,6 +548,25 @@ def previous_episodes(
     )
     rows = cur.fetchall()
     return [(r["reference_time"], r["content"][:_PREVIOUS_CHARS]) for r in reversed(rows)]
+
+
+MAX_GRAPH_NAMES = 200
+
+
+def names_in_graph(conn: Conn, group_id: str, content: str) -> list[str]:
+    """Names of the group's current entities that share a word with ``content``: "Jonas" in
+    an episode lets the model write the "Jonas Weber" the graph already holds, which is
+    resolution, not invention, even when the episode that named him is no longer among the
+    previous ones shown."""
+    words = sorted(set(_WORD.findall(normalize(content[:20_000]))))[:MAX_GRAPH_NAMES]
+    if not words:
+        return []
+    cur = conn.execute(
+        "SELECT name FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL"
+        " AND fts @@ to_tsquery('simple', %s) LIMIT %s",
+        (group_id, " | ".join(words), MAX_GRAPH_NAMES),
+    )
+    return [r["name"] for r in cur.fetchall()]
 
 
 def summarize_saga(

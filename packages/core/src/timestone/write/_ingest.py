@@ -48,6 +48,7 @@ from ..extract._extraction import (
     build_types,
     check_episode_content,
     extract,
+    names_in_graph,
     previous_episodes,
     read_budget,
     record_spent,
@@ -619,6 +620,7 @@ class Ingest:
                 return existing_result(conn, group_id, existing)
             budget, used = read_budget(conn, group_id)
             previous = previous_episodes(conn, group_id, row.saga, ref)
+            graph_names = names_in_graph(conn, group_id, text)
         ledger = Ledger(budget=budget, used=used)
         try:
             extracted = extract(
@@ -631,6 +633,7 @@ class Ingest:
                 previous=previous,
                 types=types,
                 ontology=self.ontology,
+                graph_names=graph_names,
             )
             names = self.vectors(
                 [*(e.name for e in extracted.entities), *(f.fact or "" for f in extracted.facts)]

@@ -47,6 +47,7 @@ from ..extract._extraction_async import (
     build_types,
     check_episode_content,
     extract,
+    names_in_graph,
     previous_episodes,
     read_budget,
     record_spent,
@@ -622,6 +623,7 @@ class Ingest:
                 return await existing_result(conn, group_id, existing)
             budget, used = await read_budget(conn, group_id)
             previous = await previous_episodes(conn, group_id, row.saga, ref)
+            graph_names = await names_in_graph(conn, group_id, text)
         ledger = Ledger(budget=budget, used=used)
         try:
             extracted = await extract(
@@ -634,6 +636,7 @@ class Ingest:
                 previous=previous,
                 types=types,
                 ontology=self.ontology,
+                graph_names=graph_names,
             )
             names = await self.vectors(
                 [*(e.name for e in extracted.entities), *(f.fact or "" for f in extracted.facts)]
