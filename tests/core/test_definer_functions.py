@@ -50,6 +50,9 @@ CALLS: dict[str, list[sql.SQL | sql.Composed]] = {
         for kind in ("facts", "entities", "episodes", "told episodes", "communities")
         for as_of, valid_at in ((None, _NOW), (_NOW, None), (None, None))
     ],
+    "known_names": [
+        sql.SQL("SELECT count(*) FROM timestone.known_names(ARRAY['Mira', 'Winery', 'Lyon'])")
+    ],
 }
 # The term statistics' trigger functions, and note_terms that they call, run when the
 # library role writes a row of a table that carries them.

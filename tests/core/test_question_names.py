@@ -122,3 +122,31 @@ def test_only_the_names_the_group_knows_leave_the_vector(fresh_dsn: str, group: 
         assert embedded(claim) == [claim]  # no name the group knows: embedded once
         question = "What did Lovelace find about BRCA1?"
         assert embedded(question) == [question, "What did   find about BRCA1?"]
+
+
+def test_the_names_another_group_knows_are_not_known_here(fresh_dsn: str, group: str) -> None:
+    """The lookup reads the asking group's speakers and entities only: a speaker and an
+    entity of another group leave the question whole. A name with a hyphen is matched
+    as written ("Jean-Luc:" starts a line)."""
+    embedder = _Recording()
+    other = group + "-b"
+    with timestone.Memory.open(fresh_dsn, embedder=embedder) as memory:
+        memory.add_document(other, "m1", "Melanie: I painted a lake.", reference_time=T0)
+        memory.add_facts(
+            other, [timestone.FactInput("Grace Hopper", "WROTE", "Compiler")], reference_time=T0
+        )
+        memory.add_document(
+            group, "t1", "Jean-Luc: Melanie painted. Hopper too.", reference_time=T0
+        )
+
+        def embedded(g: str, question: str) -> list[str]:
+            embedder.texts.clear()
+            memory.search(g, question, scopes=("episodes",), valid_at=None)
+            return list(embedder.texts)
+
+        question = "What did Melanie and Hopper paint?"
+        assert embedded(group, question) == [question]
+        assert embedded(other, question) == [question, "What did   and   paint?"]
+        question = "What did Jean-Luc say?"
+        assert embedded(group, question) == [question, "What did   say?"]
+        assert embedded(other, question) == [question]

@@ -227,6 +227,33 @@ def test_an_empty_or_overlong_question_is_a_clear_error(
         memory.search(group, "word " * (MAX_QUERY_CHARS // 5) + "x", scopes=("episodes",))
 
 
+def test_the_commoner_words_only_score_the_rows_the_rarer_ones_chose(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """The accumulator limit (``timestone.text_candidate_rows``, 500 unless set): the
+    rarest word always chooses its rows; a commoner word chooses rows of its own only
+    while the rows chosen add up to no more than the limit, else it only adds to the
+    score of the rows already chosen. A bad setting is named."""
+    rare = [f"Jo: a zeppelin and a garden, day {i}." for i in range(3)]
+    common = [f"Jo: the garden was lovely on day {i}." for i in range(6)]
+    other = [f"Jo: it rained on the hills, week {i}." for i in range(20)]
+    _turns(memory, group, [*rare, *common, *other])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        every = _scores(conn, group, "told episodes", "garden zeppelin")
+        assert set(every) == {*rare, *common}  # 3 + 9 rows: under the default limit
+        conn.execute("SET timestone.text_candidate_rows = 5")
+        chosen = _scores(conn, group, "told episodes", "garden zeppelin")
+        assert set(chosen) == set(rare)  # "garden" would bring the rows to 12
+        assert chosen == {c: every[c] for c in rare}  # scored by both words all the same
+        conn.execute("SET timestone.text_candidate_rows = 12")
+        assert _scores(conn, group, "told episodes", "garden zeppelin") == every
+        conn.execute("SET timestone.text_candidate_rows = 0")  # the rarest word still chooses
+        assert set(_scores(conn, group, "told episodes", "garden zeppelin")) == set(rare)
+        conn.execute("SET timestone.text_candidate_rows = 'a few'")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="text_candidate_rows"):
+            _scores(conn, group, "told episodes", "garden zeppelin")
+
+
 def test_a_long_question_is_read_for_its_rarest_words(
     memory: timestone.Memory, dsn: str, group: str
 ) -> None:

@@ -60,20 +60,8 @@ WINDOW_SHARE = 0.4
 _L = sql.Literal
 
 # The words of a question written with a capital (``_question.names_in``) that the group
-# knows as names: a current entity's name holds the word, or an episode gives it as a
-# speaker ("Caroline: ..." at the start of a line, as messages are written). Only the
-# first ``_SPEAKER_ROWS`` episodes holding the word are read: a speaker's name starts
-# most of the lines that hold it.
-_SPEAKER_ROWS = 200
-KNOWN_NAMES = sql.SQL(
-    "SELECT w.name FROM unnest(%(names)s::text[]) AS w(name)"
-    " WHERE EXISTS (SELECT 1 FROM timestone.entities AS e WHERE e.group_id = %(g)s"
-    r"  AND e.expired_at IS NULL AND e.norm_name ~* ('(^|\W)' || w.name || '(\W|$)'))"
-    " OR EXISTS (SELECT 1 FROM (SELECT p.content FROM timestone.episodes AS p"
-    "  WHERE p.group_id = %(g)s AND p.expired_at IS NULL"
-    "  AND p.fts @@ plainto_tsquery('english', w.name) LIMIT {rows}) AS p"
-    r"  WHERE p.content ~ ('(^|\n)' || w.name || ':'))"
-).format(rows=_L(_SPEAKER_ROWS))
+# knows as names (``timestone.known_names``).
+KNOWN_NAMES = sql.SQL("SELECT n AS name FROM timestone.known_names(%(names)s::text[]) AS n")
 
 
 def _filters(req: SearchRequest) -> tuple[sql.Composable, bool]:

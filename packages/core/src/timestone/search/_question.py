@@ -224,7 +224,7 @@ def names_in(question: str) -> list[str]:
     letter and do not begin a sentence, each once, without a possessive ("Caroline's":
     Caroline); "I" is no name. A capital letter alone does not make a name ("UK", "PrP",
     "BRCA1" are terms of what is asked): the search keeps those the group knows
-    (``known_names_sql``)."""
+    (``timestone.known_names``)."""
     out: dict[str, None] = {}
     for m in _CAPITAL.finditer(question):
         word = re.sub(r"['\u2019]s$", "", m.group()).strip("'\u2019-")

@@ -468,7 +468,7 @@ def _with_known_names(db: Database, group: str, req: SearchRequest) -> SearchReq
         ):
             with conn.pipeline():
                 db.set_group(conn, group)
-                cur = conn.execute(KNOWN_NAMES, {"names": written, "g": group})
+                cur = conn.execute(KNOWN_NAMES, {"names": written})
             known = {str(row["name"]) for row in cur.fetchall()}
     except psycopg.Error as exc:
         raise wrap_db_error(exc, "searching") from exc

@@ -469,7 +469,7 @@ async def _with_known_names(db: Database, group: str, req: SearchRequest) -> Sea
         ):
             async with conn.pipeline():
                 await db.set_group(conn, group)
-                cur = await conn.execute(KNOWN_NAMES, {"names": written, "g": group})
+                cur = await conn.execute(KNOWN_NAMES, {"names": written})
             known = {str(row["name"]) for row in await cur.fetchall()}
     except psycopg.Error as exc:
         raise wrap_db_error(exc, "searching") from exc

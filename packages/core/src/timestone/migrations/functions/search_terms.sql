@@ -5,10 +5,15 @@
 -- The rows of kind p_kind that hold any of p_terms (lexemes of the question, as
 -- to_tsvector gives them), best first by Okapi BM25 (k1 1.2, b 0.75) over the
 -- group's statistics. The rare lexemes choose the candidates: in increasing
--- order of the rows that hold them, as long as those rows add up to no more than
--- 5,000 (the setting timestone.text_common_rows, as in 0030), and, but for the
--- rarest, held by half the rows or fewer unless all their rows fit in the list;
--- the common ones only add to the score of the rows chosen. (A lexeme most rows hold weighs next to nothing: as a
+-- order of the rows that hold them, the rarest if its rows are no more than 5,000
+-- (the setting timestone.text_common_rows, as in 0030), each next one as long as
+-- the rows of those chosen add up to no more than 500 (the setting
+-- timestone.text_candidate_rows) and, unless all their rows fit in the list, it is
+-- held by half the rows or fewer; the others only add to the score of the rows
+-- chosen. This is the accumulator limit of term-at-a-time ranking (Moffat and
+-- Zobel's "continue" strategy): a row that holds only the commoner words of a
+-- question seldom leads it, and scoring every such row cost a search of document
+-- chunks most of its time. (A lexeme most rows hold weighs next to nothing: as a
 -- chooser it filled the list with rows tied on it, "works at" in every fact.) A question
 -- whose rarest lexeme is held by more rows than that gets no list (the vector
 -- list answers it), as a question of common words only did before (0030).
@@ -36,10 +41,16 @@ DECLARE
     score text;
     common_rows text := coalesce(
         nullif(current_setting('timestone.text_common_rows', true), ''), '5000');
+    candidate_rows text := coalesce(
+        nullif(current_setting('timestone.text_candidate_rows', true), ''), '500');
 BEGIN
     IF common_rows !~ '^[0-9]{1,15}$' THEN
         RAISE EXCEPTION 'timestone.text_common_rows must be a whole number of rows, not %',
             common_rows USING ERRCODE = '22023';
+    END IF;
+    IF candidate_rows !~ '^[0-9]{1,15}$' THEN
+        RAISE EXCEPTION 'timestone.text_candidate_rows must be a whole number of rows, not %',
+            candidate_rows USING ERRCODE = '22023';
     END IF;
     IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes', 'told episodes',
                                         'communities') THEN
@@ -59,8 +70,9 @@ BEGIN
     SELECT array_agg(t.lexeme ORDER BY t.nr),
            array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.nr),
            array_agg(t.lexeme ORDER BY t.nr) FILTER (
-               WHERE t.running <= common_rows::bigint AND (t.nr = 1 OR 2 * t.df <= n
-                    OR t.running <= p_max_rows))
+               WHERE t.running <= common_rows::bigint AND (t.nr = 1
+                    OR (t.running <= candidate_rows::bigint
+                        AND (2 * t.df <= n OR t.running <= p_max_rows))))
     INTO lexemes, idfs, chosen
     FROM (SELECT k.lexeme, k.df, sum(k.df) OVER (ORDER BY k.df, k.lexeme) AS running,
                  row_number() OVER (ORDER BY k.df, k.lexeme) AS nr
