@@ -4,6 +4,7 @@
     .venv/bin/python -m bench.documents --data PATH           # another copy of the file
     .venv/bin/python -m bench.documents --keep /tmp/docs      # keep (and reuse) the database
     .venv/bin/python -m bench.documents --embedder hash:64    # another embedder
+    .venv/bin/python -m bench.documents --chunks 100000       # among 100k chunks (long)
 
 The data: BEIR's SciFact, its training claims over the full corpus (5,183 scientific
 abstracts, 505 claims, each with the ids of the abstracts that hold its evidence). It is
@@ -22,12 +23,21 @@ dropped) and exact cosine over the same embedder's vectors. ``--embedder`` takes
 command line's specs (``wordllama[:DIM]``, ``hash[:DIM]``, ``openai:MODEL:DIM``); the
 default is the default embedder. Search latency p50/p95 end to end. Written to
 ``bench/results/documents.json`` (``documents-<embedder>.json`` with ``--embedder``).
+
+``--chunks N``: the same claims among about N chunks. Generated documents are stored
+beside the abstracts (inside ``Memory.bulk_load``) until the group holds N chunks: each
+is made of sentences drawn, with a fixed seed, from abstracts that are no claim's
+evidence, so that the words and their frequencies are the corpus's own and no generated
+document holds a claim's evidence. The baselines are computed over the abstracts only
+(they are not rerun over the generated documents); written to
+``documents-<N>-chunks.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -88,12 +98,57 @@ def load(
             log(f"{n} abstracts stored ({time.perf_counter() - started:.0f} s)")
 
 
-def run(mem: timestone.Memory, data: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def grow(
+    mem: timestone.Memory,
+    corpus: Sequence[dict[str, Any]],
+    claims: Sequence[dict[str, Any]],
+    chunks: int,
+    log: Callable[[str], None],
+) -> None:
+    """Generated documents until the group holds ``chunks`` chunk episodes (see the
+    module's docstring); a kept group is completed, never filled twice."""
+    held = mem.stats(GROUP).get("episodes", {}).get("current", 0)
+    if held >= chunks:
+        return
+    evidence = {str(r) for c in claims for r in c.get("relevant", [])}
+    sentences = [
+        s
+        for d in corpus
+        if str(d["id"]) not in evidence
+        for s in _SENTENCE.split(str(d["text"]))
+        if len(s) > 20
+    ]
+    rng = random.Random(20240101)
+    started, n = time.perf_counter(), 0
+    with mem.bulk_load():
+        while held < chunks:
+            n += 1
+            text = " ".join(rng.sample(sentences, rng.randint(6, 10)))
+            res = mem.add_document(
+                GROUP, f"generated-{held}", text, title=f"Generated {held}", reference_time=WRITTEN
+            )
+            held += len(res.episodes) or 1
+            if n % 5000 == 0:
+                log(f"{held} chunks held ({time.perf_counter() - started:.0f} s)")
+    log(f"{held} chunks held; vector indexes built ({time.perf_counter() - started:.0f} s)")
+
+
+def run(
+    mem: timestone.Memory,
+    data: dict[str, Any],
+    log: Callable[[str], None],
+    chunks: int | None = None,
+) -> dict[str, Any]:
     corpus: list[dict[str, Any]] = data["corpus"]
     claims: list[dict[str, Any]] = [q for q in data["queries"] if q.get("relevant")]
     started = time.perf_counter()
     load(mem, corpus, log)
     log(f"{len(corpus)} abstracts in the group ({time.perf_counter() - started:.0f} s)")
+    if chunks is not None:
+        grow(mem, corpus, data["queries"], chunks, log)
     ids = [d["id"] for d in corpus]
     texts = [f"{d['title']} {d['text']}" for d in corpus]
     bm25 = BM25(texts)
@@ -111,6 +166,7 @@ def run(mem: timestone.Memory, data: dict[str, Any], log: Callable[[str], None])
     log(f"{len(claims)} claims asked")
     return {
         "abstracts": len(corpus),
+        "chunks": mem.stats(GROUP).get("episodes", {}).get("current", 0),
         "claims": len(claims),
         "embedder": mem.embedder.name,
         "systems": {name: s.summary() for name, s in systems.items()},
@@ -135,8 +191,9 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def result_name(spec: str | None) -> str:
-    return "documents" if not spec else "documents-" + re.sub(r"[^a-z0-9]+", "-", spec.lower())
+def result_name(spec: str | None, chunks: int | None = None) -> str:
+    name = "documents" if not spec else "documents-" + re.sub(r"[^a-z0-9]+", "-", spec.lower())
+    return name if chunks is None else f"{name}-{chunks}-chunks"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -154,7 +211,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="wordllama[:DIM], hash[:DIM] or openai:MODEL:DIM (default: the default embedder)",
     )
     parser.add_argument("--claims", type=int, help="only the first N claims")
+    parser.add_argument(
+        "--chunks", type=int, help="among about N chunks: generated documents added (long)"
+    )
     args = parser.parse_args(argv)
+    if args.chunks is not None and args.chunks < 1:
+        parser.error(f"--chunks must be a positive number of chunks, not {args.chunks}")
     path: Path = args.data
     print(f"reading the abstracts and claims from {path}")
     if not path.is_file():
@@ -173,15 +235,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         with timestone.Memory.open(data_dir=args.keep, llm=None, embedder=embedder) as mem:
-            result = run(mem, data, log)
+            result = run(mem, data, log, args.chunks)
     else:
         with (
             scratch_data_dir() as tmp,
             timestone.Memory.open(data_dir=tmp, llm=None, embedder=embedder) as mem,
         ):
-            result = run(mem, data, log)
+            result = run(mem, data, log, args.chunks)
     result["data"] = path.name
-    out = write_result(result_name(args.embedder), result)
+    out = write_result(result_name(args.embedder, args.chunks), result)
     print(table(result))
     print(f"written to {out}")
 

@@ -19,7 +19,11 @@ from pathlib import Path
 
 from bench._report_cli import cli_section
 from bench._report_extraction import extraction_section
-from bench._report_relevance import conversations_table, documents_table
+from bench._report_relevance import (
+    conversations_table,
+    documents_table,
+    scaled_documents_table,
+)
 from bench._report_tables import (
     RESULTS,
     Lines,
@@ -80,6 +84,7 @@ COMMANDS = {
     "conversations": ".venv/bin/python -m bench.conversations",
     "cli": ".venv/bin/python -m bench.cli --runs 5",
     "documents": ".venv/bin/python -m bench.documents",
+    "documents-100000-chunks": ".venv/bin/python -m bench.documents --chunks 100000",
     "store": ".venv/bin/python -m bench.store --n 200 --m 5 --rounds 1",
 }
 
@@ -183,6 +188,15 @@ SECTIONS: list[Section] = [
         "document and cut at 10. The baselines run in the bench on the same abstracts. Why "
         "it ranks as it does: [decision 025](decisions/025-search-by-the-shape-of-the-data.md).",
         documents_table,
+    ),
+    (
+        "documents-100000-chunks",
+        "Documents at 100k chunks",
+        "The same claims after generated documents were stored beside the abstracts (inside "
+        "`bulk_load`) until the group held 100,000 chunks: each made of sentences drawn, with a "
+        "fixed seed, from abstracts that are no claim's evidence. Why a search reads a bounded "
+        "number of rows: [decision 032](decisions/032-a-bounded-text-list.md).",
+        scaled_documents_table,
     ),
     (
         "ingest",

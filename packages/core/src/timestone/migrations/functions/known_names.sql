@@ -7,7 +7,8 @@
 -- starts most of the lines that hold it. A definer function, as search_terms: under the
 -- library's role, row level security keeps a full-text match (not leakproof) from the
 -- indexes, and each word then read every episode of the group (200 ms for two words
--- among 7,249 document chunks); with custom plans each word is looked up through them.
+-- among 7,249 document chunks); with custom plans each word is looked up through them
+-- (docs/decisions/032-a-bounded-text-list.md).
 CREATE OR REPLACE FUNCTION timestone.known_names(p_names text[])
 RETURNS SETOF text
 LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 3

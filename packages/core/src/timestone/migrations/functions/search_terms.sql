@@ -13,10 +13,11 @@
 -- chosen. This is the accumulator limit of term-at-a-time ranking (Moffat and
 -- Zobel's "continue" strategy): a row that holds only the commoner words of a
 -- question seldom leads it, and scoring every such row cost a search of document
--- chunks most of its time. (A lexeme most rows hold weighs next to nothing: as a
--- chooser it filled the list with rows tied on it, "works at" in every fact.) A question
--- whose rarest lexeme is held by more rows than that gets no list (the vector
--- list answers it), as a question of common words only did before (0030).
+-- chunks most of its time (docs/decisions/032-a-bounded-text-list.md). (A lexeme
+-- most rows hold weighs next to nothing: as a chooser it filled the list with rows
+-- tied on it, "works at" in every fact.) A question whose rarest lexeme is held by
+-- more than 5,000 rows gets no list (the vector list answers it), as a question of
+-- common words only did before (0030).
 -- Filters as search_text's: as of a system time (the versions held then, the
 -- statistics of now), valid at a world time, relations, labels.
 CREATE OR REPLACE FUNCTION timestone.search_terms(
