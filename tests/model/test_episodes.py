@@ -110,11 +110,12 @@ def check_episode(
         assert written["episodes"] == 1
         assert bool(written["facts"]) == bool(outcome.result.facts)
         if not outcome.result.facts:
-            # nothing lost in silence: the model stated no fact, or each one it stated was
-            # dropped with a warning saying why
+            # nothing lost in silence: each fact the model stated was dropped with a
+            # warning saying why ("fact '...' names ..., which is not an extracted entity")
             stated = extracted_facts(recorder)
-            assert stated == 0 or outcome.warnings, (
-                f"the model stated {stated} facts, none written and no warning"
+            warned = sum(w.startswith("fact ") for w in outcome.warnings)
+            assert warned >= stated, (
+                f"the model stated {stated} facts, none was written and {warned} warned of"
             )
     names = entity_names(mem, group)
     assert ungrounded(names, episode.content) == []
