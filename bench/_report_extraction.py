@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench._report_tables import Lines, Result, count, ratio, table
+from bench._report_tables import Lines, Result, count, pace, ratio, table
 
 
 def extraction_section(r: Result) -> Lines:
@@ -23,13 +23,20 @@ def extraction_section(r: Result) -> Lines:
         ],
         [False, True, True, True],
     )
-    out += ["", f"{s['written']} of {s['episodes']} episodes written.", ""]
+    out += [
+        "",
+        f"{s['written']} of {s['episodes']} episodes written. Dropped: the entities and facts "
+        "of an answer the library set aside, each with an `ExtractionWarning` (a name that is "
+        "not in the text, a fact naming an entity that was not extracted).",
+        "",
+    ]
     out += table(
         [
             "episode",
             "source",
             "outcome",
             "facts right / found / hand-written",
+            "dropped",
             "calls",
             "tokens",
             "s",
@@ -40,17 +47,19 @@ def extraction_section(r: Result) -> Lines:
                 e["source"],
                 e["outcome"].split(":")[0],
                 f"{e['facts_right']} / {e['facts_found']} / {e['facts_gold']}",
+                str(e.get("dropped", "")),
                 str(e["calls"]),
                 count(e["prompt_tokens"] + e["completion_tokens"]),
                 ratio(e["seconds"], 1),
             ]
             for e in r["episodes"]
         ],
-        [False, False, False, True, True, True, True],
+        [False, False, False, True, True, True, True, True],
     )
     out += [
         "",
         f"Per episode: {ratio(s['calls_per_episode'])} calls, {count(s['tokens_per_episode'])} "
-        f"tokens, {ratio(s['seconds_per_episode'], 1)} s.",
+        f"tokens, {ratio(s['seconds_per_episode'], 1)} s"
+        + (f" (pace {pace(r)} ms, 42 to 47 when quiet)." if pace(r) else "."),
     ]
     return out

@@ -8,11 +8,13 @@ from typing import Any, cast
 
 import httpx
 import openai
+import pydantic
 import pytest
 
 import timestone
 from timestone.errors import LLMError, UnusableAnswer
 from timestone.extract._answers import loads
+from timestone.extract._calls import Ledger, call
 from timestone.llm import LLMRequest, ReplayTransport, chat_completion, replay_llm
 
 SCHEMA: dict[str, Any] = {
@@ -114,24 +116,41 @@ def test_falls_back_when_request_validation_refuses_json_schema() -> None:
     t.check()
 
 
+# llama-cpp-python's server (0.3.36) wraps its request validation error in a 500
+LLAMA_CPP_REFUSAL: dict[str, Any] = {
+    "status": 500,
+    "body": {
+        "error": {
+            "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+            "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+            "'json_object'\", 'input': 'json_schema'}",
+            "type": "internal_server_error",
+        }
+    },
+}
+
+
 def test_falls_back_when_the_server_answers_its_validation_error_with_a_500() -> None:
     """llama-cpp-python's server (0.3.36) wraps the same validation error in a 500."""
-    refused = {
-        "status": 500,
-        "body": {
-            "error": {
-                "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
-                "'response_format', 'type'), 'msg': \"Input should be 'text' or "
-                "'json_object'\", 'input': 'json_schema'}",
-                "type": "internal_server_error",
-            }
-        },
-    }
-    t = ReplayTransport([refused, chat_completion({"answer": "a"})])
+    t = ReplayTransport([LLAMA_CPP_REFUSAL, chat_completion({"answer": "a"})])
     llm = replay_llm(t)
     assert json.loads(llm.complete(request()).text) == {"answer": "a"}
     assert llm.json_mode == "json"
     assert [r["response_format"]["type"] for r in t.requests] == ["json_schema", "json_object"]
+    t.check()
+
+
+def test_schema_mode_takes_the_500_refusal_at_once() -> None:
+    """Asked again, a server that refuses json_schema with a 500 refuses again: with the
+    schema mode chosen, one request and one error naming the status and the field."""
+    t = ReplayTransport([LLAMA_CPP_REFUSAL])
+    llm = replay_llm(t, json_mode="schema", backoff=0.0)
+    with pytest.raises(LLMError) as caught:
+        llm.complete(request())
+    assert str(caught.value).startswith("extraction: the model server answered 500 after 1 attempt")
+    assert "response_format" in str(caught.value)
+    assert len(t.requests) == 1
+    assert llm.json_mode == "schema"
     t.check()
 
 
@@ -373,6 +392,22 @@ def test_scripted_completions_vary_like_a_servers() -> None:
 )
 def test_an_answer_is_read_through_whitespace_and_a_code_fence(text: str) -> None:
     assert loads(text) == {"answer": "a"}
+
+
+def test_a_line_break_inside_a_string_is_read_as_itself() -> None:
+    """llama.cpp's grammar for a schema's strings allows raw control characters: an
+    answer with a line break inside a string is used at once, not asked again."""
+    assert loads('{"answer": "two\nlines\tand a tab"}') == {"answer": "two\nlines\tand a tab"}
+    t = ReplayTransport([chat_completion('{"answer": "Oslo\nNorway"}')])
+    ledger = Ledger()
+    got = call(replay_llm(t), ledger, request(), _Answer)
+    assert got.answer == "Oslo\nNorway"
+    assert [e.ok for e in ledger.entries] == [True]  # one call, used
+    t.check()
+
+
+class _Answer(pydantic.BaseModel):
+    answer: str
 
 
 @pytest.mark.parametrize(

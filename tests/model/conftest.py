@@ -99,12 +99,30 @@ def _no_model_requests(model_server: Server) -> Iterator[None]:
 
 
 @pytest.fixture
-def make_llm(model_server: Server) -> MakeLLM:
+def open_llm() -> Iterator[MakeLLM]:
+    """``open_llm(base_url, model, **options)``: a model object on any endpoint, and its
+    recorder; its HTTP clients are closed when the test ends."""
+    opened: list[Recorder] = []
+
+    def make(
+        base_url: str, model: str, **options: Any
+    ) -> tuple[timestone.OpenAICompatibleLLM, Recorder]:
+        llm, recorder = local_llm(base_url, model, **options)
+        opened.append(recorder)
+        return llm, recorder
+
+    yield make
+    for recorder in opened:
+        recorder.close()
+
+
+@pytest.fixture
+def make_llm(model_server: Server, open_llm: MakeLLM) -> MakeLLM:
     """``make_llm(**options)``: a model object on the local server, and its recorder."""
 
     def make(**options: Any) -> tuple[timestone.OpenAICompatibleLLM, Recorder]:
         options.setdefault("backoff", 0.05)
-        return local_llm(model_server.base_url, model_server.model, **options)
+        return open_llm(model_server.base_url, model_server.model, **options)
 
     return make
 

@@ -8,6 +8,7 @@ what ``tests/model`` compares with the ledger, and what ``bench/extraction.py`` 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Callable
@@ -46,6 +47,9 @@ class Recorder:
     """Every exchange of one model object with the server, in order."""
 
     exchanges: list[Exchange] = dataclasses.field(default_factory=list[Exchange])
+    clients: list[httpx.Client | httpx.AsyncClient] = dataclasses.field(
+        default_factory=list[httpx.Client | httpx.AsyncClient]
+    )
 
     def on_request(self, request: httpx.Request) -> None:
         self.exchanges.append(Exchange(json.loads(request.content or b"{}")))
@@ -84,6 +88,16 @@ class Recorder:
     def clear(self) -> None:
         self.exchanges.clear()
 
+    def close(self) -> None:
+        """Close the HTTP clients of the model object (their pooled connections to the
+        server); call it outside a running event loop."""
+        for client in self.clients:
+            if isinstance(client, httpx.Client):
+                client.close()
+            elif not client.is_closed:
+                asyncio.run(client.aclose())
+        self.clients.clear()
+
 
 MakeLLM = Callable[..., tuple[timestone.OpenAICompatibleLLM, Recorder]]
 
@@ -97,7 +111,9 @@ def local_llm(
     **options: Any,
 ) -> tuple[timestone.OpenAICompatibleLLM, Recorder]:
     """An ``OpenAICompatibleLLM`` on ``base_url`` with both clients, and its recorder
-    (``transport``: the blocking client's, e.g. one that alters requests)."""
+    (``transport``: the blocking client's, e.g. one that alters requests). The recorder
+    holds the HTTP clients: ``recorder.close()`` closes them when the model is no longer
+    used."""
     recorder = Recorder()
     sync_http = httpx.Client(
         transport=transport,
@@ -106,6 +122,7 @@ def local_llm(
     async_http = httpx.AsyncClient(
         event_hooks={"request": [recorder.aon_request], "response": [recorder.aon_response]}
     )
+    recorder.clients.extend((sync_http, async_http))
     llm = timestone.OpenAICompatibleLLM(
         client=openai.OpenAI(base_url=base_url, api_key=api_key, http_client=cast(Any, sync_http)),
         async_client=openai.AsyncOpenAI(

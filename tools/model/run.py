@@ -12,6 +12,7 @@ The exit status is pytest's: 0 only when every test passed.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from typing import Any
@@ -32,7 +33,15 @@ class _Passed:
             self.passed += 1
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str]) -> int:
+    # A run stopped with SIGTERM (a CI time limit, ``timeout``) ends like one stopped with
+    # Ctrl-C: pytest runs the teardown that stops the server, which would otherwise outlive
+    # the run in its own session.
+    signal.signal(signal.SIGTERM, _interrupted)
     started = time.monotonic()
     build = ensure_built()
     print(f"model build: {build.home} ({time.monotonic() - started:.0f} s)", flush=True)

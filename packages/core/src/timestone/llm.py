@@ -341,8 +341,10 @@ class OpenAICompatibleLLM:
             if any(word in message for word in _SCHEMA_REFUSED):
                 self.json_mode = "json"  # this server does JSON mode only: remember it
                 return 0.0
-        retryable = isinstance(exc, (_openai.APIConnectionError, _openai.APITimeoutError)) or (
-            isinstance(exc, _openai.APIStatusError) and exc.status_code in _RETRY_STATUS
+        # a refusal wrapped in a 500 is no passing failure: asked again, it answers the same
+        retryable = not refused and (
+            isinstance(exc, (_openai.APIConnectionError, _openai.APITimeoutError))
+            or (isinstance(exc, _openai.APIStatusError) and exc.status_code in _RETRY_STATUS)
         )
         if not retryable or attempt >= self.max_retries:
             raise LLMError(f"{step}: {_describe(exc, attempt + 1)}", step=step) from exc

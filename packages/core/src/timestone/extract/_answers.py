@@ -9,7 +9,8 @@ usable answer, or says what is wrong (for the error and for the ledger).
 
 ``loads`` reads the JSON of an answer as models send it: surrounding whitespace, and a
 Markdown code fence around the object (some servers add one in JSON mode), are not part
-of it.
+of it, and a raw control character (a line break) inside a string is taken as itself:
+llama.cpp's grammar for a JSON schema's strings lets a model write one.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def loads(text: str) -> Any:
     fenced = _FENCE.match(stripped)
     if fenced is not None:
         stripped = fenced.group("body").strip()
-    return json.loads(stripped)
+    return json.loads(stripped, strict=False)
 
 
 def _numbers(values: Iterable[int]) -> str:
