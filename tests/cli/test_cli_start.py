@@ -1,6 +1,7 @@
 """The command answers ``--help`` and usage errors without loading the database driver, the
-models, numpy or a toolkit: what it imports is imported where a command needs it (the
-time it takes is bench/cli.py's to measure, not a test's)."""
+models, numpy or a toolkit, and a read that embeds nothing opens the store without numpy,
+an HTTP client or the embedder's model: what it imports is imported where a command needs
+it (the time it takes is bench/cli.py's to measure, not a test's)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,20 +45,50 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _loaded(args: list[str], probe: str = PROBE) -> tuple[int, list[str]]:
-    """The exit code of ``timestone ARGS`` and the heavy modules it loaded."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIMESTONE_", "OPENAI_"))}
+# what a read that embeds nothing (facts, timeline, episodes) must not load: it needs the
+# database driver and the records, not the vectors' arithmetic, an HTTP client (the
+# rerankers', the model servers') or the embedder's model
+NOT_FOR_A_READ = (
+    "numpy",
+    "httpx",
+    "openai",
+    "wordllama",
+    "tokenizers",
+    "onnxruntime",
+    "dateutil",
+    "langchain_core",
+    "llama_index",
+    "pydantic_ai",
+    "timestone._replay",
+)
+
+
+def _probe(
+    args: list[str], probe: str = PROBE, env: dict[str, str] | None = None
+) -> tuple[int, list[str], str]:
+    """The exit code of ``timestone ARGS``, every module it loaded, and what it printed."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TIMESTONE_", "OPENAI_"))}
     proc = subprocess.run(
         [sys.executable, "-c", probe, json.dumps(args)],
         capture_output=True,
         text=True,
-        env={**env, "COLUMNS": "200"},
+        env={**base, "COLUMNS": "200", **(env or {})},
         timeout=120,
         check=False,
     )
-    answer = json.loads(proc.stdout.splitlines()[-1])
-    heavy = [m for m in answer["modules"] if m in HEAVY or m.split(".")[0] in HEAVY]
-    return answer["code"], heavy
+    *printed, last = proc.stdout.splitlines()
+    answer = json.loads(last)
+    return answer["code"], answer["modules"], "\n".join(printed) + proc.stderr
+
+
+def _among(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if m in names or m.split(".")[0] in names]
+
+
+def _loaded(args: list[str], probe: str = PROBE) -> tuple[int, list[str]]:
+    """The exit code of ``timestone ARGS`` and the heavy modules it loaded."""
+    code, modules, _ = _probe(args, probe)
+    return code, _among(modules, HEAVY)
 
 
 @pytest.mark.parametrize(
@@ -81,4 +113,35 @@ def test_the_probe_sees_what_the_library_loads() -> None:
     probe = PROBE.replace("from timestone.cli import main", "from timestone import Memory")
     code, heavy = _loaded([], probe.replace("    main()", "    raise SystemExit(0)"))
     assert code == 0
-    assert {"numpy", "psycopg", "timestone._memory"} <= set(heavy)
+    assert {"psycopg", "timestone._memory"} <= set(heavy)
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["facts", "--source", "Mira"], "Château Sud"),
+        (["timeline", "Mira"], "Château Sud"),
+        (["episodes"], "episode(s)"),
+    ],
+    ids=str,
+)
+def test_a_read_opens_the_store_without_numpy_http_or_the_model(
+    args: list[str], shown: str, data_dir: Path, dsn: str, mira: str
+) -> None:
+    del dsn  # keeps the session's server up
+    env = {"TIMESTONE_DATA_DIR": str(data_dir), "TIMESTONE_GROUP": mira}
+    code, modules, printed = _probe(args, env=env)
+    assert code == 0, printed
+    assert shown in printed
+    assert "psycopg" in modules  # the store was opened and read
+    assert _among(modules, NOT_FOR_A_READ) == []
+
+
+def test_the_read_probe_sees_what_a_search_loads(data_dir: Path, dsn: str, mira: str) -> None:
+    """The check can fail: a search embeds its question, and the same probe lists numpy and
+    the embedder's model."""
+    del dsn
+    env = {"TIMESTONE_DATA_DIR": str(data_dir), "TIMESTONE_GROUP": mira}
+    code, modules, printed = _probe(["search", "Where does Mira work?"], env=env)
+    assert code == 0, printed
+    assert "numpy" in _among(modules, NOT_FOR_A_READ)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -134,6 +136,36 @@ def test_wordllama_vectors_are_the_models_own_bit_for_bit() -> None:
     np.testing.assert_array_equal(embedder.embed_array(texts[::-1]), alone[::-1])
     for text, vector in zip(texts, alone, strict=True):  # one text: a search's question
         np.testing.assert_array_equal(embedder.embed_array([text])[0], vector)
+
+
+@pytest.mark.parametrize("dimension", [64, 128, 256])
+def test_wordllama_read_from_its_files_is_the_model_it_loads(dimension: int) -> None:
+    """The tokenizer and the token vectors are read from the wheel's files without the
+    package's loader: at each dimension, the vectors are those of the model it loads."""
+    import wordllama
+
+    embedder = WordLlamaEmbedder(dimension)
+    texts = ["Mira works at Acme.", "Mira Sołtys moved to Łódź", "東京に住んでいる", "!"]
+    model: Any = wordllama.WordLlama.load(
+        cache_dir=Path(wordllama.__file__).parent, disable_download=True, trunc_dim=dimension
+    )
+    alone = np.stack([model.embed([t], norm=True, batch_size=1)[0] for t in texts])
+    assert alone.shape == (len(texts), dimension)
+    np.testing.assert_array_equal(embedder.embed_array(texts), alone)
+
+
+def test_loading_wordllama_does_not_import_its_package() -> None:
+    """The model is loaded without importing ``wordllama`` (its import cost as much as the
+    load: a command that embeds pays for it at every start)."""
+    probe = (
+        "import sys; from timestone import WordLlamaEmbedder; e = WordLlamaEmbedder(); "
+        "e.warm(); v = e.embed(['Mira works at Acme.']); "
+        "print(len(v[0]), 'wordllama' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.split() == ["256", "False"]
 
 
 @pytest.mark.parametrize("texts", [[""], ["Mira works at Acme.", ""]])

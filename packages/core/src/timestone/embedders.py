@@ -229,6 +229,39 @@ class _WordLlamaModel:
         self.tokenizer, self.table = tokenizer, table
 
 
+# The files of WordLlama's wheel that ``WordLlama.load(trunc_dim=...)`` reads for
+# l2_supercat, and the tensor it takes: read here without importing the package, whose
+# import (its configuration's models, an HTTP library for downloads) took as long as
+# the load itself; ``tests/core/test_vectors.py`` compares the vectors with the model's.
+_WORDLLAMA_TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
+_WORDLLAMA_WEIGHTS = ("weights", "l2_supercat_256.safetensors")
+_WORDLLAMA_TENSOR = "embedding.weight"
+
+
+def _load_wordllama(dimension: int) -> _WordLlamaModel:
+    """WordLlama's tokenizer (without padding or truncation) and its token vectors cut
+    to ``dimension``, as float32, from the files of its wheel."""
+    import importlib.util
+
+    import numpy as np
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    spec = importlib.util.find_spec("wordllama")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("No module named 'wordllama'", name="wordllama")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    tokenizer = Tokenizer.from_file(str(package.joinpath(*_WORDLLAMA_TOKENIZER)))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    weights: Any = safe_open(
+        str(package.joinpath(*_WORDLLAMA_WEIGHTS)), framework="np", device="cpu"
+    )
+    with weights:
+        table: Any = weights.get_tensor(_WORDLLAMA_TENSOR)
+    return _WordLlamaModel(tokenizer, np.ascontiguousarray(table[:, :dimension], np.float32))
+
+
 class WordLlamaEmbedder:
     """The default embedder: WordLlama, loaded from its wheel, never from the network.
 
@@ -265,17 +298,7 @@ class WordLlamaEmbedder:
         with self._lock:
             model = self._model_cache.get(self._dimension)
             if model is None:
-                import wordllama
-                from tokenizers import Tokenizer
-
-                package = Path(wordllama.__file__).parent
-                loaded: Any = wordllama.WordLlama.load(
-                    cache_dir=package, disable_download=True, trunc_dim=self._dimension
-                )
-                tokenizer = Tokenizer.from_str(loaded.tokenizer.to_str())
-                tokenizer.no_padding()
-                tokenizer.no_truncation()
-                model = _WordLlamaModel(tokenizer, loaded.embedding)
+                model = _load_wordllama(self._dimension)
                 self._model_cache[self._dimension] = model
             return model
 

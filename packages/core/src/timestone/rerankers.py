@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import RerankerError
+
+if TYPE_CHECKING:  # imported where a request is sent: opening a store loads no HTTP client
+    import httpx
 
 __all__ = ["HTTPReranker", "OverlapReranker", "Reranker", "RerankerError"]
 
@@ -93,6 +94,8 @@ class HTTPReranker:
         or the answer does not hold one score per passage."""
         if not passages:
             return []
+        import httpx
+
         try:
             with httpx.Client(transport=self._transport, timeout=self._timeout) as client:
                 resp = client.post(
@@ -107,6 +110,8 @@ class HTTPReranker:
         """``rerank``, awaited."""
         if not passages:
             return []
+        import httpx
+
         try:
             async with httpx.AsyncClient(
                 transport=self._async_transport, timeout=self._timeout

@@ -28,8 +28,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-import numpy as np
-
 from .._records import check_text
 from .._results import Context, ContextItem, citation_of
 from .._time import NOW, Now
@@ -138,6 +136,8 @@ def _select(pieces: list[_Piece], limit: int) -> list[_Piece]:
     """Near-duplicates out, then maximal marginal relevance over the rest."""
     if not pieces:
         return []
+    import numpy as np
+
     top = max(p.item.score for p in pieces) or 1.0
     relevance = np.asarray([p.item.score / top for p in pieces], dtype=np.float64)
     dim = next((len(p.embedding) for p in pieces if p.embedding is not None), 1)

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # imported where vectors are compared: opening a store loads no numpy
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "RERANKERS",
@@ -67,12 +68,16 @@ def rrf_score(ranks: Mapping[str, int], k: int = RRF_K) -> float:
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    import numpy as np
+
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
     return 0.0 if na == 0 or nb == 0 else float(va @ vb) / (na * nb)
 
 
 def _unit_rows(vectors: Sequence[Embedding]) -> Any:
+    import numpy as np
+
     m = np.asarray(vectors, dtype=np.float64)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
@@ -83,6 +88,8 @@ def mmr_order(
     candidates: Sequence[Candidate], limit: int, *, lambda_: float = 0.7
 ) -> list[Candidate]:
     """Greedy maximal marginal relevance; candidates without an embedding go last."""
+    import numpy as np
+
     pool = [c for c in candidates if c.embedding is not None]
     rest = [c for c in candidates if c.embedding is None]
     if not pool:

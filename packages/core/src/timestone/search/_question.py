@@ -49,9 +49,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from dateutil import parser as dateparser
-from dateutil.relativedelta import relativedelta
-
 if TYPE_CHECKING:
     from dateparser.date import DateData
 
@@ -116,6 +113,8 @@ def _written_date(question: str) -> Window | None:
         return None
     kind = next((k for k in _DATE_KINDS if found.group(k)), None)
     text = _ORDINAL.sub(" ", found.group(kind or 0))
+    from dateutil import parser as dateparser
+
     try:
         # year first in the ISO order (2023-05-08, 2023/05/08); otherwise the month
         # first, as dateutil reads 05/08/2023 (8 May), unless the first number cannot
@@ -174,6 +173,8 @@ def _read(text: str, reference: datetime) -> Window | None:
 
 def _snap(when: datetime, period: str) -> Window:
     """The calendar ``period`` (day, week from Monday, month, year) holding ``when``."""
+    from dateutil.relativedelta import relativedelta
+
     day = datetime(when.year, when.month, when.day, tzinfo=UTC)
     if period == "year":
         first = day.replace(month=1, day=1)
@@ -197,6 +198,8 @@ def _weekend(which: str, reference: datetime) -> Window:
 def _season(season: str, year: int) -> Window:
     """Meteorological seasons of the northern hemisphere; a winter is named by the year
     of its December."""
+    from dateutil.relativedelta import relativedelta
+
     start = datetime(year, _SEASON_START[season], 1, tzinfo=UTC)
     return start, start + relativedelta(months=3)
 

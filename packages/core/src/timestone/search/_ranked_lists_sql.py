@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-import numpy as np
 from psycopg import sql
 
 from .._arrays import TextArray
@@ -77,6 +76,8 @@ def search_params(
     center_id = req.center if isinstance(req.center, uuid.UUID) else None
     center_name = normalize(req.center) if isinstance(req.center, str) else None
     any_text, none_text = any_words(req.query)
+    import numpy as np
+
     return {
         "g": group_id,
         "text": web_query(req.query),

@@ -20,7 +20,6 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-import numpy as np
 import psycopg
 from psycopg import Cursor, RawCursor, sql
 from psycopg.rows import DictRow
@@ -97,6 +96,8 @@ def _array(value: Any) -> Embedding:
     call, and turning each into a list of floats took 9 ms of it."""
     if hasattr(value, "to_numpy"):
         return value.to_numpy()
+    import numpy as np
+
     return np.asarray(value, dtype=np.float32)
 
 
@@ -250,6 +251,8 @@ def _embed(
         if needed:
             raise TypeError("run_search needs the query's vector or an embedder")
         return
+    import numpy as np
+
     if needed:
         params["vec"] = np.asarray(embed_query(embedder, req.query), dtype=np.float32)
     if "episodes" not in req.scopes:

@@ -19,7 +19,6 @@ from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString
 
-import numpy as np
 import psycopg
 from psycopg import AsyncCursor, AsyncRawCursor, sql
 from psycopg.rows import DictRow
@@ -96,6 +95,8 @@ def _array(value: Any) -> Embedding:
     call, and turning each into a list of floats took 9 ms of it."""
     if hasattr(value, "to_numpy"):
         return value.to_numpy()
+    import numpy as np
+
     return np.asarray(value, dtype=np.float32)
 
 
@@ -249,6 +250,8 @@ async def _embed(
         if needed:
             raise TypeError("run_search needs the query's vector or an embedder")
         return
+    import numpy as np
+
     if needed:
         params["vec"] = np.asarray(await embed_query(embedder, req.query), dtype=np.float32)
     if "episodes" not in req.scopes:
