@@ -2,8 +2,11 @@
 
 Two ranked lists, full text (BM25 over the group's term statistics,
 ``timestone.search_terms``) and vector similarity, are fused by their scores, not
-their ranks: each list's score divided by the best of its candidates, the text
-score counted whole and the similarity ``SIMILARITY_WEIGHT`` of it. On the dev
+their ranks: the text score divided by the best of the candidates (BM25 is zero
+where nothing matches), the similarity read from the least to the best candidate's
+(a cosine has no such zero: static word vectors put every candidate near the best,
+and divided by the best alone the list would add a near constant), the text score
+counted whole and the similarity ``SIMILARITY_WEIGHT`` of it. On the dev
 conversations of ``bench.conversations`` the text list held more of the evidence
 than the vector list (recall@10 0.58 against 0.40); reciprocal rank fusion gave the
 weak list the strong one's say and fell below the text list alone (0.51).
@@ -111,7 +114,8 @@ def episodes_statement(req: SearchRequest, dimension: int) -> sql.Composed:
         "  WHERE {filters}),"
         " scored AS MATERIALIZED (SELECT b.*,"
         "  coalesce(b.s / nullif((SELECT max(m.s) FROM base AS m), 0), 0)"
-        "  + {weight} * coalesce(b.sim / nullif((SELECT max(m.sim) FROM base AS m), 0), 0)"
+        "  + {weight} * coalesce((b.sim - (SELECT min(m.sim) FROM base AS m))"
+        "   / nullif((SELECT max(m.sim) - min(m.sim) FROM base AS m), 0), 0)"
         "  + {in_window} * coalesce((b.reference_time >= %(window_from)s::timestamptz"
         "   AND b.reference_time < %(window_to)s::timestamptz)::int, 0)"
         "  AS score FROM base AS b),"
