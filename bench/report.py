@@ -49,6 +49,7 @@ from bench._report_tables import (
     table,
     wear_section,
 )
+from bench.search_groups import search_groups_section
 from bench.store import store_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +82,7 @@ COMMANDS = {
     "prepared": (".venv/bin/python -m bench.prepared /tmp/bench-keep/10000 /tmp/bench-keep/100000"),
     "plans": ".venv/bin/python -m bench.plans /tmp/bench-keep/<size> ... --jit-dsn DSN",
     "search_floor": ".venv/bin/python -m bench.search_floor /tmp/bench-keep/100000",
+    "search_groups": ".venv/bin/python -m bench.search_groups --keep /tmp/bench-groups",
     "conversations": ".venv/bin/python -m bench.conversations",
     "cli": ".venv/bin/python -m bench.cli --runs 5",
     "documents": ".venv/bin/python -m bench.documents",
@@ -306,6 +308,14 @@ SECTIONS: list[Section] = [
         "The same three index reads in one statement planned once, with nothing around them, "
         "each question both ways in turn.",
         search_floor_section,
+    ),
+    (
+        "search_groups",
+        "Search among 1,000 tenants",
+        "`bench.search`'s corpus spread over groups, all in one bulk load, each question asked "
+        "of its own group. A group under 1,000 current facts is ranked exactly "
+        "([decision 002](decisions/002-exact-ranking-below-1000-facts.md)).",
+        search_groups_section,
     ),
     (
         "cli",
