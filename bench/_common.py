@@ -164,6 +164,25 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     return path
 
 
+def ready_to_time(dsn: str) -> float | None:
+    """Vacuum and analyse every table a build wrote, so that no autovacuum of them runs
+    on the other core while searches are timed; write the pages the vacuums dirtied now
+    (not by a checkpoint spread over the minutes of the timing); prewarm; then wait for
+    an autovacuum that began meanwhile (``settled``: the seconds waited)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for (table,) in conn.execute(
+            "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r'"
+            " AND c.relnamespace = 'timestone'::regnamespace ORDER BY 1"
+        ).fetchall():
+            conn.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
+        conn.execute("CHECKPOINT")
+        prewarm(conn)
+    return settled(dsn)
+
+
 def prewarm(conn: psycopg.Connection[Any]) -> None:
     """Load the schema's tables and indexes into the buffer cache, as pg_prewarm's
     autoprewarm does for a restarted production server: a server that has been answering

@@ -75,9 +75,8 @@ from timestone.search._tokens import default_counter
 from ._common import (
     cpu_pace_ms,
     percentiles,
-    prewarm,
+    ready_to_time,
     scratch_data_dir,
-    settled,
     wait_for,
     write_result,
 )
@@ -392,19 +391,7 @@ def run_size(
                     )
                 )
         stats = mem.stats(group)
-        with psycopg.connect(mem.dsn, autocommit=True) as conn:
-            # every table the build wrote, so that no autovacuum of them runs on the other
-            # core while the searches are timed (the wait below sees to one that began)
-            for (table,) in conn.execute(
-                "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r'"
-                " AND c.relnamespace = 'timestone'::regnamespace ORDER BY 1"
-            ).fetchall():
-                conn.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
-            # the pages the vacuums dirtied written now, not by a checkpoint spread over
-            # the minutes the searches are timed in
-            conn.execute("CHECKPOINT")
-            prewarm(conn)
-        waited = settled(mem.dsn)
+        waited = ready_to_time(mem.dsn)
         rng = random.Random(11)
         sample = rng.sample(questions, min(n_questions, len(questions)))
         later = later_passes([q for q, _ in questions], [q for q, _ in sample])

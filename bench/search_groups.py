@@ -9,9 +9,9 @@ changing jobs and homes, friends and skills; a seed of its own, so that every te
 has the same names with other answers), all written inside one ``Memory.bulk_load``
 (the vector indexes built once at the end; the rate reported includes that build).
 The database is then vacuumed, analysed, checkpointed and prewarmed as in
-``bench.search``. Questions are drawn from every group at random; each is asked as
-``search(group, question, limit=10)`` of its own group, three passes of different
-questions, and the answer must be among the ten facts returned (recall@10). The ANN
+``bench.search`` (``ready_to_time``). Questions are drawn from every group at random;
+each is asked as ``search(group, question, limit=10)`` of its own group, three passes
+of different questions, and the answer must be among the ten facts returned (recall@10). The ANN
 recall@10 compares the search's vector list with the exact nearest facts of the group
 (``bench.search``'s method). A group of fewer than 1,000 current facts is ranked
 exactly (decision 002), so with 1,000 facts a group or fewer, this measures the
@@ -29,12 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 import timestone
 
-from ._common import cpu_pace_ms, percentiles, prewarm, settled, write_result
+from ._common import cpu_pace_ms, percentiles, ready_to_time, write_result
 from .search import BUILD_MEMORY, ONTOLOGY, _exact_and_ann, _ingest  # pyright: ignore[reportPrivateUsage]
 
 PASSES = 3
@@ -100,15 +97,7 @@ def run(facts: int, groups: int, questions: int, keep: Path) -> dict[str, Any]:
             }
             built.write_text(json.dumps(corpus))
         asked = [(str(g), str(q), str(a)) for g, q, a in corpus["asked"]]
-        with psycopg.connect(mem.dsn, autocommit=True) as conn:
-            for (table,) in conn.execute(
-                "SELECT c.relname FROM pg_class AS c WHERE c.relkind = 'r'"
-                " AND c.relnamespace = 'timestone'::regnamespace ORDER BY 1"
-            ).fetchall():
-                conn.execute(sql.SQL("VACUUM ANALYZE timestone.{}").format(sql.Identifier(table)))
-            conn.execute("CHECKPOINT")
-            prewarm(conn)
-        waited = settled(mem.dsn)
+        waited = ready_to_time(mem.dsn)
         rng = random.Random(11)
         drawn = rng.sample(asked, min(len(asked), questions * (PASSES + 1)))
         for group, question, _ in drawn[:20]:  # warm caches
