@@ -171,8 +171,7 @@ def run(
     systems = {name: Scores() for name in SYSTEMS}
     took: list[float] = []
     pace = [cpu_pace_ms()]
-    # the searches are timed in a loop of their own: a baseline's pass over every
-    # vector between two searches would leave the next one the caches it emptied
+    # the searches are timed in a loop of their own, apart from the baselines' work
     for claim in claims:
         text, relevant = claim["text"], [str(r) for r in claim["relevant"]]
         start = time.perf_counter()

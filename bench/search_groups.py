@@ -97,9 +97,15 @@ def run(facts: int, groups: int, questions: int, keep: Path) -> dict[str, Any]:
             }
             built.write_text(json.dumps(corpus))
         asked = [(str(g), str(q), str(a)) for g, q, a in corpus["asked"]]
+        needed = questions * (PASSES + 1)
+        if len(asked) < needed:
+            raise SystemExit(
+                f"the corpus asks {len(asked):,} questions and --questions {questions} needs"
+                f" {needed:,} (a warm-up and {PASSES} passes): lower --questions"
+            )
         waited = ready_to_time(mem.dsn)
         rng = random.Random(11)
-        drawn = rng.sample(asked, min(len(asked), questions * (PASSES + 1)))
+        drawn = rng.sample(asked, needed)
         for group, question, _ in drawn[:20]:  # warm caches
             mem.search(group, question)
         passes: list[dict[str, Any]] = []
@@ -175,6 +181,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.groups < 1 or args.facts < 10 * args.groups or args.questions < 10:
         parser.error("--groups at least 1, --facts at least 10 a group, --questions at least 10")
+    # two questions a person, a person for every ten facts of a group (``bench.search``)
+    asked = 2 * args.groups * max(10, args.facts // args.groups // 10)
+    if asked < args.questions * (PASSES + 1):
+        parser.error(
+            f"{args.facts:,} facts in {args.groups:,} groups ask about {asked:,} questions;"
+            f" --questions {args.questions} needs {args.questions * (PASSES + 1):,}"
+            f" (a warm-up and {PASSES} passes)"
+        )
     if args.keep is not None:
         result = run(args.facts, args.groups, args.questions, args.keep)
     else:
