@@ -184,6 +184,58 @@ def test_term_statistics_stay_exact_through_removal_rollback_and_purge(
         assert _stats(conn, group) == before  # and gone with it
 
 
+def _rows(conn: Conn, group: str, kind: str) -> dict[str, int]:
+    """How many rows of the statistics each lexeme of ``kind`` has (deltas not folded)."""
+    rows = conn.execute(
+        "SELECT lexeme, count(*) FROM timestone.term_stats WHERE group_id = %s AND kind = %s"
+        " GROUP BY lexeme",
+        (group, kind),
+    ).fetchall()
+    return {str(x): int(str(n)) for x, n in rows}
+
+
+def test_deltas_left_while_another_writer_folds_are_folded_by_the_next_write(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """A write that holds its group's fold lock adds to the statistics rows in place; one
+    that finds it taken (another writer of the group, mid-transaction) stores its deltas as
+    rows of their own, removals included. The sums stay exact either way, and the next
+    write that takes the lock folds each lexeme it touches back into one row; a lexeme
+    whose count reaches zero keeps no row."""
+    memory.add_facts(group, [F("Ada", "KNOWS", "Grace")], reference_time=T0)
+    with (
+        psycopg.connect(dsn, autocommit=True) as holder,
+        psycopg.connect(dsn, autocommit=True) as conn,
+    ):
+        key = holder.execute(
+            "SELECT hashtextextended('timestone-term-stats' || chr(31) || %s, 0)", (group,)
+        ).fetchone()
+        assert key is not None
+        assert _rows(conn, group, "facts")["ada"] == 1
+        holder.execute("SELECT pg_advisory_lock(%s)", key)
+        added = memory.add_facts(
+            group, [F("Ada", "KNOWS", "Lovelace"), F("Zed", "KNOWS", "Ada")], reference_time=T0
+        )
+        assert _stats(conn, group) == _recounted(conn, group)
+        assert _rows(conn, group, "facts")["ada"] == 2  # the write's deltas stand apart
+        memory.remove_episode(group, added.episode.id)
+        assert _stats(conn, group) == _recounted(conn, group)
+        assert _rows(conn, group, "facts")["zed"] == 2  # added, then taken away: sum zero
+        holder.execute("SELECT pg_advisory_unlock(%s)", key)
+        memory.add_facts(group, [F("Grace", "KNOWS", "Ada")], reference_time=T0)
+        assert _stats(conn, group) == _recounted(conn, group)
+        folded = _rows(conn, group, "facts")
+        assert (folded["ada"], folded[""]) == (1, 1)  # touched: folded into one row
+        assert folded["zed"] == 2  # not touched by the write: left as it was
+        memory.add_facts(group, [F("Zed", "KNOWS", "Grace")], reference_time=T0)
+        memory.remove_episode(
+            group, memory.add_facts(group, [F("Zed", "KNOWS", "Bo")], reference_time=T0).episode.id
+        )
+        assert _stats(conn, group) == _recounted(conn, group)
+        assert _rows(conn, group, "facts")["zed"] == 1
+        assert "bo" not in _rows(conn, group, "facts")  # counted to zero: no row kept
+
+
 def test_a_new_group_of_many_new_words_is_counted_after_the_statistics_are_analysed(
     memory: timestone.Memory, dsn: str, group: str
 ) -> None:
