@@ -49,6 +49,7 @@ from bench._report_tables import (
     table,
     wear_section,
 )
+from bench.per_person import per_person_section
 from bench.search_groups import search_groups_section
 from bench.store import store_section
 
@@ -83,6 +84,7 @@ COMMANDS = {
     "plans": ".venv/bin/python -m bench.plans /tmp/bench-keep/<size> ... --jit-dsn DSN",
     "search_floor": ".venv/bin/python -m bench.search_floor /tmp/bench-keep/100000",
     "search_groups": ".venv/bin/python -m bench.search_groups --keep /tmp/bench-groups",
+    "per_person": ".venv/bin/python -m bench.per_person --rounds 3 --against 564f2e5",
     "conversations": ".venv/bin/python -m bench.conversations",
     "cli": ".venv/bin/python -m bench.cli --runs 5",
     "documents": ".venv/bin/python -m bench.documents",
@@ -209,6 +211,14 @@ SECTIONS: list[Section] = [
         "Reads are timed once autovacuum is done, after 50 untimed calls. Why the order of the "
         "facts matters: [docs/time.md](time.md#the-order-of-the-facts).",
         ingest_section,
+    ),
+    (
+        "per_person",
+        "One person's facts a call",
+        "9 facts a call (one episode, its entities and facts), `add_facts` in a loop, 1,500 "
+        "people into a fresh database, this checkout and an earlier commit in turn. See "
+        "[limits](limits.md#ingestion-throughput).",
+        per_person_section,
     ),
     (
         "floor",
