@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 from pgvector.sqlalchemy import Vector  # pyright: ignore[reportMissingTypeStubs]
+from psycopg import sql
 from sqlalchemy import BigInteger, Boolean, DateTime, Integer, Interval, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSON, JSONB, TSVECTOR, UUID
 from sqlalchemy.types import TypeEngine
@@ -219,3 +220,37 @@ def test_the_slot_constraint_leads_with_the_entity(memory: timestone.Memory, dsn
         "EXCLUDE USING gist (source_id WITH =, relation WITH =, group_id WITH =, "
         "tstzrange(valid_at, invalid_at) WITH &&)"
     )
+
+
+def test_a_documents_last_version_is_read_from_an_index(fresh_dsn: str) -> None:
+    """``add_document`` numbers a new version after the highest the document ever had,
+    removed versions included, so a number is never given twice; among many chunks that
+    lookup reads an index, not every episode of the group (migration 0039: 38 ms an
+    ``add_document`` among 61,000 chunks before it)."""
+    from timestone.write._ingest import LAST_DOCUMENT_VERSION
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    with timestone.Memory.open(fresh_dsn) as mem:
+        first = mem.add_document("g", "doc://a", "Ada met Grace.", reference_time=at)
+        mem.remove_episode("g", first.episodes[0].id)
+        again = mem.add_document("g", "doc://a", "Ada met Grace.", reference_time=at)
+        assert (first.version, again.version) == (1, 2)
+    lookup = LAST_DOCUMENT_VERSION.replace("%s", "$1", 1).replace("%s", "$2", 1)
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO timestone.episodes (group_id, id, name, content, source,"
+            " reference_time, idempotency_key, recorded_at, created_at, expired_at,"
+            " document_uri, document_version, chunk_index)"
+            " SELECT 'g', gen_random_uuid(), 'chunk', 'a chunk of text', 'document', now(),"
+            " 'k' || i, now(), now(), CASE WHEN i % 2 = 0 THEN now() END,"
+            " 'doc://' || (i / 3), i % 3 + 1, 0 FROM generate_series(1, 20000) AS i"
+        )
+        conn.execute("ANALYZE timestone.episodes")
+        with conn.transaction():
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(sql.SQL("PREPARE last_version(text, text) AS {}").format(sql.SQL(lookup)))
+            rows = conn.execute("EXPLAIN EXECUTE last_version('g', 'doc://a')").fetchall()
+            conn.execute("DEALLOCATE last_version")
+    plan = "\n".join(str(r[0]) for r in rows)
+    assert "episodes_document_versions" in plan, plan
+    assert "Seq Scan" not in plan, plan

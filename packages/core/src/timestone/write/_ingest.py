@@ -18,7 +18,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, LiteralString, cast
 
 from .. import _compat
 from .._groups import check_group
@@ -127,6 +127,12 @@ __all__ = [
 MAX_CONTENT_CHARS = 1_000_000
 MAX_FACTS_PER_CALL = 10_000
 PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
+# The highest version a document ever had, removed ones included: a new version of it is
+# numbered after it, so that no number is given twice (index episodes_document_versions).
+LAST_DOCUMENT_VERSION: LiteralString = (
+    "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
+    " WHERE group_id = %s AND document_uri = %s"
+)
 
 
 class Ingest:
@@ -519,11 +525,7 @@ class Ingest:
             if old and old[0]["sha"] == digest:
                 write_ledger(conn, group_id, ledger, None, w.now)
                 return existing_document(conn, group_id, uri, int(old[0]["document_version"]))
-            cur = conn.execute(
-                "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
-                " WHERE group_id = %s AND document_uri = %s",
-                (group_id, uri),
-            )
+            cur = conn.execute(LAST_DOCUMENT_VERSION, (group_id, uri))
             last = cur.fetchone()
             version = int(last["v"]) + 1 if last is not None else 1
             retracted = [row["id"] for row in old]
