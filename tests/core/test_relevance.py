@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 import string
+import threading
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -234,6 +235,37 @@ def test_deltas_left_while_another_writer_folds_are_folded_by_the_next_write(
         assert _stats(conn, group) == _recounted(conn, group)
         assert _rows(conn, group, "facts")["zed"] == 1
         assert "bo" not in _rows(conn, group, "facts")  # counted to zero: no row kept
+
+
+def test_writers_of_one_group_side_by_side_keep_the_statistics_exact(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """Two writers of one group at once, of different names (so neither waits for the
+    other's name locks) and common words: whichever holds the fold lock adds in place
+    while the other appends its deltas; neither waits on the other's rows, and the sums
+    equal a recount when both are done."""
+    errors: list[BaseException] = []
+
+    def write(who: str) -> None:
+        try:
+            for i in range(30):
+                memory.add_facts(
+                    group,
+                    [F(f"{who} {i}", "KNOWS", f"{who} friend {i % 3}")],
+                    reference_time=T0 + timedelta(days=i),
+                )
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(who,)) for who in ("Bo", "Cy")]
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join(timeout=120)
+    assert not errors
+    assert not any(t.is_alive() for t in writers)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _stats(conn, group) == _recounted(conn, group)
 
 
 def test_a_new_group_of_many_new_words_is_counted_after_the_statistics_are_analysed(
