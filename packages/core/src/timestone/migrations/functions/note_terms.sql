@@ -34,6 +34,7 @@ AS $fn$
 DECLARE
     g text := p_groups[1];
     folding boolean;
+    grp text;
     k text;
     lexemes text[];
     docs_of jsonb;
@@ -49,11 +50,11 @@ BEGIN
     END IF;
     folding := pg_try_advisory_xact_lock(
         hashtextextended('timestone-term-stats' || chr(31) || g, 0));
-    -- One pass per kind, the kind's lexemes and their deltas in one array and two
+    -- One pass per group and kind, its lexemes and their deltas in one array and two
     -- jsonb objects (looked up by key): index searches of (group, kind, lexeme) and
     -- of (group, id), no join for the planner to loop over (decision 023).
-    FOR k, lexemes, docs_of, length_of IN
-        SELECT d.kind, array_agg(d.lexeme), jsonb_object_agg(d.lexeme, d.docs),
+    FOR grp, k, lexemes, docs_of, length_of IN
+        SELECT d.group_id, d.kind, array_agg(d.lexeme), jsonb_object_agg(d.lexeme, d.docs),
                jsonb_object_agg(d.lexeme, d.length)
         FROM (
             SELECT x.group_id, x.kind, x.lexeme, sum(x.docs) AS docs,
@@ -72,9 +73,16 @@ BEGIN
             GROUP BY x.group_id, x.kind, x.lexeme
             HAVING sum(x.docs) <> 0 OR sum(x.length) <> 0
         ) AS d
-        WHERE folding AND d.group_id = g
-        GROUP BY d.kind
+        GROUP BY d.group_id, d.kind
     LOOP
+        IF NOT folding OR grp <> g THEN
+            -- not added in place: another writer holds the lock, or another group's
+            INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
+            SELECT grp, k, l.lexeme, (docs_of ->> l.lexeme)::bigint,
+                   (length_of ->> l.lexeme)::bigint
+            FROM unnest(lexemes) AS l(lexeme);
+            CONTINUE;
+        END IF;
         SELECT jsonb_object_agg(h.lexeme, h.n), count(*),
                array_agg(h.keep) FILTER (WHERE h.n = 1),
                array_agg(h.lexeme) FILTER (WHERE h.n > 1)
@@ -120,26 +128,6 @@ BEGIN
             WHERE held IS NULL OR NOT held ? l.lexeme;
         END IF;
     END LOOP;
-    IF folding AND g = ALL (p_groups) THEN
-        RETURN;
-    END IF;
-    -- the deltas not added in place: another writer holds the lock, or another group's
-    INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)
-    SELECT d.group_id, d.kind, d.lexeme, sum(d.docs), sum(d.length)
-    FROM (
-        SELECT r.group_id, r.kind, t.lexeme, r.sign::bigint AS docs, 0::bigint AS length
-        FROM unnest(p_groups, p_kinds, p_fts, p_signs) AS r(group_id, kind, fts, sign),
-             unnest(tsvector_to_array(r.fts)) AS t(lexeme)
-        WHERE NOT folding OR r.group_id <> g
-        UNION ALL
-        SELECT r.group_id, r.kind, '', r.sign,
-               r.sign * coalesce(p_lengths[r.n]::bigint, length(r.fts))
-        FROM unnest(p_groups, p_kinds, p_fts, p_signs)
-             WITH ORDINALITY AS r(group_id, kind, fts, sign, n)
-        WHERE NOT folding OR r.group_id <> g
-    ) AS d
-    GROUP BY d.group_id, d.kind, d.lexeme
-    HAVING sum(d.docs) <> 0 OR sum(d.length) <> 0;
 END
 $fn$;
 
