@@ -277,7 +277,6 @@ class WordLlamaEmbedder:
     in_process: ClassVar[bool] = True  # a search embeds its query beside the text ranking
 
     max_chars = 8000
-    _chunk = 64  # texts of similar token counts summed together, as the model does
 
     def __init__(self, dimension: int = 256) -> None:
         if dimension not in (64, 128, 256):
@@ -344,38 +343,19 @@ class WordLlamaEmbedder:
             [text[: self.max_chars] for text in texts], add_special_tokens=False
         )
         ids: list[list[int]] = [e.ids for e in encoded]
-        counts = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        # Texts in order of token count, a chunk at a time, each padded to its chunk's
-        # longest (the padding adds zeros to each sum, which leave it unchanged); a chunk
-        # holds at most 64 texts and 64 x 64 token slots, so a long text (an episode's)
-        # goes alone and pads nothing.
-        order = cast(list[int], np.argsort(counts, kind="stable").tolist())
-        sizes_: list[int] = counts.tolist()
+        counts = [len(i) for i in ids]
+        # Every token's row gathered at once, then each text's rows summed in order by
+        # one reduction of its slice: the model's sum, bit for bit, with no padding
+        # (``np.add.reduceat`` sums in another order, not the model's).
+        tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=sum(counts))
+        np.clip(tokens, 0, table.shape[0] - 1, out=tokens)
+        rows = table[tokens]
         start = 0
-        while start < len(order):
-            end = start + 1
-            while (
-                end < len(order)
-                and end - start < self._chunk
-                and (end - start + 1) * sizes_[order[end]] <= self._chunk * self._chunk
-            ):
-                end += 1
-            chunk = order[start:end]
-            start = end
-            sizes = counts[chunk]
-            mask = np.arange(int(sizes.max())) < sizes[:, None]
-            tokens = np.zeros(mask.shape, dtype=np.int64)
-            tokens[mask] = np.fromiter(
-                itertools.chain.from_iterable(ids[i] for i in chunk),
-                dtype=np.int64,
-                count=int(sizes.sum()),
-            )
-            np.clip(tokens, 0, table.shape[0] - 1, out=tokens)
-            weights = mask.astype(np.float32)
-            sums = np.sum(table[tokens] * weights[..., None], axis=1, dtype=np.float32)
-            means = sums / np.maximum(weights.sum(axis=1, keepdims=True), 1.0)
-            means /= np.linalg.norm(means, axis=1, keepdims=True)
-            out[chunk] = means
+        for i, count in enumerate(counts):
+            np.add.reduce(rows[start : start + count], axis=0, out=out[i])
+            out[i] /= np.float32(max(count, 1))
+            start += count
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
         return out
 
     async def aembed_array(self, texts: Sequence[str]) -> Rows:

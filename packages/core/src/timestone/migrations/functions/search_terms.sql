@@ -20,6 +20,10 @@
 -- common words only did before (0030).
 -- Filters as search_text's: as of a system time (the versions held then, the
 -- statistics of now), valid at a world time, relations, labels.
+-- No statement of it scans a table: the statistics are read through their one
+-- index (migration 0040) by group, kind and lexeme, the rows through the text
+-- indexes. A plan made on a new group's statistics, a page of them, was a scan,
+-- and a connection kept it as they grew.
 CREATE OR REPLACE FUNCTION timestone.search_terms(
     p_kind text, p_terms text[], p_as_of timestamptz, p_valid_at timestamptz,
     p_relations text[], p_labels text[], p_max_rows integer
@@ -27,6 +31,7 @@ CREATE OR REPLACE FUNCTION timestone.search_terms(
 RETURNS TABLE (version_id uuid, rank real)
 LANGUAGE plpgsql STABLE SECURITY DEFINER ROWS 30
 SET search_path = pg_catalog, public, pg_temp
+SET enable_seqscan = off
 AS $fn$
 DECLARE
     g text := current_setting('timestone.group_id', true);

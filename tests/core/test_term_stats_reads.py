@@ -1,0 +1,125 @@
+"""The term statistics are read by the words asked, never by the whole group: a write
+adds to the rows of its words, and a search reads the rows of its question's words,
+whatever the planner knew of the table when it made its plans (migration 0040).
+
+A pooled connection keeps its plans: one made while a new group's statistics held a
+few rows (a new database's table, not yet analysed) read the group's rows through the
+key (group_id, id) and kept those of the words asked, and served the connection while
+the group grew to thousands of words, until the table was next analysed. The table now
+has one index, which every statement reads by all the columns it names, and its
+functions never scan it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import LiteralString
+
+import psycopg
+import pytest
+
+WORDS = 3_000  # the group's vocabulary once grown
+
+Conn = psycopg.Connection[tuple[object, ...]]
+
+_NOTE: LiteralString = (
+    "SELECT timestone.note_terms(ARRAY[%s], ARRAY[%s], ARRAY[to_tsvector('english', %s)], ARRAY[1])"
+)
+_BM25: LiteralString = (
+    "SELECT count(*) FROM timestone.search_terms(%s, tsvector_to_array(to_tsvector("
+    "'english', %s)), NULL, NULL, NULL, NULL, 30)"
+)
+
+
+@pytest.fixture
+def conn(fresh_dsn: str) -> Iterator[Conn]:
+    """The schema on a new database (no autovacuum of the statistics, so that nothing
+    analyses them meanwhile), and a connection of generic plans, as a pool's become."""
+    import timestone
+
+    timestone.Memory.open(fresh_dsn).close()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE timestone.term_stats SET (autovacuum_enabled = false)")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        conn.execute("SELECT set_config('timestone.group_id', 'g', false)")
+        yield conn
+
+
+_READ: LiteralString = (
+    "SELECT coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0)"
+    " FROM pg_stat_xact_user_tables WHERE schemaname = 'timestone' AND relname = 'term_stats'"
+)
+
+
+def _rows_read(conn: Conn, call: LiteralString, params: tuple[object, ...]) -> int:
+    """The rows of term_stats that ``call`` read, through its indexes and by scans, in a
+    transaction rolled back (the counts before it subtracted: a backend's counts not
+    yet reported add up over its transactions)."""
+    conn.execute("BEGIN")
+    try:
+        before = conn.execute(_READ).fetchone()
+        conn.execute(call, params)
+        after = conn.execute(_READ).fetchone()
+    finally:
+        conn.execute("ROLLBACK")
+    assert before is not None
+    assert after is not None
+    assert isinstance(before[0], int)
+    assert isinstance(after[0], int)
+    return after[0] - before[0]
+
+
+def _grow(conn: Conn) -> None:
+    """The group's first words, its plans made on them, then ``WORDS`` more."""
+    for kind in ("facts", "episodes"):
+        conn.execute(_NOTE, ("g", kind, "first words"))
+        conn.execute(_BM25, (kind, "first words"))
+        conn.execute(_NOTE, ("g", kind, " ".join(f"q{i:04d}zed" for i in range(WORDS))))
+    row = conn.execute(
+        "SELECT c.reltuples, (SELECT count(*) FROM timestone.term_stats)"
+        " FROM pg_class AS c WHERE c.oid = 'timestone.term_stats'::regclass"
+    ).fetchone()
+    assert row is not None
+    assert isinstance(row[0], float)
+    assert row[0] < 0  # never analysed
+    assert isinstance(row[1], int)
+    assert row[1] > 2 * WORDS
+
+
+def test_a_write_reads_the_rows_of_its_own_words(conn: Conn) -> None:
+    """Three words (two the group holds, one new), noted by the holder of the fold
+    lock: it reads those words' rows, not the group's thousands."""
+    _grow(conn)
+    for kind in ("facts", "episodes"):
+        read = _rows_read(conn, _NOTE, ("g", kind, "q0001zed q0002zed brandnew"))
+        assert read <= 50, f"{kind}: {read} rows read for a write of three words"
+
+
+def test_a_bm25_list_reads_the_rows_of_its_questions_words(conn: Conn) -> None:
+    """The BM25 list (of episodes, here) reads the statistics of the question's words
+    alone."""
+    _grow(conn)
+    read = _rows_read(conn, _BM25, ("episodes", "q0001zed q0051zed unheard"))
+    assert read <= 50, f"search_terms read {read} rows of term_stats for three words"
+
+
+def test_the_statistics_have_one_index_and_their_functions_never_scan_them(
+    conn: Conn,
+) -> None:
+    """With a second index that begins with the group, a plan could read the group's
+    rows through either; with a scan allowed, a plan made on a page of them scanned."""
+    indexes = conn.execute(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = 'timestone'"
+        " AND tablename = 'term_stats'"
+    ).fetchall()
+    assert [str(d).split(" USING ")[1] for (d,) in indexes] == [
+        "btree (group_id, kind, lexeme, id)"
+    ]
+    rows = conn.execute(
+        "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc AS p"
+        " WHERE p.pronamespace = 'timestone'::regnamespace"
+        " AND p.proname IN ('note_terms', 'search_terms')"
+    ).fetchall()
+    settings = {str(name): str(config) for name, config in rows}
+    assert sorted(settings) == ["note_terms", "search_terms"]
+    for name, config in settings.items():
+        assert "enable_seqscan=off" in config, name
