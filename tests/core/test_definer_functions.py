@@ -53,6 +53,7 @@ CALLS: dict[str, list[sql.SQL | sql.Composed]] = {
     "known_names": [
         sql.SQL("SELECT count(*) FROM timestone.known_names(ARRAY['Mira', 'Winery', 'Lyon'])")
     ],
+    "group_rows": [sql.SQL("SELECT timestone.group_rows('facts')")],
 }
 # The term statistics' trigger functions, and note_terms that they call, run when the
 # library role writes a row of a table that carries them.

@@ -300,7 +300,8 @@ def few_sql(table: str, *, created_by: bool = False, told: bool = False) -> sql.
     in creation order through ``facts_created`` (migration 0028) up to
     ``AS_OF_EXACT_BELOW``: fewer than ``EXACT_BELOW`` are ranked exactly; up to the
     bound, only if the rows created since are ``AS_OF_SHARE`` times as many or more (the
-    filter would pass a small share of the HNSW scan's rows; that count stops there).
+    filter would pass a small share of the HNSW scan's rows): the group's current rows,
+    which its term statistics keep (``timestone.group_rows``), less those counted.
     ``horizon`` is when the last row counted was created: rows are only ever created
     later or expire, so from then on every moment holds as many rows and as large a
     share, and the decision not to rank exactly holds (``Database.note_horizon``).
@@ -324,14 +325,15 @@ def few_sql(table: str, *, created_by: bool = False, told: bool = False) -> sql.
         " FROM (SELECT p.created_at FROM timestone.{t} AS p WHERE p.group_id = %(g)s"
         " AND p.expired_at IS NULL AND p.created_at <= %(as_of)s::timestamptz"
         " ORDER BY p.created_at LIMIT {n}) AS p),"
-        " since AS MATERIALIZED (SELECT count(*) AS n FROM (SELECT 1 FROM timestone.{t} AS a"
-        " WHERE a.group_id = %(g)s AND a.expired_at IS NULL"
-        " AND a.created_at > %(as_of)s::timestamptz"
-        " LIMIT (SELECT {share} * h.n FROM held AS h)) AS a),"
+        " since AS MATERIALIZED (SELECT timestone.group_rows({kind}) - h.n AS n FROM held AS h),"
         " few AS MATERIALIZED (SELECT h.n < least({n}, {small}) OR (h.n < {n}"
         " AND (SELECT s.n FROM since AS s) >= {share} * h.n) AS yes, h.horizon FROM held AS h),"
     ).format(
-        t=sql.Identifier(table), n=bound_sql(table), small=_L(EXACT_BELOW), share=_L(AS_OF_SHARE)
+        t=sql.Identifier(table),
+        kind=_L(table),
+        n=bound_sql(table),
+        small=_L(EXACT_BELOW),
+        share=_L(AS_OF_SHARE),
     )
 
 
