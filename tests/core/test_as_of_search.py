@@ -255,3 +255,37 @@ def test_an_as_of_search_of_a_large_group_reads_the_vector_index(
     assert "Seq Scan on facts" not in facts_plan
     found = own_memory.search(group, question, limit=3, as_of=datetime.now(UTC)).facts
     assert found[0].fact == "Person 0042 works at Estate 02."
+
+
+def test_a_hub_as_of_a_moment_long_past_keeps_its_newest_facts_then(
+    own_memory: timestone.Memory, group: str
+) -> None:
+    """As of a moment before most of the group was written, an entity one hop out is read
+    in creation order (its rows created by then, not the thousands since): the facts it
+    keeps are still the newest in world time of those it held then, as the search made
+    then kept them, and the hits are the same. The hub holds more facts than a hop keeps
+    (``HOP_FACTS_CAP``), created in an order their world dates do not follow; more
+    people join it after the moment, the world dates of their jobs after every earlier
+    one's."""
+    dates = [datetime(1990 + (i * 37) % 30, 1 + i % 12, 1, tzinfo=UTC) for i in range(70)]
+    for i, when in enumerate(dates):
+        own_memory.add_facts(
+            group,
+            [F(f"Cellar Hand {i}", "WORKS_AT", "Estate Hub", valid_at=when)],
+            reference_time=when,
+        )
+    moment = datetime.now(UTC)
+    asked = ["Which estate does Cellar Hand 7 work at?", "Cellar Hand 7"]
+    then = [_shown(own_memory.search(group, q, limit=60, valid_at=None)) for q in asked]
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    for start in range(0, 400, 100):
+        own_memory.add_facts(
+            group,
+            [F(f"Picker {i}", "WORKS_AT", "Estate Hub") for i in range(start, start + 100)],
+            reference_time=later,
+        )
+    found = [
+        _shown(own_memory.search(group, q, limit=60, valid_at=None, as_of=moment)) for q in asked
+    ]
+    assert found == then
+    assert any(len(hits) > 10 for hits in then)  # the hub's facts are among the hits

@@ -25,6 +25,10 @@ from ._ranked_lists_sql import (
 )
 from ._request import HOP_FACTS_CAP, HOP_FROM_FACTS, SEED_FACTS_CAP, SearchRequest
 
+# As of a moment long past, an entity's rows created by then are read in creation order
+# when fewer than this (``_around``); otherwise, as a present search reads them.
+AROUND_CREATED_BELOW = 1000
+
 __all__ = [
     "fact_filters",
     "fact_vectors",
@@ -229,7 +233,12 @@ def _around(column: str, req: SearchRequest, filters: sql.Composable, cap: int) 
     As of a moment, the versions held then are the current ones created by it, read the
     same way (the creation time a filter, not an index condition, so that the index in
     world-time order serves), and the versions ended after it: those of ``ended``
-    (``_fact_vectors_as_of``), or, past its bound, the entity's history rows."""
+    (``_fact_vectors_as_of``), or, past its bound, the entity's history rows. At a
+    moment before most of the group was written (the rows created since ``AS_OF_SHARE``
+    times those held then, as ``few_sql`` counts them), an entity's rows created by
+    then, when fewer than ``AROUND_CREATED_BELOW``, are read in creation order instead
+    (``facts_history_source`` / ``_target``) and the newest in world time kept: the
+    index in world-time order would walk the rows created since, a hub's thousands."""
     c, valid = sql.Identifier(column), valid_clause("f", req.valid_at)
     o = sql.Identifier("target_id" if column == "source_id" else "source_id")
     if req.as_of is None:
@@ -239,11 +248,23 @@ def _around(column: str, req: SearchRequest, filters: sql.Composable, cap: int) 
             " AND f.embedding IS NOT NULL AND f.expired_at IS NULL AND {valid} AND {filters}"
             " ORDER BY f.valid_at DESC LIMIT {cap})"
         ).format(c=c, o=o, valid=valid, filters=filters, cap=_L(cap))
+    created = sql.SQL(
+        "((SELECT s.n FROM since AS s) >= {share} * (SELECT h.n FROM held AS h)"
+        " AND (SELECT count(*) FROM (SELECT 1 FROM timestone.facts AS n"
+        " WHERE n.group_id = %(g)s AND n.{c} = w.entity_id"
+        " AND n.created_at <= %(as_of)s::timestamptz LIMIT {below}) AS n) < {below})"
+    ).format(c=c, share=_L(lists.AS_OF_SHARE), below=_L(AROUND_CREATED_BELOW))
     return sql.SQL(
         "(SELECT y.version_id, y.d, y.other FROM ("
         "(SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d, f.{o} AS other, f.valid_at"
-        " FROM timestone.facts AS f WHERE f.group_id = %(g)s AND f.{c} = w.entity_id"
-        " AND f.embedding IS NOT NULL AND f.expired_at IS NULL"
+        " FROM (SELECT * FROM timestone.facts AS x WHERE {created} AND x.group_id = %(g)s"
+        " AND x.{c} = w.entity_id AND x.created_at <= %(as_of)s::timestamptz"
+        " ORDER BY x.created_at DESC LIMIT {below}) AS f"
+        " WHERE f.embedding IS NOT NULL AND f.expired_at IS NULL AND {valid} AND {filters}"
+        " ORDER BY f.valid_at DESC LIMIT {cap})"
+        " UNION ALL (SELECT f.version_id, f.embedding <=> %(vec)s::vector AS d, f.{o} AS other,"
+        " f.valid_at FROM timestone.facts AS f WHERE NOT {created} AND f.group_id = %(g)s"
+        " AND f.{c} = w.entity_id AND f.embedding IS NOT NULL AND f.expired_at IS NULL"
         " AND (f.created_at <= %(as_of)s::timestamptz) IS TRUE AND {valid} AND {filters}"
         " ORDER BY f.valid_at DESC LIMIT {cap})"
         " UNION ALL (SELECT e.version_id, e.d, e.{o}, e.valid_at FROM ended AS e"
@@ -254,7 +275,16 @@ def _around(column: str, req: SearchRequest, filters: sql.Composable, cap: int) 
         " AND f.expired_at > %(as_of)s::timestamptz AND f.created_at <= %(as_of)s::timestamptz"
         " AND {valid} AND {filters} ORDER BY f.valid_at DESC LIMIT {cap})"
         ") AS y ORDER BY y.valid_at DESC LIMIT {cap})"
-    ).format(c=c, o=o, valid=valid, filters=filters, cap=_L(cap), many=_many_ended())
+    ).format(
+        c=c,
+        o=o,
+        valid=valid,
+        filters=filters,
+        cap=_L(cap),
+        many=_many_ended(),
+        created=created,
+        below=_L(AROUND_CREATED_BELOW),
+    )
 
 
 def _around_both(req: SearchRequest, filters: sql.Composable, cap: int) -> sql.Composable:
