@@ -233,6 +233,14 @@ def _y(year: int) -> datetime:
     return datetime(year, 1, 1, tzinfo=UTC)
 
 
+def _mira_works_at_heron(mem: timestone.Memory) -> None:
+    mem.add_facts(
+        GROUP,
+        [{"source": "Mira", "relation": "WORKS_AT", "target": "Heron Labs"}],
+        reference_time=_y(2020),
+    )
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_an_upgrade_ends_with_the_files_definitions_and_searches(
     fresh_dsn: str, reference: dict[str, tuple[object, ...]], version: int
@@ -244,11 +252,7 @@ def test_an_upgrade_ends_with_the_files_definitions_and_searches(
                 GROUP, "doc-1", "Mira moved to Lisbon to open a bakery.", reference_time=_y(2021)
             )
             if version >= 8:
-                mem.add_facts(
-                    GROUP,
-                    [{"source": "Mira", "relation": "WORKS_AT", "target": "Heron Labs"}],
-                    reference_time=_y(2020),
-                )
+                _mira_works_at_heron(mem)
         finally:
             mem.close()
         earlier = _catalog(fresh_dsn)
@@ -327,11 +331,7 @@ def test_an_upgrade_folds_each_lexemes_statistics_into_one_row(fresh_dsn: str) -
     with _at(39):
         mem = timestone.Memory.open(fresh_dsn)
         try:
-            mem.add_facts(
-                GROUP,
-                [{"source": "Mira", "relation": "WORKS_AT", "target": "Heron Labs"}],
-                reference_time=_y(2020),
-            )
+            _mira_works_at_heron(mem)
         finally:
             mem.close()
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
