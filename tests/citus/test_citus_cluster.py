@@ -250,3 +250,16 @@ def test_a_timestone_without_the_distributed_mode_is_refused(
 def test_a_bad_shard_count_is_refused(cluster: Cluster, bad: object) -> None:
     with pytest.raises(InvalidInput, match="shard_count must be a positive integer"):
         distribute(cluster.dsn, shard_count=bad)  # pyright: ignore[reportArgumentType]
+
+
+def test_an_as_of_search_on_the_shards(memory: timestone.Memory) -> None:
+    """As of now, a search is the present one's: the facts around the entities it names
+    are read on the group's shard, and so are the group's statistics that tell how many
+    of its facts were created since (``timestone.group_rows``)."""
+    question = "Which chateau does Mira direct?"
+    now = memory.search(MIRA, question, valid_at=None)
+    then = memory.search(MIRA, question, valid_at=None, as_of=datetime.now(UTC))
+    assert [f.fact for f in then.facts] == [f.fact for f in now.facts]
+    assert {"Mira directs Chateau Sud.", "Mira directs Chateau Nord."} <= {
+        f.fact for f in then.facts
+    }

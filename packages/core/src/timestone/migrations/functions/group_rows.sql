@@ -7,13 +7,23 @@
 -- role has no privilege on the statistics, and this reads the caller's group alone.
 CREATE OR REPLACE FUNCTION timestone.group_rows(p_kind text)
 RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET enable_seqscan = off
 AS $fn$
-    SELECT coalesce(sum(s.docs), 0)::bigint FROM timestone.term_stats AS s
-    WHERE s.group_id = current_setting('timestone.group_id', true)
-      AND s.kind = p_kind AND s.lexeme = ''
+DECLARE
+    -- a variable, not the setting in the statement: on Citus a query by the group's
+    -- value is routed to its shard, one that calls current_setting is not
+    g text := current_setting('timestone.group_id', true);
+    n bigint;
+BEGIN
+    IF g IS NULL OR g = '' THEN
+        RETURN 0;
+    END IF;
+    SELECT coalesce(sum(s.docs), 0)::bigint INTO n FROM timestone.term_stats AS s
+    WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = '';
+    RETURN n;
+END
 $fn$;
 
 REVOKE ALL ON FUNCTION timestone.group_rows(text) FROM PUBLIC;
