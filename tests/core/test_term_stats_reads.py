@@ -17,6 +17,8 @@ from typing import LiteralString
 import psycopg
 import pytest
 
+import timestone
+
 WORDS = 3_000  # the group's vocabulary once grown
 
 Conn = psycopg.Connection[tuple[object, ...]]
@@ -34,8 +36,6 @@ _BM25: LiteralString = (
 def conn(fresh_dsn: str) -> Iterator[Conn]:
     """The schema on a new database (no autovacuum of the statistics, so that nothing
     analyses them meanwhile), and a connection of generic plans, as a pool's become."""
-    import timestone
-
     timestone.Memory.open(fresh_dsn).close()
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE timestone.term_stats SET (autovacuum_enabled = false)")
@@ -123,3 +123,14 @@ def test_the_statistics_have_one_index_and_their_functions_never_scan_them(
     assert sorted(settings) == ["note_terms", "search_terms"]
     for name, config in settings.items():
         assert "enable_seqscan=off" in config, name
+
+
+def test_a_groups_rows_are_counted_for_a_kind_it_has(conn: Conn) -> None:
+    """``timestone.group_rows`` counts the caller's group's current rows of a kind its
+    statistics keep; any other kind is a clear error, not a count of none."""
+    _grow(conn)
+    row = conn.execute("SELECT timestone.group_rows('facts')").fetchone()
+    assert row == (2,)  # the two writes of facts _grow noted
+    for kind in ("fact", "", None):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="unknown search kind"):
+            conn.execute("SELECT timestone.group_rows(%s)", (kind,))

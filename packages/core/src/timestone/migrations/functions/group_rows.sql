@@ -17,6 +17,10 @@ DECLARE
     g text := current_setting('timestone.group_id', true);
     n bigint;
 BEGIN
+    IF p_kind IS NULL OR p_kind NOT IN ('facts', 'entities', 'episodes', 'told episodes',
+                                        'communities') THEN
+        RAISE EXCEPTION 'unknown search kind %', p_kind USING ERRCODE = '22023';
+    END IF;
     IF g IS NULL OR g = '' THEN
         RETURN 0;
     END IF;
