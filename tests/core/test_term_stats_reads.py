@@ -105,14 +105,16 @@ def test_a_bm25_list_reads_the_rows_of_its_questions_words(conn: Conn) -> None:
 def test_the_statistics_have_one_index_and_their_functions_never_scan_them(
     conn: Conn,
 ) -> None:
-    """With a second index that begins with the group, a plan could read the group's
-    rows through either; with a scan allowed, a plan made on a page of them scanned."""
+    """With a second index of every row that begins with the group, a plan could read
+    the group's rows through either; with a scan allowed, a plan made on a page of them
+    scanned. The other index holds the pending rows alone (id > 0)."""
     indexes = conn.execute(
         "SELECT indexdef FROM pg_indexes WHERE schemaname = 'timestone'"
-        " AND tablename = 'term_stats'"
+        " AND tablename = 'term_stats' ORDER BY indexname"
     ).fetchall()
     assert [str(d).split(" USING ")[1] for (d,) in indexes] == [
-        "btree (group_id, kind, lexeme, id)"
+        "btree (group_id, kind, lexeme) WHERE (id > 0)",
+        "btree (group_id, kind, lexeme, id)",
     ]
     rows = conn.execute(
         "SELECT p.proname::text, coalesce(p.proconfig, '{}') FROM pg_proc AS p"
@@ -134,3 +136,75 @@ def test_a_groups_rows_are_counted_for_a_kind_it_has(conn: Conn) -> None:
     for kind in ("fact", "", None):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="unknown search kind"):
             conn.execute("SELECT timestone.group_rows(%s)", (kind,))
+
+
+_NOTE_TWO: LiteralString = (
+    "SELECT timestone.note_terms(ARRAY['g', 'g'], ARRAY['facts', 'episodes'],"
+    " ARRAY[to_tsvector('english', %s), to_tsvector('english', %s)], ARRAY[%s, %s])"
+)
+
+
+def _held(conn: Conn) -> list[tuple[object, ...]]:
+    return conn.execute(
+        "SELECT kind, lexeme, id, docs, length FROM timestone.term_stats"
+        " WHERE group_id = 'g' ORDER BY kind, lexeme, id"
+    ).fetchall()
+
+
+def test_a_write_of_two_kinds_adds_to_the_main_rows_and_drops_those_at_zero(
+    conn: Conn,
+) -> None:
+    """A group with no pending rows: one call's deltas of two kinds land in each
+    lexeme's main row (id 0), and a lexeme counted back to zero in one kind loses its
+    row there while the other kind keeps its own."""
+    conn.execute(_NOTE_TWO, ("Ada knows Grace", "Ada met Grace", 1, 1))
+    conn.execute(_NOTE_TWO, ("Ada knows Bo", "Bo met Ada", 1, 1))
+    assert _held(conn) == [
+        ("episodes", "", 0, 2, 6),
+        ("episodes", "ada", 0, 2, 0),
+        ("episodes", "bo", 0, 1, 0),
+        ("episodes", "grace", 0, 1, 0),
+        ("episodes", "met", 0, 2, 0),
+        ("facts", "", 0, 2, 6),
+        ("facts", "ada", 0, 2, 0),
+        ("facts", "bo", 0, 1, 0),
+        ("facts", "grace", 0, 1, 0),
+        ("facts", "know", 0, 2, 0),
+    ]
+    # grace leaves the facts, bo the episodes; each stays in the other kind
+    conn.execute(_NOTE_TWO, ("Ada knows Grace", "Bo met Ada", -1, -1))
+    assert _held(conn) == [
+        ("episodes", "", 0, 1, 3),
+        ("episodes", "ada", 0, 1, 0),
+        ("episodes", "grace", 0, 1, 0),
+        ("episodes", "met", 0, 1, 0),
+        ("facts", "", 0, 1, 3),
+        ("facts", "ada", 0, 1, 0),
+        ("facts", "bo", 0, 1, 0),
+        ("facts", "know", 0, 1, 0),
+    ]
+
+
+def test_pending_rows_are_folded_where_a_write_touches_them(conn: Conn) -> None:
+    """Rows left pending by a writer that found the fold lock taken (here: another
+    group's deltas in the call, which are always pending) are folded by the next write
+    of the group that touches their lexemes, and only those."""
+    conn.execute(
+        "SELECT timestone.note_terms(ARRAY['x', 'g'], ARRAY['facts', 'facts'],"
+        " ARRAY[to_tsvector('english', 'x'), to_tsvector('english', 'Ada knows Bo')],"
+        " ARRAY[1, 1])"
+    )
+    pending = [r for r in _held(conn) if r[2] != 0]
+    assert [(r[1], r[3]) for r in pending] == [("", 1), ("ada", 1), ("bo", 1), ("know", 1)]
+    conn.execute(_NOTE_TWO, ("Ada met Cy", "Ada", 1, 1))
+    rows = [(k, x, i != 0, d, n) for k, x, i, d, n in _held(conn)]
+    assert rows == [
+        ("episodes", "", False, 1, 1),
+        ("episodes", "ada", False, 1, 0),
+        ("facts", "", False, 2, 6),  # the pending one folded in
+        ("facts", "ada", False, 2, 0),  # likewise
+        ("facts", "bo", True, 1, 0),  # not touched: still pending
+        ("facts", "cy", False, 1, 0),
+        ("facts", "know", True, 1, 0),
+        ("facts", "met", False, 1, 0),
+    ]

@@ -562,9 +562,10 @@ class Database:
         group = check_group(group_id)
         try:
             with self.pool.connection() as conn, conn.transaction():
-                self.set_group(conn, group)
                 if pipeline:
                     with conn.pipeline() as statements:
+                        # queued with what follows: no round trip of its own
+                        self.set_group(conn, group)
                         try:
                             yield conn
                         except psycopg.Error:
@@ -579,6 +580,7 @@ class Database:
                                 statements.sync()
                             raise
                 else:
+                    self.set_group(conn, group)
                     yield conn
         except TimestoneError:
             raise

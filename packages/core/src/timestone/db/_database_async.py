@@ -567,9 +567,10 @@ class Database:
         group = check_group(group_id)
         try:
             async with self.pool.connection() as conn, conn.transaction():
-                await self.set_group(conn, group)
                 if pipeline:
                     async with conn.pipeline() as statements:
+                        # queued with what follows: no round trip of its own
+                        await self.set_group(conn, group)
                         try:
                             yield conn
                         except psycopg.Error:
@@ -584,6 +585,7 @@ class Database:
                                 await statements.sync()
                             raise
                 else:
+                    await self.set_group(conn, group)
                     yield conn
         except TimestoneError:
             raise
