@@ -39,7 +39,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 import timestone
-from timestone._arrays import TextArray, register_text_array
+from timestone._arrays import TextArray, register_arrays
 from timestone._vectors import keyed
 from timestone.search._request import name_ngrams, prepare_search
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
         statement = floor_statement(mem.embedder.dimension).as_string(None)
         conn = psycopg.connect(mem.dsn, autocommit=True)
         register_vector(conn)
-        register_text_array(conn)
+        register_arrays(conn)
         prewarm(conn)
         # a search's own settings (``search._run_async``), for the session: a list of 30 reads
         # the HNSW index as far as ef_search 40; one plan for every call

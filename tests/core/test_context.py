@@ -11,7 +11,8 @@ from pgvector.psycopg import register_vector
 
 import timestone
 from timestone import FactInput as F
-from timestone._arrays import register_text_array
+from timestone._arrays import register_arrays
+from timestone._tokenizing import SERIAL_TOKENIZE_CHARS
 from timestone.errors import InvalidInput
 from timestone.search import _context as sync_context
 from timestone.search._context_async import MAX_EPISODE_CHARS, edge_order
@@ -35,6 +36,17 @@ def test_the_tokenizer_is_real_and_offline() -> None:
     assert counter.count("hello") == 1
     assert counter.count("Mira directs Château Sud since 2023.") > 6
     assert counter.count_many(["a b", "hello world"]) == [2, 2]
+
+
+def test_many_texts_are_counted_as_each_alone_few_or_many() -> None:
+    """A few short texts are tokenized one by one, more go to the tokenizer's batch call
+    (``_tokenizing.encode_all``): either way each count is the text's own."""
+    counter = default_counter()
+    texts = [f"Mira met Ådne at the café on day {i}; they talked of Łódź." for i in range(200)]
+    few = texts[:5]
+    assert sum(map(len, few)) < SERIAL_TOKENIZE_CHARS <= sum(map(len, texts))
+    assert counter.count_many(few) == [counter.count(t) for t in few]
+    assert counter.count_many(texts) == [counter.count(t) for t in texts]
 
 
 def test_fan_out_relevant_low_degree_fact_reaches_the_context(
@@ -261,7 +273,7 @@ def test_a_group_of_many_told_episodes_is_searched_through_their_own_index(
         text, names = statement("episodes", req, mem.embedder.dimension)
     with psycopg.connect(fresh_dsn, autocommit=True) as owner:
         register_vector(owner)
-        register_text_array(owner)
+        register_arrays(owner)
         owner.execute("ANALYZE timestone.episodes")
         with owner.transaction():
             owner.execute(_settings_of(req), (group, "60"))

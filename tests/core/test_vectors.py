@@ -18,6 +18,7 @@ from psycopg import sql
 
 from timestone import HashEmbedder, Memory, WordLlamaEmbedder
 from timestone._arrays import TextArray
+from timestone._tokenizing import SERIAL_TOKENIZE_CHARS
 from timestone._vectors import (
     MAX_DIMENSION,
     VectorArray,
@@ -132,8 +133,12 @@ def test_wordllama_vectors_are_the_models_own_bit_for_bit() -> None:
     alone: npt.NDArray[np.float32] = np.stack(
         [model.embed([t[: embedder.max_chars]], norm=True, batch_size=1)[0] for t in texts]
     )
+    assert sum(len(t[: embedder.max_chars]) for t in texts) >= SERIAL_TOKENIZE_CHARS
     np.testing.assert_array_equal(embedder.embed_array(texts), alone)
     np.testing.assert_array_equal(embedder.embed_array(texts[::-1]), alone[::-1])
+    few = [*range(10), *range(150, 154), 157]  # an add_facts call's: tokenized one by one
+    assert sum(len(texts[i]) for i in few) < SERIAL_TOKENIZE_CHARS
+    np.testing.assert_array_equal(embedder.embed_array([texts[i] for i in few]), alone[few])
     for text, vector in zip(texts, alone, strict=True):  # one text: a search's question
         np.testing.assert_array_equal(embedder.embed_array([text])[0], vector)
 

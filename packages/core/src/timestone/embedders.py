@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 from ._onnx import PACKAGED_MODEL, OnnxEmbedder
+from ._tokenizing import encode_all
 from .errors import EmbedderError, InvalidInput
 
 if TYPE_CHECKING:
@@ -339,9 +340,7 @@ class WordLlamaEmbedder:
             vector /= np.sqrt(np.add.reduce(vector * vector))
             out[0] = vector
             return out
-        encoded: list[Any] = model.tokenizer.encode_batch_fast(
-            [text[: self.max_chars] for text in texts], add_special_tokens=False
-        )
+        encoded = encode_all(model.tokenizer, [text[: self.max_chars] for text in texts])
         ids: list[list[int]] = [e.ids for e in encoded]
         counts = [len(i) for i in ids]
         # Every token's row gathered at once, then each text's rows summed in order by

@@ -28,7 +28,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .._arrays import register_text_array
+from .._arrays import register_arrays
 from .._compat import Spawned, settle, spawn
 from .._groups import check_group
 from .._vectors import register_vector_array
@@ -308,7 +308,7 @@ def _configure(conn: Connection[Any]) -> None:
     widen_send_buffer(conn.pgconn.socket)
     register_vector(conn)
     register_vector_array(conn)
-    register_text_array(conn)
+    register_arrays(conn)
     conn.execute(SESSION_SETTINGS)
     conn.commit()
 

@@ -27,7 +27,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from .._arrays import register_text_array
+from .._arrays import register_arrays
 from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
 from .._vectors import register_vector_array
@@ -309,7 +309,7 @@ async def _configure(conn: AsyncConnection[Any]) -> None:
     widen_send_buffer(conn.pgconn.socket)
     await register_vector_async(conn)
     register_vector_array(conn)
-    register_text_array(conn)
+    register_arrays(conn)
     await conn.execute(SESSION_SETTINGS)
     await conn.commit()
 

@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from .._tokenizing import encode_all
+
 __all__ = ["LlamaTokenCounter", "TokenCounter", "default_counter"]
 
 
@@ -56,7 +58,7 @@ class LlamaTokenCounter:
     def count_many(self, texts: list[str]) -> list[int]:
         if not texts:
             return []
-        encoded = self._load().encode_batch(texts, add_special_tokens=False)
+        encoded = encode_all(self._load(), texts)
         return [len(e.ids) for e in encoded]
 
 

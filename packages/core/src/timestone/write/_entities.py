@@ -28,6 +28,7 @@ from typing import Any
 
 from psycopg import sql
 
+from .._arrays import IntArray, TextArray, UuidArray
 from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._records import Entity, EntityInput
 from .._vectors import VectorArray
@@ -104,7 +105,11 @@ def resolve_entities(
         " WHERE group_id = %s AND expired_at IS NULL"
         " AND (norm_name = ANY(%b::text[]) OR fold_name = ANY(%b::text[]))"
         " ORDER BY created_at, id",
-        (w.group_id, list({k[0] for k in keys}), list({f for f in folds.values() if f})),
+        (
+            w.group_id,
+            TextArray({k[0] for k in keys}),
+            TextArray({f for f in folds.values() if f}),
+        ),
     )
     known = _Known(folds)
     for row in cur.fetchall():
@@ -273,15 +278,15 @@ def insert_mentions(
                 "group": w.group_id,
                 "episode": episode_id,
                 "now": w.now,
-                "labels": labels,
-                "id": ids,
-                "entity": [m.entity_id for m in mentions],
-                "name": [m.entity.name for m in mentions],
-                "first": first,
-                "last": last,
-                "attributes": attributes,
-                "summary": [m.entity.summary for m in mentions],
-                "position": list(range(len(mentions))),
+                "labels": TextArray(labels),
+                "id": UuidArray(ids),
+                "entity": UuidArray(m.entity_id for m in mentions),
+                "name": TextArray(m.entity.name for m in mentions),
+                "first": IntArray(first),
+                "last": IntArray(last),
+                "attributes": TextArray(attributes),
+                "summary": TextArray(m.entity.summary for m in mentions),
+                "position": IntArray(range(len(mentions))),
             },
         )
     return Mentioned(episode_id=episode_id, by_entity=by_entity)
@@ -371,7 +376,7 @@ def read_entities(
             "  AND m.episode_id IS DISTINCT FROM %s::uuid) AS last_mention"
             " FROM timestone.entities AS e WHERE e.group_id = %s AND e.expired_at IS NULL"
             " AND e.id = ANY(%b::uuid[])",
-            (w.group_id, fresh.episode_id if fresh else None, w.group_id, ids),
+            (w.group_id, fresh.episode_id if fresh else None, w.group_id, UuidArray(ids)),
         )
         rows_now = {row["id"]: row for row in bcur.fetchall()}
         mentions, unread = _folded_so_far(ids, rows_now, fresh)
@@ -382,7 +387,7 @@ def read_entities(
                 " WHERE group_id = %s AND expired_at IS NULL AND entity_id = ANY(%b::uuid[])"
                 " AND episode_id IS DISTINCT FROM %s::uuid"
                 " ORDER BY recorded_at, position, id",
-                (w.group_id, unread, fresh.episode_id if fresh else None),
+                (w.group_id, UuidArray(unread), fresh.episode_id if fresh else None),
             )
             for row in bcur.fetchall():
                 row["attributes"] = json_object(row["attributes"])
@@ -466,7 +471,7 @@ def write_entities(
         w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_EMBEDDED), params)
     if kept:
         params = _entity_params(w, kept)
-        params["keep"] = [keep for _, _, keep in kept]
+        params["keep"] = UuidArray(keep for _, _, keep in kept)
         w.conn.execute(row_inserts(w.conn, _INSERT_ENTITIES_KEPT), params)
     expired_for_good = sum(1 for ident in ids if not mentions.get(ident) and ident in rows_now)
     return (expired_for_good, len(insert))
@@ -520,16 +525,16 @@ def _entity_params(
     return {
         "group": w.group_id,
         "now": w.now,
-        "labels": labels,
-        "id": [ident for ident, _, _ in insert],
-        "name": [s.name for _, s, _ in insert],
-        "norm_name": [_spellings(s.name)[0] for _, s, _ in insert],
-        "fold_name": [_spellings(s.name)[1] for _, s, _ in insert],
-        "entity_type": [s.entity_type for _, s, _ in insert],
-        "first": first,
-        "last": last,
-        "attributes": [json_text(s.attributes) for _, s, _ in insert],
-        "summary": [s.summary for _, s, _ in insert],
+        "labels": TextArray(labels),
+        "id": UuidArray(ident for ident, _, _ in insert),
+        "name": TextArray(s.name for _, s, _ in insert),
+        "norm_name": TextArray(_spellings(s.name)[0] for _, s, _ in insert),
+        "fold_name": TextArray(_spellings(s.name)[1] for _, s, _ in insert),
+        "entity_type": TextArray(s.entity_type for _, s, _ in insert),
+        "first": IntArray(first),
+        "last": IntArray(last),
+        "attributes": TextArray(json_text(s.attributes) for _, s, _ in insert),
+        "summary": TextArray(s.summary for _, s, _ in insert),
     }
 
 

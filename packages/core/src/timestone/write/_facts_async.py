@@ -18,6 +18,7 @@ from typing import Any, LiteralString
 from psycopg import sql
 from psycopg.rows import tuple_row
 
+from .._arrays import BoolArray, IntArray, TextArray, TimeArray, UuidArray
 from .._names import normalize
 from .._records import Fact
 from .._vectors import VectorArray
@@ -118,16 +119,16 @@ async def insert_assertions(
                 "group": w.group_id,
                 "episode": episode_id,
                 "now": w.now,
-                "id": ids,
-                "position": list(range(len(rows))),
-                "source": [r.source_id for r in rows],
-                "relation": [r.relation for r in rows],
-                "target": [r.target_id for r in rows],
-                "cardinality": [r.cardinality for r in rows],
-                "fact": [r.fact for r in rows],
-                "attributes": attributes,
-                "valid_at": [r.valid_at for r in rows],
-                "invalid_at": [r.invalid_at for r in rows],
+                "id": UuidArray(ids),
+                "position": IntArray(range(len(rows))),
+                "source": UuidArray(r.source_id for r in rows),
+                "relation": TextArray(r.relation for r in rows),
+                "target": UuidArray(r.target_id for r in rows),
+                "cardinality": TextArray(r.cardinality for r in rows),
+                "fact": TextArray(r.fact for r in rows),
+                "attributes": TextArray(attributes),
+                "valid_at": TimeArray(r.valid_at for r in rows),
+                "invalid_at": TimeArray(r.invalid_at for r in rows),
             },
         )
     return Asserted(episode_id=episode_id, by_slot=by_slot)
@@ -376,9 +377,9 @@ async def read_slots(
     wanted: list[Slot] = [*sorted(whole), *sorted(narrow)]
     if not wanted:
         return reads
-    sources = [s[0] for s in wanted]
-    relations = [s[1] for s in wanted]
-    targets = [s[2] if len(s) == 3 else None for s in wanted]
+    sources = UuidArray(s[0] for s in wanted)
+    relations = TextArray(s[1] for s in wanted)
+    targets = UuidArray(s[2] if len(s) == 3 else None for s in wanted)
     spans = [within.get(s) if within and len(s) == 2 else None for s in wanted]
     # binary: ids, times and arrays come back without text to parse
     on_citus = routed(w.conn)
@@ -394,8 +395,8 @@ async def read_slots(
                     "sources": sources,
                     "relations": relations,
                     # a slot without dates gets none: NULL bounds, read whole
-                    "earliest": [span[0] if span else None for span in spans],
-                    "latest": [span[1] if span else None for span in spans],
+                    "earliest": TimeArray(span[0] if span else None for span in spans),
+                    "latest": TimeArray(span[1] if span else None for span in spans),
                 },
             )
             for i, row in enumerate(await bcur.fetchall()):
@@ -408,9 +409,9 @@ async def read_slots(
             "sources": sources,
             "relations": relations,
             "targets": targets,
-            "since": sinces,
-            "until": untils,
-            "others": [not (len(s) == 2 and s in only_one) for s in wanted],
+            "since": TimeArray(sinces),
+            "until": TimeArray(untils),
+            "others": BoolArray(not (len(s) == 2 and s in only_one) for s in wanted),
         }
         await bcur.execute(slot_assertions, {**window, "episode": episode_id})
         seen: set[uuid.UUID] = set()  # a cardinality-one row matches each narrow slot of its pair
@@ -513,7 +514,7 @@ async def write_slots(w: Write, plan: SlotPlan) -> SlotChanges:
         await w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_EMBEDDED), params)
     if kept:
         params = _fact_params(w, changes, kept)
-        params["keep"] = [keep for _, _, _, keep in kept]
+        params["keep"] = UuidArray(keep for _, _, _, keep in kept)
         await w.conn.execute(row_inserts(w.conn, _INSERT_FACTS_KEPT), params)
     return changes
 
@@ -538,19 +539,19 @@ def _fact_params(
     return {
         "group": w.group_id,
         "now": w.now,
-        "episodes": episodes,
-        "version_id": version_ids,
-        "id": [p.id for _, _, p, _ in inserts],
-        "source": [key[0] for key, _, _, _ in inserts],
-        "relation": [key[1] for key, _, _, _ in inserts],
-        "target": [p.target_id for _, _, p, _ in inserts],
-        "cardinality": [c for _, c, _, _ in inserts],
-        "fact": [p.fact for _, _, p, _ in inserts],
-        "attributes": [json_text(p.attributes) for _, _, p, _ in inserts],
-        "first": first,
-        "last": last,
-        "valid_at": [p.valid_at for _, _, p, _ in inserts],
-        "invalid_at": [p.invalid_at for _, _, p, _ in inserts],
+        "episodes": UuidArray(episodes),
+        "version_id": UuidArray(version_ids),
+        "id": UuidArray(p.id for _, _, p, _ in inserts),
+        "source": UuidArray(key[0] for key, _, _, _ in inserts),
+        "relation": TextArray(key[1] for key, _, _, _ in inserts),
+        "target": UuidArray(p.target_id for _, _, p, _ in inserts),
+        "cardinality": TextArray(c for _, c, _, _ in inserts),
+        "fact": TextArray(p.fact for _, _, p, _ in inserts),
+        "attributes": TextArray(json_text(p.attributes) for _, _, p, _ in inserts),
+        "first": IntArray(first),
+        "last": IntArray(last),
+        "valid_at": TimeArray(p.valid_at for _, _, p, _ in inserts),
+        "invalid_at": TimeArray(p.invalid_at for _, _, p, _ in inserts),
     }
 
 

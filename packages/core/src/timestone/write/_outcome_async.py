@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from psycopg import AsyncCursor, sql
 from psycopg.rows import DictRow
 
+from .._arrays import TextArray, UuidArray
 from .._records import (
     DocumentResult,
     Entity,
@@ -177,7 +178,7 @@ async def names_at(w: Write, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str]:
         "SELECT DISTINCT ON (id) id, name FROM timestone.entities"
         " WHERE group_id = %s AND id = ANY(%b::uuid[]) AND created_at <= %s"
         " ORDER BY id, created_at DESC",
-        (w.group_id, list(ids), w.now),
+        (w.group_id, UuidArray(ids), w.now),
     )
     return {row["id"]: row["name"] for row in await cur.fetchall()}
 
@@ -207,7 +208,7 @@ async def send_relation_order(w: Write, relations: Iterable[str]) -> RelationOrd
     if len(wanted) < 2:
         return RelationOrder(wanted, None)
     cur = await w.conn.execute(
-        "SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (sorted(wanted),)
+        "SELECT r FROM unnest(%b::text[]) AS r ORDER BY r", (TextArray(sorted(wanted)),)
     )
     return RelationOrder(wanted, cur)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from psycopg import sql
 
+from .._arrays import TextArray
 from .._compat import Work
 from ..db._database import Conn
 from ..embedders import Embedder, embed_rows
@@ -169,7 +170,7 @@ def begin_write(
             "SELECT pg_advisory_xact_lock(k) FROM ("
             " SELECT hashtextextended(%s || chr(31) || key, 0) AS k"
             " FROM unnest(%b::text[]) AS key ORDER BY 1) AS locks",
-            ("timestone-key\x1f" + group_id, ordered),
+            ("timestone-key\x1f" + group_id, TextArray(ordered)),
         )
     cur = conn.execute("SELECT clock_timestamp() AS now")
     row = cur.fetchone()
