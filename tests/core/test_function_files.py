@@ -348,7 +348,8 @@ def test_an_upgrade_folds_each_lexemes_statistics_into_one_row(fresh_dsn: str) -
         ).fetchone()
     assert several is not None
     assert cast(int, several[0]) > 10
-    timestone.Memory.open(fresh_dsn).close()
+    with _at(40):
+        timestone.Memory.open(fresh_dsn).close()
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         assert sorted(conn.execute(_SUMS).fetchall()) == before
         ids = conn.execute("SELECT DISTINCT id FROM timestone.term_stats").fetchall()
@@ -357,3 +358,47 @@ def test_an_upgrade_folds_each_lexemes_statistics_into_one_row(fresh_dsn: str) -
         ).fetchone()
     assert ids == [(0,)]
     assert ghost == (0,)
+
+
+_RECORD = (
+    "SELECT array_to_string(tsvector_to_array(fts), ' '), fts_words FROM timestone.episodes"
+    " WHERE group_id = %s AND source = 'facts'"
+)
+_EPISODE_SUMS = (
+    "SELECT kind, lexeme, sum(docs)::bigint, sum(length)::bigint FROM timestone.term_stats"
+    " WHERE group_id = %(g)s AND kind IN ('episodes', 'told episodes')"
+    " GROUP BY kind, lexeme HAVING sum(docs) <> 0 OR sum(length) <> 0"
+)
+_EPISODES_RECOUNTED = (  # the kind 'episodes' counted afresh from the current rows
+    "WITH r AS (SELECT fts, fts_words FROM timestone.episodes"
+    "  WHERE group_id = %(g)s AND expired_at IS NULL)"
+    " SELECT 'episodes', t.lexeme, count(*), 0"
+    " FROM r, unnest(tsvector_to_array(r.fts)) AS t(lexeme) GROUP BY 2"
+    " UNION ALL SELECT 'episodes', '', count(*), sum(r.fts_words) FROM r"
+)
+
+
+def test_an_upgrade_indexes_a_record_of_facts_by_what_its_facts_say(fresh_dsn: str) -> None:
+    """Migration 0042: a schema-41 record of facts held its JSON's keys and dates as words;
+    after the upgrade it holds its facts' words, the statistics of the kind 'episodes'
+    are a recount of the current rows, and the told episodes' are as they were."""
+    with _at(41):
+        mem = timestone.Memory.open(fresh_dsn)
+        try:
+            _mira_works_at_heron(mem)
+            mem.add_document(GROUP, "doc-1", "Mira moved to Lisbon.", reference_time=_y(2021))
+        finally:
+            mem.close()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        record = conn.execute(_RECORD, (GROUP,)).fetchone()
+        told = {r for r in conn.execute(_EPISODE_SUMS, {"g": GROUP}) if r[0] == "told episodes"}
+    assert record is not None
+    assert {"relat", "sourc", "target", "2020"} <= set(str(record[0]).split())
+    timestone.Memory.open(fresh_dsn).close()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        record = conn.execute(_RECORD, (GROUP,)).fetchone()
+        sums = set(conn.execute(_EPISODE_SUMS, {"g": GROUP}).fetchall())
+        recounted = set(conn.execute(_EPISODES_RECOUNTED, {"g": GROUP}).fetchall())
+    assert record == ("heron lab mira work", 4)  # Mira, WORKS_AT, Heron, Labs
+    assert {r for r in sums if r[0] == "episodes"} == recounted
+    assert {r for r in sums if r[0] == "told episodes"} == told  # not counted again

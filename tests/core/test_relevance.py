@@ -9,6 +9,7 @@ import random
 import string
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import psycopg
 import pytest
@@ -193,6 +194,61 @@ def _rows(conn: Conn, group: str, kind: str) -> dict[str, int]:
         (group, kind),
     ).fetchall()
     return {str(x): int(str(n)) for x, n in rows}
+
+
+def _record_words(conn: Conn, group: str, name_like: str) -> tuple[set[str], int]:
+    row = conn.execute(
+        "SELECT tsvector_to_array(fts), fts_words FROM timestone.episodes"
+        " WHERE group_id = %s AND source = 'facts' AND name LIKE %s",
+        (group, name_like),
+    ).fetchone()
+    assert row is not None
+    words, length = row
+    assert isinstance(words, list)
+    assert isinstance(length, int)
+    return {str(w) for w in cast(list[object], words)}, length
+
+
+def test_a_record_of_facts_is_searched_by_what_its_facts_say(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    """The episode ``add_facts`` writes holds its facts as JSON; its text vector holds
+    the facts' words (each end's name, labels and summary, the relation, the sentence)
+    and the name given to it, not the JSON's keys, the dates or the default name, and
+    its length for BM25 is the number of those words (migration 0042)."""
+    memory.add_facts(group, [F("Ada", "KNOWS", "Grace", valid_at=T0)], reference_time=T0)
+    mira = timestone.EntityInput("Mira Sołtys", labels=("Chef",), summary="Head of the kitchen")
+    memory.add_facts(
+        group,
+        [
+            F(
+                mira,
+                "WORKS_AT",
+                "Château Sud",
+                fact="Mira runs the kitchen at Château Sud.",
+                valid_at=datetime(2021, 3, 1, tzinfo=UTC),
+            ),
+        ],
+        reference_time=T0,
+        name="Mira's CV",
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ada = _record_words(conn, group, "facts at %")
+        cv = _record_words(conn, group, "Mira's CV")
+        assert _stats(conn, group) == _recounted(conn, group)
+    assert ada == ({"ada", "grace", "know"}, 3)
+    assert cv[0] == {
+        "mira",
+        "cv",
+        "sołti",
+        "chef",
+        "head",
+        "kitchen",
+        "work",
+        "château",
+        "sud",
+        "run",
+    }
 
 
 def test_deltas_left_while_another_writer_folds_are_folded_by_the_next_write(
