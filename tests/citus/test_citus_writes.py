@@ -17,6 +17,7 @@ from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
 import timestone
+from timestone.db import _database as sync_db
 from timestone.db._distributed import run_script
 from timestone.db._distributed_async import citus_tenant_settings, split_statements
 from timestone.distributed import Distribution
@@ -424,3 +425,43 @@ def test_a_worker_stopped_in_the_middle_of_a_write_leaves_nothing_of_it(
         if not holder.started:
             cluster.start_node(holder)
     assert [f.fact for f in memory.facts(group)] == ["Ana directs Nord."]  # nothing of it
+
+
+def test_the_record_of_facts_text_migration_runs_on_the_shards(
+    cluster: Cluster, memory: timestone.Memory
+) -> None:
+    """Migration 0042 (the episodes' text columns made again, their statistics counted
+    again: statements of every shard) run by the upgrade of a distributed schema whose
+    database refuses multi-shard statements, over a group's rows already on the shards:
+    the record of facts holds its facts' words, the statistics equal a recount, and
+    the group is searched as before."""
+    group = _group()
+    memory.add_facts(
+        group,
+        [{"source": "Ana", "relation": "DIRECTS", "target": "Nord"}],
+        reference_time=_day("2019-01-01"),
+    )
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        conn.execute("UPDATE timestone.meta SET value = '41' WHERE key = 'schema_version'")
+    assert sync_db.migrate(cluster.dsn) == 42  # as an open of a schema-41 cluster does
+    with psycopg.Connection[DictRow].connect(cluster.dsn, row_factory=dict_row) as conn:
+        record = conn.execute(
+            "SELECT array_to_string(tsvector_to_array(fts), ' ') AS words, fts_words"
+            " FROM timestone.episodes WHERE group_id = %s AND source = 'facts'",
+            (group,),
+        ).fetchone()
+        held = conn.execute(
+            "SELECT lexeme, sum(docs)::int AS docs, sum(length)::int AS length"
+            " FROM timestone.term_stats WHERE group_id = %s AND kind = 'episodes'"
+            " GROUP BY lexeme HAVING sum(docs) <> 0 ORDER BY lexeme",
+            (group,),
+        ).fetchall()
+    assert record == {"words": "ana direct nord", "fts_words": 3}
+    assert [tuple(r.values()) for r in held] == [
+        ("", 1, 3),
+        ("ana", 1, 0),
+        ("direct", 1, 0),
+        ("nord", 1, 0),
+    ]
+    found = memory.search(group, "Who directs Nord?", scopes=("episodes",), valid_at=None)
+    assert [e.source for e in found.episodes] == ["facts"]
