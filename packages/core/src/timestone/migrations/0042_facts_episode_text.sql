@@ -12,6 +12,10 @@
 -- one text: the vector and the number of its words (BM25's length, 0038). A record
 -- whose content is JSON of another shape has no facts' words (the path is silent).
 --
+-- The text is written out in both columns: a generated column cannot read another, and
+-- a function of the schema in its place would be one whose next definition never
+-- reaches the values stored.
+--
 -- Both columns are made again (the table is rewritten), the index with them, and the
 -- statistics of the kind 'episodes' are counted again from the current rows; 'told
 -- episodes' (no record of facts among them) are unchanged.
