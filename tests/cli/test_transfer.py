@@ -79,6 +79,12 @@ def test_bad_exports_are_refused_and_write_nothing(
     unknown[-1] = json.dumps({"kind": "end", "rows": len(unknown) - 2}) + "\n"
     with pytest.raises(InvalidInput, match="table 'nope'"):
         memory.import_group(unknown, group_id=other_group)
+    record = [json.loads(line) for line in lines]
+    for item in record:
+        if item.get("table") == "episodes":
+            item["row"]["content"] = "Ada likes tea."  # a record of facts holds JSON
+    with pytest.raises(InvalidInput, match=r"record of facts .* it is not JSON"):
+        memory.import_group([json.dumps(i) + "\n" for i in record], group_id=other_group)
     assert sum(c["versions"] for c in memory.stats(other_group).values()) == 0
 
     assert memory.import_group(lines, group_id=other_group)["facts"] == 1

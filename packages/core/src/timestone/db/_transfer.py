@@ -307,6 +307,8 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
                     f"the export's {name} rows carry columns this database lacks: "
                     f"{', '.join(sorted(unknown))}"
                 )
+            if name == "episodes" and row.get("source") == "facts":
+                _check_facts_record(row)
     counts = count_rows(conn, w.group_id)
     held = sum(c["versions"] for c in counts.values())
     if held:
@@ -342,6 +344,19 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
                 ) from exc
         done[name] = len(rows)
     return done
+
+
+def _check_facts_record(row: Mapping[str, Any]) -> None:
+    """The record of an ``add_facts`` call holds its facts as JSON, from which its
+    searchable text is made (migration 0042): any other content is refused by name."""
+    content = row.get("content")
+    try:
+        json.loads(content if isinstance(content, str) else "")
+    except ValueError:
+        raise InvalidInput(
+            f"the export's episodes row {str(row.get('version_id'))!r:.60} is a record of facts "
+            "(source 'facts'), whose content must be its facts as JSON; it is not JSON"
+        ) from None
 
 
 def _normal_relations(rows: Mapping[str, list[dict[str, Any]]]) -> set[str]:
