@@ -587,6 +587,21 @@ def search_floor_section(r: Result) -> Lines:
         rows,
         [True, True, True, True],
     )
+    server: dict[str, dict[str, float]] = r.get("server_ms") or {}
+    if server:
+        lines += [
+            "",
+            "Each statement on the server, p50 over one more pass with every duration logged:",
+            "",
+            *table(
+                ["statement", "bind (ms)", "execute (ms)"],
+                [
+                    [name, f"{phases.get('bind', 0):.3f}", f"{phases.get('execute', 0):.3f}"]
+                    for name, phases in server.items()
+                ],
+                [False, True, True],
+            ),
+        ]
     return [
         f"{count(r['facts_written'])} facts, {r['questions']} questions; the same ten facts for "
         f"{r['same_ten']}; pace {pace(r)} ms.",

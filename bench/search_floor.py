@@ -20,6 +20,13 @@ objects. Its time is a bound no search of these indexes can beat here; the diffe
 is what those cost. Printed and written to ``bench/results/search_floor.json``: each
 way's p50 and p95, the median of each question's difference, and how many questions
 got the same ten facts both ways.
+
+Then, unless ``--no-server-times``, one more pass each way with the server logging the
+duration of every statement (``log_min_duration_statement = 0`` for that pass only),
+read back from the embedded server's log: the p50 of each statement's bind (for a
+plan made once, the plan's check and the executor's start-up) and execute, so that
+the difference is placed statement by statement, not guessed from the client
+(docs/decisions/034-the-distance-to-the-search-floor.md).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -86,11 +94,57 @@ def floor_statement(dimension: int) -> sql.Composed:
     )
 
 
+# what each statement of the two ways starts with, in the server's log
+_STATEMENTS = (
+    ("settings", "SELECT set_config('timestone.group_id'"),
+    ("full-text list", "WITH fts_all AS MATERIALIZED"),
+    ("facts statement", "WITH RECURSIVE fts AS"),
+    ("floor statement", "WITH vec AS MATERIALIZED"),
+)
+_LOGGED = re.compile(r"duration: ([0-9.]+) ms  (bind|execute) [^:]*: (.*)")
+
+
+def server_log(conn: psycopg.Connection[Any]) -> Path | None:
+    """The embedded server's log file (``pg/log`` beside its data), None elsewhere."""
+    row = conn.execute("SELECT current_setting('data_directory')").fetchone()
+    found = Path(str(row[0])) / "log" if row is not None else None
+    return found if found is not None and found.is_file() else None
+
+
+def server_times(logged: str) -> dict[str, dict[str, float]]:
+    """The p50 of each statement's bind and execute in ``logged`` (the server's log)."""
+    samples: dict[str, dict[str, list[float]]] = {}
+    for took, phase, text in _LOGGED.findall(logged):
+        name = next((n for n, start in _STATEMENTS if text.startswith(start)), None)
+        if name is not None:
+            samples.setdefault(name, {}).setdefault(phase, []).append(float(took))
+    return {
+        name: {phase: round(statistics.median(v), 3) for phase, v in phases.items()}
+        for name, phases in samples.items()
+    }
+
+
+def _logging_all(conn: psycopg.Connection[Any], on: bool) -> None:
+    """Every statement's duration in the log (``on``) or the server's own setting back;
+    a reload reaches the sessions already open (the pool's)."""
+    if on:
+        conn.execute("ALTER SYSTEM SET log_min_duration_statement = 0")
+    else:
+        conn.execute("ALTER SYSTEM RESET log_min_duration_statement")
+    conn.execute("SELECT pg_reload_conf()")
+    time.sleep(0.2)  # each backend reads the reload before its next statement
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("data_dir", type=Path, help="a corpus kept by bench.search --keep")
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--no-server-times",
+        action="store_true",
+        help="skip the pass that reads each statement's bind and execute from the server's log",
+    )
     args = parser.parse_args(argv)
     built = args.data_dir / "corpus.json"
     if not built.exists():
@@ -160,6 +214,25 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
         pace.append(cpu_pace_ms())
+        server: dict[str, dict[str, float]] = {}
+        log = None if args.no_server_times else server_log(conn)
+        if log is not None:
+            start = log.stat().st_size
+            _logging_all(conn, True)
+            try:
+                for question in questions:
+                    for way in ways.values():
+                        way(question)
+            finally:
+                _logging_all(conn, False)
+            with log.open("rb") as f:
+                f.seek(start)
+                server = server_times(f.read().decode(errors="replace"))
+            for name, phases in server.items():
+                print(
+                    f"server, {name}: bind {phases.get('bind', 0):.3f} ms,"
+                    f" execute {phases.get('execute', 0):.3f} ms (p50)"
+                )
         conn.close()
     finally:
         mem.close()
@@ -177,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
             "same_ten": same_set,
             "same_ten_in_order": same,
             "rounds": rounds,
+            "server_ms": server,
         },
     )
 
