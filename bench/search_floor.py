@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         pace.append(cpu_pace_ms())
         server: dict[str, dict[str, float]] = {}
         log = None if args.no_server_times else server_log(conn)
+        if log is None and not args.no_server_times:
+            print("no server times: the server's log is not a file beside its data here")
         if log is not None:
             start = log.stat().st_size
             _logging_all(conn, True)
