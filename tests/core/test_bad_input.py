@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import uuid
 from collections.abc import Callable
@@ -61,6 +62,31 @@ BAD_FACTS: list[tuple[str, Any, type[Exception], str]] = [
         NaiveDatetime,
         "naive",
     ),
+    # a number, or a string of digits, is not seconds since 1970
+    (
+        "year as a number",
+        {"source": "A", "relation": "R", "target": "B", "valid_at": 2020},
+        NaiveDatetime,
+        "valid_at of R fact must be a timezone-aware datetime, got int",
+    ),
+    (
+        "seconds as a float",
+        {"source": "A", "relation": "R", "target": "B", "invalid_at": 1.7e9},
+        NaiveDatetime,
+        "invalid_at of R fact must be a timezone-aware datetime, got float",
+    ),
+    (
+        "year as a string",
+        {"source": "A", "relation": "R", "target": "B", "valid_at": "2020"},
+        InvalidPeriod,
+        "valid_at of R fact: cannot read '2020' as an ISO 8601 datetime",
+    ),
+    (
+        "naive ISO string",
+        {"source": "A", "relation": "R", "target": "B", "valid_at": "2020-05-01T10:00"},
+        NaiveDatetime,
+        "valid_at of R fact is a naive datetime",
+    ),
     (
         "end before start",
         {"source": "A", "relation": "R", "target": "B", "valid_at": REF, "invalid_at": REF},
@@ -74,6 +100,25 @@ BAD_FACTS: list[tuple[str, Any, type[Exception], str]] = [
         "entity name is empty",
     ),
     ("NUL byte", {"source": "A\x00", "relation": "R", "target": "B"}, InvalidInput, "NUL"),
+    # a name nobody can see or type
+    (
+        "zero-width name",
+        {"source": "\u200b\u2060", "relation": "R", "target": "B"},
+        InvalidInput,
+        r"entity name '\\u200b\\u2060' has no visible character",
+    ),
+    (
+        "a lone combining mark",
+        {"source": "A", "relation": "R", "target": {"name": "\u0301"}},
+        InvalidInput,
+        "has no visible character",
+    ),
+    (
+        "control characters in a name",
+        {"source": "Ann\x01", "relation": "R", "target": "B"},
+        InvalidInput,
+        r"entity name 'Ann\\x01' contains a control character \('\\x01' at character 3\)",
+    ),
     (
         "huge name",
         {"source": "x" * 10_000, "relation": "R", "target": "B"},
@@ -87,6 +132,19 @@ BAD_FACTS: list[tuple[str, Any, type[Exception], str]] = [
         "relation",
     ),
     ("not a fact", {"source": "A"}, InvalidInput, "malformed"),
+    # an end given as a mapping names its bad field, not the union's first branch
+    (
+        "labels of a source as a string",
+        {"source": {"name": "A", "labels": "Person"}, "relation": "R", "target": "B"},
+        InvalidInput,
+        r"source \{'name': 'A', 'labels': 'Person'\} is malformed: labels: Input should be a valid",
+    ),
+    (
+        "summary of a target as a number",
+        {"source": "A", "relation": "R", "target": {"name": "B", "summary": 5}},
+        InvalidInput,
+        "target .* is malformed: summary: Input should be a valid string",
+    ),
     (
         "unknown field",
         {"source": "A", "relation": "R", "target": "B", "when": 1},
@@ -180,6 +238,17 @@ def test_bad_facts(
     with pytest.raises(error, match=message):
         memory.add_facts(group, [good, fact], reference_time=REF)
     assert _rows(dsn, group) == 0
+
+
+def test_a_fact_given_as_a_dict_takes_its_dates_in_iso_8601(
+    memory: timestone.Memory, group: str
+) -> None:
+    fact = {"source": "A", "relation": "R", "target": "B", "valid_at": "2019-05-01T10:00:00Z"}
+    fact["invalid_at"] = "2021-01-01T00:00:00+02:00"
+    memory.add_facts(group, [fact], reference_time=REF)
+    (stored,) = memory.facts(group, valid_at=None)
+    assert stored.valid_at == datetime(2019, 5, 1, 10, tzinfo=UTC)
+    assert stored.invalid_at == datetime(2020, 12, 31, 22, tzinfo=UTC)
 
 
 def test_invalid_at_before_the_defaulted_valid_at(
@@ -304,6 +373,23 @@ def test_removal_from_another_group_is_not_found(memory: timestone.Memory, group
     assert len(memory.facts(group)) == 1
 
 
+def test_an_edge_type_checks_its_endpoints_types_by_name(
+    memory: timestone.Memory, dsn: str, group: str
+) -> None:
+    # a list given as a tuple or a list alike; a type is one of them, not a part of one
+    edge = EdgeType("WORKS_AT", source_types=["Person"], target_types=("Company",))  # pyright: ignore[reportArgumentType]
+    assert (edge.source_types, edge.target_types) == (("Person",), ("Company",))
+    mem = timestone.Memory.open(memory.dsn, ontology=Ontology(edge_types=[edge]))
+    with pytest.raises(OntologyViolation, match=r"source type 'son' is not one of \['Person'\]"):
+        mem.add_facts(
+            group,
+            [FactInput(EntityInput("Bo", labels=("son",)), "WORKS_AT", "Acme")],
+            reference_time=REF,
+        )
+    assert _rows(dsn, group) == 0
+    mem.close()
+
+
 def test_removing_twice(memory: timestone.Memory, group: str) -> None:
     res = memory.add_facts(group, [FactInput("A", "R", "B")], reference_time=REF)
     memory.remove_episode(group, res.episode.id)
@@ -335,6 +421,41 @@ def test_rollback_to_the_future(memory: timestone.Memory, dsn: str, group: str) 
         (lambda: FactInput("A", "R", 7), "names or EntityInput"),  # type: ignore[arg-type]
         (lambda: EntityInput("A", labels="Person"), "labels"),  # type: ignore[arg-type]
         (lambda: EntityInput(""), "empty"),
+        # an ontology of the wrong shape is refused where it is written, not at a write
+        (
+            lambda: EdgeType("WORKS_AT", source_types="Person"),  # pyright: ignore[reportArgumentType]
+            "source_types of edge type WORKS_AT must be a list of entity type names, got str",
+        ),
+        (
+            lambda: EdgeType("WORKS_AT", target_types=["Company", 5]),  # pyright: ignore[reportArgumentType]
+            "an entity type name of target_types of edge type WORKS_AT must be a string",
+        ),
+        (
+            lambda: EntityType("Robot", attributes=dict),  # pyright: ignore[reportArgumentType]
+            "attributes of entity type Robot must be a pydantic model class or None, got dict",
+        ),
+        (
+            lambda: EdgeType("R", attributes=Role(since=1, title="x")),  # type: ignore[arg-type]
+            "attributes of edge type R must be a pydantic model class or None, got Role",
+        ),
+        (
+            lambda: EntityType("P", description=5),  # pyright: ignore[reportArgumentType]
+            "description of entity type P must be a string",
+        ),
+        (
+            lambda: Ontology(entity_types={"Person": Role}),  # type: ignore[arg-type]
+            "entity_types must be a list of EntityType objects, got dict",
+        ),
+        (
+            lambda: Ontology(edge_types=["WORKS_AT"]),  # type: ignore[list-item]
+            r"edge_types must be a list of EdgeType objects, got an item of type str: "
+            r"write EdgeType\('WORKS_AT', ...\)",
+        ),
+        (
+            lambda: Ontology([EntityType("Person"), EntityType("Person", attributes=Role)]),
+            "two entity types are named Person: declare each type once",
+        ),
+        (lambda: Ontology(closed="no"), "closed must be True or False, got str"),  # type: ignore[arg-type]
     ],
 )
 def test_inputs_check_themselves(build: Any, message: str) -> None:
@@ -479,6 +600,10 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
     ),
     (lambda m, g: m.export_group(g, 5), "out must be writable"),  # pyright: ignore[reportArgumentType]
     (
+        lambda m, g: m.export_group(g, io.BytesIO()),  # pyright: ignore[reportArgumentType]
+        r"out is a binary stream \(BytesIO\); the export is text: open the file with 'w'",
+    ),
+    (
         lambda m, g: m.add_document(g, "u://a", "Ada met Bo.", reference_time=REF, metadata="x"),  # pyright: ignore[reportArgumentType]
         r"document metadata must be a mapping \(a dict\), got str",
     ),
@@ -548,6 +673,7 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         "node set",
         "nodes NaN",
         "sink",
+        "binary sink",
         "metadata str",
         "nodes str",
         "node str",
@@ -723,6 +849,14 @@ def test_a_huge_bad_value_is_named_not_echoed_whole(
         ({"pool_size": 0}, "pool_size must be an integer of at least 1, got 0"),
         ({"ontology": "closed"}, "ontology must be a timestone.Ontology or None, got str"),
         ({"communities": "sometimes"}, "communities must be one of"),
+        # a model's name where the model goes
+        (
+            {"llm": "gpt-4.1-mini"},
+            r"llm must be a timestone.LLM such as OpenAICompatibleLLM\(client=..., model=...\), "
+            "got str 'gpt-4.1-mini' without complete and acomplete",
+        ),
+        # a truthy string would re-embed every row of every group
+        ({"reembed": "no"}, "reembed must be True or False, got str"),
     ],
 )
 def test_bad_settings_of_open_are_refused(
@@ -733,3 +867,29 @@ def test_bad_settings_of_open_are_refused(
     with psycopg.connect(fresh_dsn) as conn:
         row = conn.execute("SELECT to_regclass('timestone.meta')").fetchone()
     assert row == (None,)  # refused before the database was touched
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # ``open(os.environ.get("DATABASE_URL", ""))`` must not start a server of its own
+        ({"dsn": ""}, "dsn must be a connection string .* or None for the embedded server, got an"),
+        ({"dsn": "  "}, "got an empty string"),
+        ({"dsn": 5432}, "dsn must be a connection string .*, got int"),
+        ({"data_dir": 5}, "data_dir must be a path, got int"),
+        ({"data_dir": "/tmp/a\x00b"}, "data_dir contains a NUL byte"),
+    ],
+)
+def test_where_to_connect_is_checked_before_anything_starts(
+    tmp_path: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    kwargs.setdefault("data_dir", tmp_path / "data")
+    with pytest.raises(InvalidInput, match=message):
+        timestone.Memory.open(**kwargs)
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_model_of_an_open_memory_is_checked_when_set(memory: timestone.Memory) -> None:
+    with pytest.raises(InvalidInput, match=r"llm must be a timestone\.LLM .* got object"):
+        memory.llm = object()
+    assert memory.llm is None

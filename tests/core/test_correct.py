@@ -180,3 +180,34 @@ def test_documents_are_chunked_versioned_and_idempotent(
     assert second.created
     assert second.version == 2
     assert set(second.retracted) == {e.id for e in first.episodes}
+
+
+def test_a_documents_new_title_or_metadata_is_a_new_version(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The same content under a corrected title or new metadata is not dropped as a
+    repeat: the title is every chunk's context."""
+    text = "The cellar opens at nine. Tastings need a booking."
+    meta = {"lang": "en", "tags": ["visits"]}
+    kw: dict[str, Any] = {"reference_time": TODAY}
+    first = memory.add_document(group, "doc://h", text, title="Draft", metadata=meta, **kw)
+    same = memory.add_document(
+        group, "doc://h", text, title="Draft", metadata={"tags": ("visits",), "lang": "en"}, **kw
+    )
+    assert (same.created, same.version) == (False, 1)  # equal as JSON: a repeat
+    titled = memory.add_document(group, "doc://h", text, title="Visits", metadata=meta, **kw)
+    assert (titled.created, titled.version) == (True, 2)
+    assert set(titled.retracted) == {e.id for e in first.episodes}
+    tagged = memory.add_document(
+        group, "doc://h", text, title="Visits", metadata={"lang": "fr"}, **kw
+    )
+    assert (tagged.created, tagged.version) == (True, 3)
+    [chunk] = memory.episodes(group)
+    assert (chunk.source_description, chunk.name) == ("Visits", "Visits [1/1]")
+    with psycopg.connect(memory.dsn) as conn:
+        row = conn.execute(
+            "SELECT metadata - 'document_sha256' FROM timestone.episodes"
+            " WHERE group_id = %s AND expired_at IS NULL",
+            (group,),
+        ).fetchone()
+    assert row == ({"lang": "fr", "title": "Visits"},)

@@ -602,6 +602,17 @@ def test_wrong_api_key_is_one_clear_error_before_any_work(
         ("Ada likes tea.", {"source": "email"}, "source must be one of"),
         ("{not json", {"source": "json"}, "not valid JSON"),
         ("Ada", {"reference_time": datetime(2020, 1, 1)}, "timezone"),
+        ("Ada likes tea.", {"max_chars": -1}, "max_chars must be a positive integer, got -1"),
+        ("Ada likes tea.", {"max_chars": True}, "max_chars must be a positive integer, got True"),
+        ("Ada likes tea.", {"max_chars": 10.5}, "max_chars must be a positive integer, got 10.5"),
+        ("Ada likes tea.", {"instructions": "Be brief.\x00"}, "instructions contains a NUL"),
+        ("Ada likes tea.", {"instructions": "x" * 20_001}, "instructions has 20,001 characters"),
+        ("Ada likes tea.", {"instructions": 5}, "instructions must be a string, got int"),
+        (
+            "Ada likes tea.",
+            {"excluded_entity_types": ["Place", 5]},
+            "a name of excluded_entity_types must be a string, got int",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_any_call(
@@ -673,6 +684,35 @@ def test_token_budget_refuses_the_first_call(
     assert replay.requests == []
     with pytest.raises(InvalidInput, match="period"):
         mem.set_llm_budget(group, max_calls=1, period=timedelta(0))
+
+
+def test_a_budget_over_a_period_longer_than_the_calendar_counts_every_call(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    # the window would start before the year 1: it is every call the group made
+    mem.set_llm_budget(group, max_calls=1, period=timedelta(days=3_650_000))
+    replay.load("json")
+    content = json.dumps({"order": 1042, "customer": "Acme Corp"})
+    mem.add_episode(group, content, reference_time=at(2025, 2, 4), source="json")
+    assert mem.llm_budget(group) == timestone.LLMBudget(1, None, timedelta(days=3_650_000))
+    with pytest.raises(BudgetExceeded, match="budget of 1 call"):
+        mem.add_episode(group, content + " ", reference_time=at(2025, 2, 5), source="json")
+    assert len(replay.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"max_calls": 2**31}, "max_calls must be at most 2,147,483,647, got 2,147,483,648"),
+        ({"max_tokens": 10**30}, "max_tokens must be at most 9,223,372,036,854,775,807"),
+    ],
+)
+def test_a_budget_past_what_its_columns_hold_is_refused(
+    mem: timestone.Memory, group: str, limits: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        mem.set_llm_budget(group, **limits)
+    assert mem.llm_budget(group) is None
 
 
 # -- summaries -------------------------------------------------------------------------
@@ -800,6 +840,28 @@ def test_document_chunks_share_entities_and_context(
     assert "title: Acme shipping policy" in last
     assert "chunk: 3 of 3" in last
     assert "warehouse in Rotterdam" in last  # the neighbouring chunk
+    # the same text under a corrected title: a new version, extracted again with it (not
+    # an empty version in place of the facts)
+    replay.transport.extend(json.loads((FIXTURES / "document.json").read_text())["responses"])
+    # the graph holds the same triples (merged without the model); asked about the rest of
+    # each fact's endpoints, the model finds nothing to merge or close
+    same: list[dict[str, Any]] = [
+        {"new": i, "duplicate_of": None, "contradicts": []} for i in range(3)
+    ]
+    judged = chat_completion({"judgements": same}, model="gpt-4.1-mini-2025-04-14")
+    replay.transport.extend([{"step": "fact_resolution", "body": judged}])
+    again = mem.add_document(
+        group,
+        "doc://policy",
+        text,
+        title="Acme shipping terms",
+        reference_time=at(2025, 1),
+        max_chunk_chars=150,
+    )
+    assert (again.created, again.version, again.llm_calls) == (True, 2, 4)
+    assert "title: Acme shipping terms" in prompt_of(replay.requests[5])
+    held = {f.relation for f in mem.facts(group, valid_at=None)}
+    assert held == {"PROHIBITS", "HAS_WAREHOUSE_IN", "ALLOWS"}
 
 
 # -- answers a real model gives that cannot be used ----------------------------------------

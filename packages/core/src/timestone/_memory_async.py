@@ -55,7 +55,7 @@ from .graph._communities_async import (
     communities_built,
 )
 from .items._api_async import ItemsAPI
-from .llm import OpenAICompatibleLLM
+from .llm import LLM, OpenAICompatibleLLM, check_llm
 from .ontology import Ontology
 from .search._api_async import RetrievalAPI
 from .write._correct_async import check_episode_id, purge, remove, rollback
@@ -78,6 +78,22 @@ def _check_pool_size(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidInput(f"pool_size must be an integer of at least 1, got {value!r:.80}")
     return value
+
+
+def _check_where(dsn: object, data_dir: object) -> None:
+    """A DSN is a non-empty string (an empty one would reach libpq's defaults, or the
+    embedded server, unasked); a data dir, a path."""
+    if dsn is not None and (not isinstance(dsn, str) or not dsn.strip()):
+        shown = "an empty string" if isinstance(dsn, str) else type(dsn).__name__
+        raise InvalidInput(
+            f"dsn must be a connection string (postgresql://...) or None for the embedded "
+            f"server, got {shown}"
+        )
+    if data_dir is not None:
+        if not isinstance(data_dir, (str, os.PathLike)):
+            raise InvalidInput(f"data_dir must be a path, got {type(data_dir).__name__}")
+        if "\x00" in os.fsdecode(cast("str | os.PathLike[str]", data_dir)):
+            raise InvalidInput("data_dir contains a NUL byte")
 
 
 def _check_ontology(value: object) -> Ontology:
@@ -109,13 +125,23 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
-        self.llm = llm
+        self._llm_model: LLM | None = check_llm(llm)
         self.communities = communities
         self.infer_cardinality = infer_cardinality
         self._learned = Cardinalities(
             db, ontology, lambda: self.llm if self.infer_cardinality else None
         )
         self._ingest = Ingest(db, embedder, ontology, self._learned)
+
+    @property
+    def llm(self) -> LLM | None:
+        """The model that text, message and JSON episodes go through (None: none); set it
+        to a ``timestone.LLM`` or None."""
+        return self._llm_model
+
+    @llm.setter
+    def llm(self, value: object) -> None:
+        self._llm_model = check_llm(value)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -137,7 +163,8 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
-        No ``dsn`` and no ``TIMESTONE_DSN``: the embedded server in ``data_dir``.
+        No ``dsn`` and no ``TIMESTONE_DSN`` (set but empty counts as unset): the embedded
+        server in ``data_dir``; an empty ``dsn`` is refused, not taken for none.
         ``communities="auto"``: every write to a group is followed by an incremental
         community update of what it changed (see ``update_communities``); ``"manual"``
         (the default): communities change when you build or update them, and when a
@@ -161,6 +188,10 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
         prepare = prepared_statements_setting(prepared_statements)
+        check_llm(llm)
+        _check_where(dsn, data_dir)
+        if not isinstance(cast(object, reembed), bool):
+            raise InvalidInput(f"reembed must be True or False, got {type(reembed).__name__}")
         chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
         # the model loads beside the server's start and the migrations, not in the first
         # write or search
@@ -168,7 +199,7 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             raise InvalidInput(f"warm must be True or False, got {type(warm).__name__}")
         warming = await _compat.aspawn(load_model, chosen if warm else None)
         try:
-            target = dsn or os.environ.get("TIMESTONE_DSN")
+            target = dsn if dsn is not None else os.environ.get("TIMESTONE_DSN") or None
             if target is None:
                 target = await _compat.ato_thread(embedded_dsn, data_dir)
             await check_workers(target)  # a Citus cluster: every worker answers
@@ -311,7 +342,8 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         metadata: Mapping[str, Any] | None = None,
         max_chunk_chars: int = 1500,
     ) -> DocumentResult:
-        """A long document as chunk episodes; the same uri with new content is a new version."""
+        """A long document as chunk episodes; the same uri with new content, title or metadata is
+        a new version (the same again: ``created`` False, nothing written)."""
         result = await self._ingest.add_document(
             group_id,
             uri,

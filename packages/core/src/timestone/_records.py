@@ -12,15 +12,16 @@ import json
 import math
 import re
 import sys
+import unicodedata
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 import pydantic
 
 from ._names import relation_name
-from ._time import optional_aware
+from ._time import aware, optional_aware, parse_datetime
 from .errors import InvalidInput, InvalidPeriod
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 MAX_NAME_CHARS = 512
+"""The longest name: an entity's, an episode's, a document's title."""
 MAX_FACT_CHARS = 10_000
 MAX_LABELS = 16
 _RELATION = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -150,6 +152,27 @@ def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = 
     return value
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def check_name(value: object, what: str = "entity name") -> str:
+    """An entity's name: text (``check_text``) with no control character and at least one
+    visible one (a letter, digit, punctuation mark or symbol): a name made only of
+    zero-width, format or combining characters would be an entity nobody can see or type."""
+    name = check_text(value, what, max_chars=MAX_NAME_CHARS)
+    if (found := _CONTROL.search(name)) is not None:
+        raise InvalidInput(
+            f"{what} {name!r:.80} contains a control character ({found.group()!r} at "
+            f"character {found.start()})"
+        )
+    if not name.isascii() and not any(unicodedata.category(ch)[0] in "LNPS" for ch in name):
+        raise InvalidInput(
+            f"{what} {name!r:.80} has no visible character (only spaces, format or "
+            "combining characters)"
+        )
+    return name
+
+
 def check_uuid(value: object, what: str) -> uuid.UUID:
     """A UUID, or its string form; anything else is refused naming ``what``."""
     if isinstance(value, uuid.UUID):
@@ -215,7 +238,7 @@ class EntityInput:
     attributes: dict[str, Any] = dataclasses.field(default_factory=dict[str, Any])
 
     def __post_init__(self) -> None:
-        check_text(self.name, "entity name", max_chars=MAX_NAME_CHARS)
+        check_name(self.name)
         given = cast(object, self.labels)  # callers may pass a list, or (wrongly) a string
         if isinstance(given, str) or not isinstance(given, (list, tuple)):
             raise InvalidInput(f"labels of entity {self.name!r} must be a list of strings")
@@ -253,7 +276,7 @@ class FactInput:
         ends = cast(tuple[object, object], (self.source, self.target))
         for end in ends:
             if isinstance(end, str):
-                check_text(end, "entity name", max_chars=MAX_NAME_CHARS)
+                check_name(end)
             elif not isinstance(end, EntityInput):
                 raise InvalidInput(
                     f"source and target must be names or EntityInput, got {type(end).__name__}"
@@ -290,24 +313,49 @@ class FactInput:
                 f"each fact must be a FactInput or a dict of its fields, got "
                 f"{type(value).__name__}: {value!r:.80}"
             )
-        try:
-            return _FACT_ADAPTER.validate_python(value)
-        except pydantic.ValidationError as exc:
-            for err in exc.errors():
-                original = err.get("ctx", {}).get("error")
-                if isinstance(original, InvalidInput):
-                    raise original from None  # our own check, raised inside validation
-            shown = repr(dict(value))[:200]
-            raise InvalidInput(f"fact {shown} is malformed: {_first_error(exc)}") from exc
+        # The two dates are read here, not by pydantic's lax mode, which takes a number
+        # (or a string of digits) for seconds since 1970: ``valid_at: 2020`` would be stored
+        # as 1970-01-01T00:33:40Z. A string is ISO 8601 with its offset, as in JSON.
+        fields = dict(value)
+        relation = fields.get("relation")
+        for end in ("valid_at", "invalid_at"):
+            when = fields.get(end)
+            if when is None or isinstance(when, datetime):
+                continue
+            what = f"{end} of {relation if isinstance(relation, str) else 'the'} fact"
+            fields[end] = parse_datetime(when, what) if isinstance(when, str) else aware(when, what)
+        # an end given as a mapping is an EntityInput's fields: read as one, so that a bad
+        # field is named (as the union ``str | EntityInput`` its error would be "not a string")
+        for end in ("source", "target"):
+            given: object = fields.get(end)
+            if isinstance(given, Mapping):
+                fields[end] = _validated(_ENTITY_ADAPTER, cast(Mapping[str, Any], given), end)
+        return _validated(_FACT_ADAPTER, fields, "fact", shown=dict(value))
 
 
-def _first_error(exc: pydantic.ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "value"
-    return f"{where}: {err['msg']}"
+_T = TypeVar("_T")
+
+
+def _validated(
+    adapter: pydantic.TypeAdapter[_T], fields: Mapping[str, Any], what: str, shown: object = None
+) -> _T:
+    """``fields`` read by ``adapter``; our own checks' errors as they are, pydantic's first
+    error named by its field."""
+    try:
+        return adapter.validate_python(fields)
+    except pydantic.ValidationError as exc:
+        for err in exc.errors():
+            original = err.get("ctx", {}).get("error")
+            if isinstance(original, InvalidInput):
+                raise original from None  # our own check, raised inside validation
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "value"
+        given = repr(dict(fields) if shown is None else shown)[:200]
+        raise InvalidInput(f"{what} {given} is malformed: {where}: {err['msg']}") from exc
 
 
 _FACT_ADAPTER: pydantic.TypeAdapter[FactInput] = pydantic.TypeAdapter(FactInput)
+_ENTITY_ADAPTER: pydantic.TypeAdapter[EntityInput] = pydantic.TypeAdapter(EntityInput)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

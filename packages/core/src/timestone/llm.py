@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast, runtime_checkable
 
-from .errors import LLMError, UnusableAnswer
+from .errors import InvalidInput, LLMError, UnusableAnswer
 
 if TYPE_CHECKING:
     import httpx
@@ -128,6 +128,21 @@ class LLM(Protocol):
         ...
 
 
+def check_llm(value: object) -> LLM | None:
+    """``value`` when it is None or a model (``complete`` and ``acomplete``, the ``LLM``
+    protocol); anything else, a model's name given where the model goes for one, is
+    refused before anything is written or asked."""
+    if value is None:
+        return None
+    lacking = [m for m in ("complete", "acomplete") if not callable(getattr(value, m, None))]
+    if lacking:
+        raise InvalidInput(
+            f"llm must be a timestone.LLM such as OpenAICompatibleLLM(client=..., model=...), "
+            f"got {type(value).__name__} {value!r:.60} without {' and '.join(lacking)}"
+        )
+    return cast(LLM, value)
+
+
 _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _SCHEMA_REFUSED = ("response_format", "json_schema", "structured output", "not supported")
 
@@ -170,6 +185,12 @@ class OpenAICompatibleLLM:
                 "OpenAICompatibleLLM needs client=openai.OpenAI(...) and/or "
                 "async_client=openai.AsyncOpenAI(...)"
             )
+        for given, what in ((client, "client"), (async_client, "async_client")):
+            if given is not None and not callable(getattr(given, "with_options", None)):
+                kind = "openai.OpenAI" if what == "client" else "openai.AsyncOpenAI"
+                raise LLMError(f"{what} must be an {kind}(...), got {type(given).__name__}")
+        if not isinstance(cast(object, model), str) or not model.strip():
+            raise LLMError(f"model must be a model's name, got {model!r:.80}")
         if json_mode not in ("auto", "schema", "json"):
             raise LLMError(f"json_mode must be 'auto', 'schema' or 'json', got {json_mode!r}")
         if max_concurrency < 1:

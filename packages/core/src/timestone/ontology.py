@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, cast
 
 import pydantic
 
 from ._names import relation_name
-from ._records import check_json, check_json_size, check_relation, check_text
+from ._records import check_json, check_json_size, check_list, check_relation, check_text
 from .errors import InvalidInput, OntologyViolation
 
 __all__ = ["Cardinality", "EdgeType", "EntityType", "Ontology"]
 
 Cardinality = Literal["one", "many"]
+_T = TypeVar("_T", "EntityType", "EdgeType")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -33,6 +34,34 @@ class EntityType:
 
     def __post_init__(self) -> None:
         check_text(self.name, "entity type name", max_chars=128)
+        _check_model(self.attributes, f"attributes of entity type {self.name}")
+        _check_description(self.description, f"entity type {self.name}")
+
+
+def _check_model(model: object, what: str) -> None:
+    """``model`` is None or a pydantic model class (``BaseModel``'s subclass, not an instance)."""
+    if model is not None and not (
+        isinstance(model, type) and issubclass(model, pydantic.BaseModel)
+    ):
+        shown = model.__name__ if isinstance(model, type) else type(model).__name__
+        raise InvalidInput(f"{what} must be a pydantic model class or None, got {shown}")
+
+
+def _check_description(description: object, what: str) -> None:
+    if not isinstance(description, str):
+        raise InvalidInput(
+            f"description of {what} must be a string, got {type(description).__name__}"
+        )
+    check_text(description, f"description of {what}", max_chars=10_000, allow_empty=True)
+
+
+def _type_names(value: object, what: str) -> tuple[str, ...]:
+    """A list of entity type names as a tuple; a bare string is refused (it is not one name
+    but its letters, to ``in``)."""
+    names = check_list(value, what, "entity type names")
+    for name in names:
+        check_text(name, f"an entity type name of {what}", max_chars=128)
+    return tuple(str(n) for n in names)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,6 +82,11 @@ class EdgeType:
                 f"edge type {self.name}: cardinality must be 'one' or 'many', "
                 f"got {self.cardinality!r:.80}"
             )
+        _check_model(self.attributes, f"attributes of edge type {self.name}")
+        _check_description(self.description, f"edge type {self.name}")
+        for end in ("source_types", "target_types"):
+            what = f"{end} of edge type {self.name}"
+            object.__setattr__(self, end, _type_names(getattr(self, end), what))
 
 
 def _validate(
@@ -74,6 +108,19 @@ def _validate(
     return out
 
 
+def _declared(value: object, what: str, kind: type[_T]) -> list[_T]:
+    """The declared types: a list of ``kind`` (a mapping of names to models, the shape
+    ``add_episode`` takes, is refused with the way to write it)."""
+    items = check_list(value, what, f"{kind.__name__} objects")
+    for item in items:
+        if not isinstance(item, kind):
+            raise InvalidInput(
+                f"{what} must be a list of {kind.__name__} objects, got an item of type "
+                f"{type(item).__name__}: write {kind.__name__}({item!r:.40}, ...)"
+            )
+    return cast(list[_T], items)
+
+
 class Ontology:
     """Declared entity and edge types. The empty ontology accepts everything as ``many``."""
 
@@ -86,9 +133,15 @@ class Ontology:
         *,
         closed: bool = False,
     ) -> None:
-        self._entities = {t.name: t for t in entity_types}
+        if not isinstance(cast(object, closed), bool):
+            raise InvalidInput(f"closed must be True or False, got {type(closed).__name__}")
+        self._entities: dict[str, EntityType] = {}
+        for t in _declared(entity_types, "entity_types", EntityType):
+            if t.name in self._entities:
+                raise InvalidInput(f"two entity types are named {t.name}: declare each type once")
+            self._entities[t.name] = t
         self._edges: dict[str, EdgeType] = {}
-        for t in edge_types:
+        for t in _declared(edge_types, "edge_types", EdgeType):
             if t.name in self._edges:  # names compare in their normal form: worksAt, WORKS_AT
                 raise InvalidInput(f"two edge types are named {t.name}: declare each relation once")
             self._edges[t.name] = t

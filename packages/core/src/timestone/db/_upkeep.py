@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Generator, Iterable, Sequence
 from contextlib import contextmanager
@@ -105,6 +106,11 @@ class UpkeepAPI:
             raise InvalidInput(
                 f"out must be writable (a file opened for text, or anything with write(str)), "
                 f"got {type(out).__name__}"
+            )
+        if isinstance(out, (io.RawIOBase, io.BufferedIOBase)):
+            raise InvalidInput(
+                f"out is a binary stream ({type(out).__name__}); the export is text: open the "
+                "file with 'w', or wrap it in io.TextIOWrapper(..., encoding='utf-8')"
             )
         with self._db.transaction(group_id, "exporting a group") as conn:
             return export_rows(conn, group_id, out)

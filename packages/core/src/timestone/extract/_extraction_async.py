@@ -35,7 +35,15 @@ import pydantic
 from psycopg import sql
 
 from .._names import normalize, relation_name
-from .._records import EntityInput, Episode, FactInput, check_chars, check_relation, storable
+from .._records import (
+    EntityInput,
+    Episode,
+    FactInput,
+    check_chars,
+    check_relation,
+    check_text,
+    storable,
+)
 from .._time import utcnow
 from ..db._database_async import Conn, Database
 from ..errors import (
@@ -80,6 +88,9 @@ _PREVIOUS_CHARS = 1000
 
 def check_episode_content(content: object, source: object, max_chars: int) -> str:
     """Refuse what no model should see: not text, empty, binary, oversized, bad JSON."""
+    limit = cast(object, max_chars)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidInput(f"max_chars must be a positive integer, got {limit!r:.80}")
     if source not in SOURCES:
         raise InvalidInput(f"source must be one of {', '.join(SOURCES)}, got {source!r:.80}")
     if isinstance(content, (bytes, bytearray, memoryview)):
@@ -135,6 +146,9 @@ def _describe_model(model: type[pydantic.BaseModel]) -> str:
     return "" if doc.startswith(("A base class", "Usage docs")) else doc.split("\n\n")[0]
 
 
+MAX_INSTRUCTIONS = 20_000  # characters of a call's instructions, sent with every prompt
+
+
 def build_types(
     ontology: Ontology,
     entity_types: object,
@@ -171,9 +185,14 @@ def build_types(
             excluded_entity_types, Iterable
         ):
             raise InvalidInput("excluded_entity_types must be a list of entity type names")
-        excluded = frozenset(str(x) for x in cast(Iterable[object], excluded_entity_types))
-    if instructions is not None and not isinstance(instructions, str):
-        raise InvalidInput(f"instructions must be a string, got {type(instructions).__name__}")
+        excluded = frozenset(
+            check_text(x, "a name of excluded_entity_types", max_chars=128)
+            for x in cast(Iterable[object], excluded_entity_types)
+        )
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise InvalidInput(f"instructions must be a string, got {type(instructions).__name__}")
+        check_text(instructions, "instructions", max_chars=MAX_INSTRUCTIONS, allow_empty=True)
     return Types(
         entities=entities,
         edges=edges,
@@ -481,7 +500,14 @@ async def read_budget(conn: Conn, group_id: str) -> tuple[LLMBudget | None, LLMU
     budget = LLMBudget(
         max_calls=row["max_calls"], max_tokens=row["max_tokens"], period=row["period"]
     )
-    return budget, await read_usage(conn, group_id, since=utcnow() - budget.period)
+    return budget, await read_usage(conn, group_id, since=window_start(budget.period))
+
+
+def window_start(period: timedelta) -> datetime | None:
+    """The start of the budget's window ending now; None (ever) for a period that reaches
+    back past the year 1, which a datetime cannot hold."""
+    now = utcnow()
+    return now - period if period < now - datetime.min.replace(tzinfo=UTC) else None
 
 
 async def read_usage(conn: Conn, group_id: str, *, since: datetime | None) -> LLMUsage:
@@ -609,12 +635,18 @@ async def saga_episodes(conn: Conn, group_id: str, saga: str) -> list[Episode]:
     return [episode_from_row(r) for r in await cur.fetchall()]
 
 
+# what the budget's columns hold: max_calls an integer, max_tokens a bigint
+_MOST = {"max_calls": 2**31 - 1, "max_tokens": 2**63 - 1}
+
+
 def check_budget(max_calls: object, max_tokens: object, period: object) -> LLMBudget | None:
     for value, what in ((max_calls, "max_calls"), (max_tokens, "max_tokens")):
         if value is not None and (
             not isinstance(value, int) or isinstance(value, bool) or value < 0
         ):
             raise InvalidInput(f"{what} must be a non-negative integer or None, got {value!r:.80}")
+        if value is not None and value > _MOST[what]:
+            raise InvalidInput(f"{what} must be at most {_MOST[what]:,}, got {value:,}")
     if not isinstance(period, timedelta) or period <= timedelta(0):
         raise InvalidInput(f"period must be a positive timedelta, got {period!r:.80}")
     if max_calls is None and max_tokens is None:

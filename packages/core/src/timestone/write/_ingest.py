@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Siz
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
+from psycopg.types.json import Jsonb
+
 from .. import _compat
 from .._groups import check_group
 from .._records import (
@@ -125,6 +127,7 @@ __all__ = [
 ]
 
 MAX_CONTENT_CHARS = 1_000_000
+"""The longest document ``add_document`` takes, in characters."""
 MAX_FACTS_PER_CALL = 10_000
 PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
 # The highest version a document ever had, removed ones included: a new version of it is
@@ -132,6 +135,18 @@ PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the c
 LAST_DOCUMENT_VERSION: LiteralString = (
     "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
     " WHERE group_id = %s AND document_uri = %s"
+)
+
+
+# A document's current chunks, and whether the call's content, title and metadata are
+# theirs: the same content under a new title or metadata is a new version too (the title
+# is every chunk's context), so that a correction is not dropped.
+_CURRENT_CHUNKS: LiteralString = (
+    "SELECT id, document_version, (metadata->>'document_sha256' = %s"
+    " AND metadata->>'title' = %s AND metadata - 'document_sha256' - 'title'"
+    " = %s::jsonb - 'document_sha256' - 'title') IS TRUE AS same"
+    " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
+    " AND expired_at IS NULL ORDER BY chunk_index"
 )
 
 
@@ -499,7 +514,9 @@ class Ingest:
         chunks = chunk_text(content, max_chars=max_chunk_chars)
         ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
         if llm is not None:
-            ledger, plans = self._document_plans(group_id, llm, uri, digest, title_, chunks, ref)
+            ledger, plans = self._document_plans(
+                group_id, llm, uri, (digest, title_, meta), chunks, ref
+            )
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
         names = [e for p, pre in zip(plans, prepared, strict=True) for e in named(p, pre)]
         late = _compat.to_thread(late_vectors, self.embedder, content, chunks)
@@ -515,14 +532,9 @@ class Ingest:
                 conn, group_id, self.embedder, keys=["document\x1f" + uri, *lock_keys(names)]
             )
             w.remember(vectors)
-            cur = conn.execute(
-                "SELECT id, document_version, metadata->>'document_sha256' AS sha"
-                " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
-                " AND expired_at IS NULL ORDER BY chunk_index",
-                (group_id, uri),
-            )
+            cur = conn.execute(_CURRENT_CHUNKS, (digest, title_, Jsonb(meta), group_id, uri))
             old = cur.fetchall()
-            if old and old[0]["sha"] == digest:
+            if old and old[0]["same"]:
                 write_ledger(conn, group_id, ledger, None, w.now)
                 return existing_document(conn, group_id, uri, int(old[0]["document_version"]))
             cur = conn.execute(LAST_DOCUMENT_VERSION, (group_id, uri))
@@ -723,22 +735,19 @@ class Ingest:
         group_id: str,
         llm: LLM,
         uri: str,
-        digest: str,
-        title: str,
+        version: tuple[str, str, Mapping[str, Any]],
         chunks: Sequence[Chunk],
         ref: datetime,
     ) -> tuple[Ledger, list[Plan]]:
-        """Extract every chunk in order, then resolve them all with one call per tier."""
+        """Extract every chunk in order, then resolve them all with one call per tier.
+        ``version``: the content's digest, the title and the metadata."""
+        digest, title, meta = version
         with self.db.transaction(group_id, "reading before extraction") as conn:
-            cur = conn.execute(
-                "SELECT metadata->>'document_sha256' AS sha FROM timestone.episodes"
-                " WHERE group_id = %s AND document_uri = %s AND expired_at IS NULL LIMIT 1",
-                (group_id, uri),
-            )
+            cur = conn.execute(_CURRENT_CHUNKS, (digest, title, Jsonb(meta), group_id, uri))
             row = cur.fetchone()
             budget, used = read_budget(conn, group_id)
         ledger = Ledger(budget=budget, used=used)
-        if row is not None and row["sha"] == digest:  # unchanged: nothing to extract
+        if row is not None and row["same"]:  # unchanged: nothing to extract
             return ledger, [Plan([], [], {}) for _ in chunks]
         types = build_types(self.ontology, None, None, None, None, None)
         try:
