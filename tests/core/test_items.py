@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import timestone
+from timestone import ItemPut, ItemSearch
 from timestone.errors import InvalidGroup, InvalidInput
 
 
@@ -131,4 +132,120 @@ def test_json_nested_too_deep_is_refused(memory: timestone.Memory, group: str) -
         inner = inner["x"]
     with pytest.raises(InvalidInput, match=r"item value.*is nested deeper than 64 levels"):
         memory.put_item(group, ("a",), "k", value)
+    assert memory.search_items(group, ()) == []
+
+
+OPERATORS = "$eq, $gt, $gte, $lt, $lte, $ne"
+
+
+@pytest.mark.parametrize(
+    ("filter_", "message"),
+    [
+        (
+            {"score": {"$gte": 0, "extra": 1}},
+            "filter['score'] mixes the operator '$gte' with the plain key 'extra': a condition "
+            f"holds either operators ({OPERATORS}) or the fields of a nested object",
+        ),
+        (
+            {"a": {"b": {"extra": 1, "$lt": 5}}},
+            "filter['a']['b'] mixes the operator '$lt' with the plain key 'extra': a condition "
+            f"holds either operators ({OPERATORS}) or the fields of a nested object",
+        ),
+        (
+            {"a": {"b": {"$in": [1]}}},
+            f"filter['a']['b']: unknown operator '$in'; use one of {OPERATORS}",
+        ),
+        (
+            {"tags": [1, {"$gte": 0, "$like": "x"}]},
+            f"filter['tags'][1]: unknown operator '$like'; use one of {OPERATORS}",
+        ),
+    ],
+)
+def test_a_condition_is_operators_or_nested_fields_not_both(
+    memory: timestone.Memory, group: str, filter_: dict[str, Any], message: str
+) -> None:
+    """As in LangGraph's InMemoryStore: a mapping with a ``$`` key holds operators only,
+    wherever it is; a plain key among them was read as ``$lte``."""
+    memory.put_item(group, ("a",), "k", {"score": 0, "a": {"b": 1}, "tags": [1, 2]})
+    with pytest.raises(InvalidInput) as caught:
+        memory.search_items(group, (), filter=filter_)
+    assert str(caught.value) == message
+    with pytest.raises(InvalidInput) as in_batch:  # the batch's write is not made
+        memory.batch_items(
+            group, [ItemPut(("a",), "new", {"v": 1}), ItemSearch((), filter=filter_)]
+        )
+    assert str(in_batch.value) == message
+    assert [i.key for i in memory.search_items(group, ())] == ["k"]
+
+
+def test_a_mapping_without_operators_matches_nested_fields(
+    memory: timestone.Memory, group: str
+) -> None:
+    """Each field of a nested mapping is a condition of its own, operators included."""
+    memory.put_item(group, ("a",), "one", {"a": {"b": 1, "c": "x"}, "tags": [1, 5]})
+    memory.put_item(group, ("a",), "two", {"a": {"b": 7, "c": "x"}, "tags": [1, 2]})
+    memory.put_item(group, ("a",), "flat", {"a": 3})
+
+    def keys(filter_: dict[str, Any]) -> list[str]:
+        return sorted(i.key for i in memory.search_items(group, (), filter=filter_))
+
+    assert keys({"a": {"c": "x"}}) == ["one", "two"]
+    assert keys({"a": {"b": {"$gt": 2}}}) == ["two"]
+    assert keys({"a": {"b": {"$gte": 1}, "c": {"$ne": "y"}}}) == ["one", "two"]
+    assert keys({"tags": [1, {"$gt": 3}]}) == ["one"]
+    assert keys({"a": {}}) == ["one", "two"]  # an object with no field asked: any object
+
+
+def test_range_filters_compare_huge_integers_exactly(memory: timestone.Memory, group: str) -> None:
+    """An integer too big for a float is compared as it is: neither a filter naming one
+    nor an item holding one fails a search."""
+    huge = 10**400
+    memory.put_item(group, ("n",), "small", {"n": 3})
+    memory.put_item(group, ("n",), "float", {"n": 1e308})
+    memory.put_item(group, ("n",), "huge", {"n": huge})
+    memory.put_item(group, ("n",), "text", {"n": "2.5"})
+
+    def keys(filter_: dict[str, Any]) -> list[str]:
+        return sorted(i.key for i in memory.search_items(group, ("n",), filter=filter_))
+
+    assert keys({"n": {"$lt": huge}}) == ["float", "small", "text"]
+    assert keys({"n": {"$gt": 1}}) == ["float", "huge", "small", "text"]
+    assert keys({"n": {"$gte": huge}}) == ["huge"]
+    assert keys({"n": {"$gt": huge - 1, "$lte": huge}}) == ["huge"]
+    assert keys({"n": {"$gt": huge}}) == []
+    assert keys({"n": {"$gt": 1e308}}) == ["huge"]
+    assert keys({"n": {"$lt": 3}}) == ["text"]
+
+
+def test_an_offset_past_bigint_is_refused_naming_it(memory: timestone.Memory, group: str) -> None:
+    """Postgres's OFFSET is a bigint: a larger offset is refused by name, not failed in
+    the database."""
+    memory.put_item(group, ("a",), "k", {"v": 1})
+    assert memory.search_items(group, (), offset=2**63 - 1) == []
+    assert memory.item_namespaces(group, offset=2**63 - 1) == []
+    message = "offset must be an integer from 0 to 9,223,372,036,854,775,807, got {}"
+    for offset in (2**63, 10**30):
+        with pytest.raises(InvalidInput) as caught:
+            memory.search_items(group, (), offset=offset)
+        assert str(caught.value) == message.format(offset)
+        with pytest.raises(InvalidInput) as listing:
+            memory.item_namespaces(group, offset=offset)
+        assert str(listing.value) == message.format(offset)
+        with pytest.raises(InvalidInput) as in_batch:
+            memory.batch_items(
+                group, [ItemPut(("a",), "new", {"v": 2}), ItemSearch(("a",), offset=offset)]
+            )
+        assert str(in_batch.value) == message.format(offset)
+    assert [i.key for i in memory.search_items(group, ())] == ["k"]
+
+
+def test_check_item_ops_checks_as_batch_items_does_and_runs_none(
+    memory: timestone.Memory, group: str
+) -> None:
+    ops = [ItemPut(("a",), "k", {"v": 1}), ItemPut(("a",), "bad", {"v": float("nan")})]
+    for check in (timestone.Memory.check_item_ops, timestone.AsyncMemory.check_item_ops):
+        with pytest.raises(InvalidInput) as caught:
+            check(ops)
+        assert str(caught.value) == "item value['v'] is nan, which JSON cannot hold"
+        assert check(ops[:1]) is None
     assert memory.search_items(group, ()) == []

@@ -4,11 +4,11 @@ LangGraph's InMemoryStore answers it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from langgraph.store.base import GetOp, PutOp, SearchOp
+from langgraph.store.base import GetOp, Op, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 import timestone
@@ -124,6 +124,51 @@ def test_a_batch_with_a_bad_op_writes_nothing(memory: timestone.Memory, group: s
     with pytest.raises(InvalidInput, match="limit must be a non-negative integer"):
         store.batch([PutOp(("a",), "new", {"v": 1}), SearchOp(("a",), limit=-1)])
     assert store.get(("a",), "new") is None
+
+
+HUGE = 10**30
+BAD_IN_ANOTHER_GROUP: list[tuple[Callable[[str], Op], str]] = [
+    (
+        lambda g: PutOp((g, "users"), "nan", {"v": float("nan")}),
+        "item value['v'] is nan, which JSON cannot hold",
+    ),
+    (
+        lambda g: PutOp((g, "users"), "nul\x00", {"v": 1}),
+        "item key contains a NUL byte, which Postgres text cannot store",
+    ),
+    (
+        lambda g: SearchOp((g, "users"), offset=HUGE),
+        f"offset must be an integer from 0 to 9,223,372,036,854,775,807, got {HUGE}",
+    ),
+    (
+        lambda g: SearchOp((g, "users"), filter={"v": {"$gte": 0, "extra": 1}}),
+        "filter['v'] mixes the operator '$gte' with the plain key 'extra': a condition holds "
+        "either operators ($eq, $gt, $gte, $lt, $lte, $ne) or the fields of a nested object",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"), BAD_IN_ANOTHER_GROUP, ids=["nan", "nul key", "offset", "filter"]
+)
+def test_a_batch_across_groups_with_a_bad_op_writes_nothing(
+    memory: timestone.Memory, group: str, bad: Callable[[str], Op], message: str
+) -> None:
+    """Without group_id a batch runs one transaction per group: every operation is
+    checked before the first group's runs, so that a bad one in a later group fails the
+    batch before the earlier group's writes."""
+    first, second = group + "-a", group + "-b"
+    store = TimestoneStore(memory)  # the first label of a namespace is the group
+    store.put((first, "users"), "kept", {"v": 0})
+    ops = [PutOp((first, "users"), "new", {"v": 1}), PutOp((first, "users"), "kept", None)]
+    with pytest.raises(InvalidInput) as caught:
+        store.batch([*ops, PutOp((second, "users"), "ok", {"v": 2}), bad(second)])
+    assert str(caught.value) == message
+    assert store.get((first, "users"), "new") is None
+    kept = store.get((first, "users"), "kept")
+    assert kept is not None
+    assert kept.value == {"v": 0}
+    assert memory.search_items(second, ()) == []
 
 
 def test_a_batch_reads_before_it_writes(memory: timestone.Memory, group: str) -> None:

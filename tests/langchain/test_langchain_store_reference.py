@@ -247,6 +247,56 @@ def test_filters_with_values_no_item_holds(pinned: TimestoneStore, filter_: dict
     assert _found(pinned, ("f",), filter=filter_) == _found(reference, ("f",), filter=filter_)
 
 
+MIXED: list[tuple[dict[str, Any], str]] = [
+    ({"n": {"$gte": 0, "extra": 1}}, "filter['n'] mixes the operator '$gte' with the plain key 'extra'"),
+    ({"n": {"$ne": math.inf, "extra": 1}}, "filter['n'] mixes the operator '$ne' with the plain key 'extra'"),
+    ({"deep": {"k": {"extra": 1, "$lt": 9}}}, "filter['deep']['k'] mixes the operator '$lt' with the plain key 'extra'"),
+    ({"n": {"$gte": 0, "$in": [1]}}, "filter['n']: unknown operator '$in'"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("filter_", "says"), MIXED, ids=repr)
+def test_a_condition_mixing_operators_and_fields_is_refused_by_both(
+    pinned: TimestoneStore, filter_: dict[str, Any], says: str
+) -> None:
+    """InMemoryStore raises "Unsupported operator" for a plain key among operators;
+    Timestone refuses it naming the key (a value no item holds does not hide it)."""
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("f",), "a", {"n": 1, "deep": {"k": 5}})
+    with pytest.raises(ValueError, match="Unsupported operator"):
+        reference.search(("f",), filter=filter_)
+    with pytest.raises(InvalidInput) as caught:
+        pinned.search(("f",), filter=filter_)
+    assert str(caught.value).startswith(says)
+
+
+def test_a_condition_with_a_value_no_item_holds_is_checked_too(pinned: TimestoneStore) -> None:
+    """A filter that could match nothing is still refused when its shape is wrong."""
+    pinned.put(("f",), "a", {"n": 1})
+    with pytest.raises(InvalidInput) as caught:
+        pinned.search(("f",), filter={"n": {"$eq": math.nan, "extra": 1}})
+    assert str(caught.value) == (
+        "filter['n'] mixes the operator '$eq' with the plain key 'extra': a condition holds "
+        "either operators ($eq, $gt, $gte, $lt, $lte, $ne) or the fields of a nested object"
+    )
+
+
+def test_huge_integers_and_offsets(pinned: TimestoneStore) -> None:
+    """An integer too big for a float, stored or in a filter, is compared exactly (where
+    InMemoryStore's float() overflows); an offset past Postgres's bigint is refused."""
+    huge = 10**400
+    pinned.put(("h",), "small", {"n": 3})
+    pinned.put(("h",), "huge", {"n": huge})
+    assert {i.key for i in pinned.search(("h",), filter={"n": {"$lt": huge}})} == {"small"}
+    assert {i.key for i in pinned.search(("h",), filter={"n": {"$gt": 1}})} == {"small", "huge"}
+    with pytest.raises(InvalidInput) as caught:
+        pinned.search(("h",), offset=10**30)
+    assert str(caught.value) == (
+        f"offset must be an integer from 0 to 9,223,372,036,854,775,807, got {10**30}"
+    )
+
+
 def test_numbers_read_back_as_written(pinned: TimestoneStore) -> None:
     value = {
         "big": 1e300,

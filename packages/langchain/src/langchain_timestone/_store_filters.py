@@ -4,7 +4,10 @@ A value Timestone stores is JSON that ``jsonb`` holds: no infinity, no NaN, no
 text with NUL. A filter may still name such a value, and LangGraph's stores
 answer it: equality with it matches nothing, ``$ne`` matches everything, and
 ``{"$lt": inf}`` matches every number. ``settle`` rewrites a filter into one
-Timestone takes with the same answer, or says that nothing can match.
+Timestone takes with the same answer, or says that nothing can match. ``stand_in``
+is what Timestone checks first: the filter's shape (its operators, its nesting),
+which such a value does not change, so that a bad one is refused whatever its
+values.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-__all__ = ["NOTHING", "settle"]
+__all__ = ["NOTHING", "settle", "stand_in"]
 
 NOTHING = object()
 """What ``settle`` returns for a filter no stored item can match."""
@@ -37,6 +40,19 @@ def _storable(value: object) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_storable(v) for v in cast(Sequence[object], value))
     return True
+
+
+def stand_in(value: object) -> object:
+    """``value`` with each value no item can hold put as None, and each NUL of a key as
+    U+FFFD: the same shape, in JSON that Timestone's filter check takes."""
+    if isinstance(value, Mapping):
+        return {
+            k.replace("\x00", "\ufffd") if isinstance(k, str) else k: stand_in(v)
+            for k, v in cast(Mapping[object, object], value).items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [stand_in(v) for v in cast(Sequence[object], value)]
+    return value if _storable(value) else None
 
 
 def _comparison(op: str, arg: object) -> object:

@@ -33,7 +33,7 @@ from langgraph.store.base import (
 import timestone
 from timestone.errors import InvalidInput, TimestoneError
 
-from ._store_filters import NOTHING, settle
+from ._store_filters import NOTHING, settle, stand_in
 from ._store_index import IndexPaths
 
 __all__ = ["Groups", "Lockstep", "Plan", "plan_of"]
@@ -142,6 +142,9 @@ def _search(op: SearchOp, groups: Groups) -> Plan:
     given = cast(object, op.filter)
     if given is not None and not isinstance(given, Mapping):
         raise InvalidInput(f"filter must be a dict, got {type(given).__name__}")
+    if given is not None:  # its shape, before settle drops what no item can hold
+        shape = cast(Mapping[str, Any], stand_in(cast(object, given)))
+        timestone.Memory.check_item_ops([timestone.ItemSearch(filter=shape)])
     filter_ = settle(cast(Mapping[str, Any] | None, given))
     query = cast(object, op.query)
     if query is not None and not isinstance(query, str):
@@ -212,7 +215,11 @@ def _namespaces(op: ListNamespacesOp, groups: Groups) -> Plan:
 class Lockstep:
     """The plans of one batch, advanced together: the operations they yield at one step
     are asked of the memory together, one ``batch_items`` call per group. Starting the
-    plans checks every operation, so that a bad one fails the batch before anything runs."""
+    plans checks every operation, so that a bad one fails the batch before anything runs:
+    the store's arguments as the plans read them, then the Timestone operations of the
+    first step (every write of the batch is in it) when they span groups. In one group
+    the ``batch_items`` call checks them all first itself; across groups it could not,
+    since each group's call commits before the next one starts."""
 
     __slots__ = ("_plans", "_waiting", "results")
 
@@ -222,6 +229,8 @@ class Lockstep:
         self.results: list[Result] = [None] * len(plans)
         for i in range(len(plans)):
             self._step(i, None)
+        if len({group for group, _ in self._waiting.values()}) > 1:
+            timestone.Memory.check_item_ops([op for _, op in self._waiting.values()])
 
     def _step(self, i: int, answer: Any) -> None:
         plan = self._plans[i]

@@ -24,7 +24,7 @@ from ._item import (
     check_value,
     index_texts,
 )
-from ._ops import ItemOp, ItemResult
+from ._ops import ItemOp, ItemResult, check_op
 from ._store_async import get_item, item_namespaces, remove_item, search_items, store_item
 
 __all__ = ["ItemsAPI"]
@@ -93,7 +93,12 @@ class ItemsAPI:
     ) -> list[Item]:
         """Items under ``namespace_prefix`` whose value matches ``filter`` (JSONB-like equality
         and ``$eq $ne $gt $gte $lt $lte``); ranked by similarity to ``query`` (``score`` set),
-        else newest first."""
+        else newest first.
+
+        As in LangGraph's ``InMemoryStore``, a dict of the filter whose keys start with
+        ``$`` holds operators only, and a dict without one matches a nested object field by
+        field; one that mixes the two is refused. The ranges compare numbers exactly.
+        ``offset`` is at most ``2**63 - 1``, what Postgres's ``bigint`` holds."""
 
         prefix = check_namespace(namespace_prefix, "namespace_prefix", allow_empty=True)
         conditions = check_filter(filter)
@@ -156,3 +161,14 @@ class ItemsAPI:
         it: a bad one fails the batch, which writes nothing. ``as_of`` reads the past, and
         is refused in a batch that writes."""
         return await run_batch(self._db, self.embedder, group_id, ops, check_as_of(as_of))
+
+    @staticmethod
+    def check_item_ops(ops: Sequence[ItemOp]) -> None:
+        """Check ``ops`` as ``batch_items`` checks them, and run none: raises
+        ``InvalidInput`` naming the first bad one.
+
+        ``batch_items`` runs in one group. A caller that splits one batch over several
+        groups (one ``batch_items`` call each) checks every operation first, so that a bad
+        one fails the whole batch before any group's call writes."""
+        for op in ops:
+            check_op(op)

@@ -19,6 +19,7 @@ from ..errors import InvalidInput
 __all__ = [
     "MAX_KEY_CHARS",
     "MAX_NAMESPACE_DEPTH",
+    "MAX_OFFSET",
     "Item",
     "check_filter",
     "check_key",
@@ -101,6 +102,8 @@ def index_text(value: Mapping[str, Any]) -> str:
 
 
 def check_filter(value: object) -> dict[str, Any] | None:
+    """A filter as ``matches_filter`` reads it, refused naming the condition that is not:
+    JSON that ``jsonb`` holds, each mapping either operators or nested fields."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
@@ -110,26 +113,46 @@ def check_filter(value: object) -> dict[str, Any] | None:
     for k, v in cast(Mapping[object, Any], value).items():
         if not isinstance(k, str):
             raise InvalidInput(f"filter keys must be strings, got {k!r:.80}")
-        _check_condition(v, k)
+        _check_condition(v, f"filter[{k!r:.80}]")
         out[k] = v
     return out
 
 
 def _check_condition(condition: Any, where: str) -> None:
+    """``condition`` (checked by ``check_json``: string keys) as ``_compare`` reads it, as
+    LangGraph's ``InMemoryStore`` does: a mapping with a key that starts with ``$`` holds
+    operators only; a mapping without one matches a nested object field by field, and a
+    list element by element, each field or element a condition of its own."""
     if isinstance(condition, Mapping):
-        keys = [str(k) for k in cast(Mapping[object, Any], condition)]
-        ops = [k for k in keys if k.startswith("$")]
-        unknown = [k for k in ops if k not in _OPERATORS]
-        if unknown:
-            raise InvalidInput(
-                f"filter on {where!r:.80}: unknown operator {unknown[0]!r:.80}; "
-                f"use one of {', '.join(sorted(_OPERATORS))}"
-            )
+        conditions = cast(Mapping[str, Any], condition)
+        ops = [k for k in conditions if k.startswith("$")]
+        if not ops:
+            for k, v in conditions.items():
+                _check_condition(v, f"{where}[{k!r:.80}]")
+            return
+        for k in conditions:
+            if k.startswith("$") and k not in _OPERATORS:
+                raise InvalidInput(
+                    f"{where:.300}: unknown operator {k!r:.80}; "
+                    f"use one of {', '.join(sorted(_OPERATORS))}"
+                )
+            if not k.startswith("$"):
+                raise InvalidInput(
+                    f"{where:.300} mixes the operator {ops[0]!r:.80} with the plain key "
+                    f"{k!r:.80}: a condition holds either operators "
+                    f"({', '.join(sorted(_OPERATORS))}) or the fields of a nested object"
+                )
+    elif isinstance(condition, (list, tuple)):
+        for i, v in enumerate(cast(Sequence[Any], condition)):
+            _check_condition(v, f"{where}[{i}]")
 
 
 def matches_filter(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) -> bool:
-    """JSONB-like matching: equal values, nested objects field by field, lists element by
-    element, and the operators ``$eq $ne $gt $gte $lt $lte``."""
+    """JSONB-like matching, as in LangGraph's ``InMemoryStore``: equal values, nested
+    objects field by field, lists element by element, and a mapping whose keys are the
+    operators ``$eq $ne $gt $gte $lt $lte`` (``check_filter`` refuses one that mixes them
+    with plain keys). The ranges compare numbers exactly, and read a text as a float; a
+    value that is not a number satisfies none."""
     if not filter_:
         return True
     return all(_compare(value.get(k), v) for k, v in filter_.items())
@@ -155,8 +178,15 @@ def _compare(item_value: Any, wanted: Any) -> bool:
     return bool(item_value == wanted)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+def _number(value: Any) -> int | float | None:
+    """``value`` as a number a range compares, or None. An int is kept as it is: Python
+    compares ints and floats exactly, where ``float()`` overflows on an int of more than
+    308 digits (which ``jsonb`` holds)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, (float, str)):
         return None
     try:
         out = float(value)
@@ -194,9 +224,13 @@ def matches_namespace(
     return head and tail
 
 
+MAX_OFFSET = 2**63 - 1
+"""The largest offset: what Postgres's ``bigint`` holds (an ``OFFSET`` is one)."""
+
+
 def check_offset(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise InvalidInput(f"offset must be a non-negative integer, got {value!r:.80}")
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_OFFSET:
+        raise InvalidInput(f"offset must be an integer from 0 to {MAX_OFFSET:,}, got {value!r:.80}")
     return value
 
 
