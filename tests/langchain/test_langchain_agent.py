@@ -87,6 +87,62 @@ def test_a_long_message_with_a_nul_byte_is_recalled_and_recorded(
     assert any("log line\ufffd " in e.content for e in recorded.episodes)
 
 
+def test_a_message_longer_than_a_document_is_recorded_cut(
+    memory: timestone.Memory, mira: str
+) -> None:
+    """A paste past what one document holds: the exchange is recorded within the limit,
+    the message's end and the answer kept, instead of failing the run after the model
+    answered."""
+    pasted = "log " * 250_001 + "Where does Mira work now?"  # 1,000,029 characters
+    model = _model([AIMessage("At Château Sud.")])
+    agent = create_agent(model, middleware=[TimestoneMemoryMiddleware(memory, mira)])
+    out = agent.invoke({"messages": [HumanMessage(pasted)]})
+    assert out["messages"][-1].content == "At Château Sud."
+    chunks = [e for e in memory.episodes(mira, limit=1000) if e.document_uri]
+    assert {e.document_uri for e in chunks} == {chunks[0].document_uri}
+    first = min(chunks, key=lambda e: e.char_start or 0)
+    last = max(chunks, key=lambda e: e.char_end or 0)
+    assert first.char_start == 0
+    assert first.content.startswith("User: … log log ")
+    assert last.char_end == 1_000_000
+    assert last.content.endswith("log Where does Mira work now?\nAssistant: At Château Sud.")
+
+
+def test_middleware_settings_are_checked_when_made(memory: timestone.Memory, mira: str) -> None:
+    """A budget ``context`` does not take, a ``conversation`` no record can be named by, or
+    a ``record`` that is not a bool: refused when the middleware is made, naming the
+    setting, not after the model has answered."""
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        (
+            {"token_budget": 10},
+            ValueError,
+            "token_budget must be an integer from 50 to 200,000, got 10",
+        ),
+        (
+            {"conversation": "chat\x001"},
+            timestone.errors.InvalidInput,
+            "conversation contains a NUL byte, which Postgres text cannot store",
+        ),
+        (
+            {"conversation": "c" * 492},
+            timestone.errors.InvalidInput,
+            "conversation has 492 characters; the limit is 491",
+        ),
+        ({"conversation": " "}, timestone.errors.InvalidInput, "conversation is empty"),
+        ({"record": "no"}, TypeError, "record must be True or False, got 'no'"),
+    ]
+    for settings, error, message in cases:
+        with pytest.raises(error) as raised:
+            TimestoneMemoryMiddleware(memory, mira, **settings)
+        assert str(raised.value) == message
+    # the longest conversation names its records
+    middleware = TimestoneMemoryMiddleware(memory, mira, conversation="c" * 491)
+    agent = create_agent(_model([AIMessage("At Château Sud.")]), middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+    uris = {e.document_uri for e in memory.episodes(mira, limit=1000) if e.document_uri}
+    assert [len(u) for u in uris if u.startswith("ccc")] == [512]
+
+
 async def test_middleware_on_async_memory(amemory: timestone.AsyncMemory, mira: str) -> None:
     model = _model([AIMessage("Gamay, then Cabernet Franc.")])
     agent = create_agent(model, middleware=[TimestoneMemoryMiddleware(amemory, mira)])

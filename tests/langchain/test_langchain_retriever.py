@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 import timestone
 from langchain_timestone import TimestoneRetriever
+from timestone.errors import InvalidInput
 
 
 class TestTimestoneRetrieverStandard(RetrieversIntegrationTests):
@@ -106,7 +107,26 @@ def test_bad_input(memory: timestone.Memory) -> None:
         TimestoneRetriever(memory=memory, group_id="g", scopes=("facts", "nope"))
     with pytest.raises(ValidationError, match=r"unknown scope\(s\) '\\ud800'"):
         TimestoneRetriever(memory=memory, group_id="g", scopes=("\ud800",))
-    with pytest.raises(ValidationError, match="k must be at least 1"):
+    with pytest.raises(ValidationError, match="k must be an integer from 1 to 1000, got 0"):
         TimestoneRetriever(memory=memory, group_id="g", k=0)
     with pytest.raises(ValidationError, match="naive datetime"):
         TimestoneRetriever(memory=memory, group_id="g", as_of=datetime(2020, 1, 1))
+
+
+def test_k_past_what_a_search_returns_is_refused_naming_k(
+    memory: timestone.Memory, mira: str
+) -> None:
+    """``k`` from 1 to the most one search returns, checked when the retriever is made and
+    on each call that passes its own, naming ``k`` (the search calls it ``limit``)."""
+    for k in (5000, 1001, True, "4"):
+        with pytest.raises(ValidationError) as made:
+            TimestoneRetriever(memory=memory, group_id=mira, k=k)  # type: ignore[arg-type]
+        assert made.value.errors()[0]["msg"] == (
+            f"Value error, k must be an integer from 1 to 1000, got {k!r}"
+        )
+    retriever = TimestoneRetriever(memory=memory, group_id=mira, k=1000)
+    for k in (0, 1001):
+        with pytest.raises(InvalidInput) as called:
+            retriever.invoke("Where does Mira work?", k=k)
+        assert str(called.value) == f"k must be an integer from 1 to 1000, got {k}"
+    assert len(retriever.invoke("Where does Mira work?", k=1)) == 1

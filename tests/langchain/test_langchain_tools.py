@@ -197,5 +197,21 @@ def test_bad_construction(memory: timestone.Memory, group: str) -> None:
     with pytest.raises(NaiveDatetime, match="valid_at must be a timezone-aware datetime"):
         timestone_tools(memory, group, valid_at="2020-01-01")  # type: ignore[arg-type]
     for budget in (0, -5, True, 2.5):
-        with pytest.raises(ValueError, match="token_budget must be a positive integer"):
+        with pytest.raises(ValueError, match="token_budget must be an integer from 50"):
             timestone_tools(memory, group, token_budget=budget)  # type: ignore[arg-type]
+
+
+def test_a_budget_search_memory_cannot_use_is_refused_when_made(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The budget ``context`` takes, checked when the tools are made: not at every
+    ``search_memory`` call, where the model would read a refusal it cannot fix."""
+    for budget in (10, 49, 200_001, 10**6):
+        message = f"token_budget must be an integer from 50 to 200,000, got {budget}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            timestone_tools(memory, group, token_budget=budget)
+    for budget in (50, 200_000):
+        search = timestone_tools(memory, group, token_budget=budget)[0]
+        assert search.invoke({"query": "Where does Mira work?"}) == (
+            "Nothing in memory matches this query."
+        )

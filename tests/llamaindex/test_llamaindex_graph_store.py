@@ -27,7 +27,7 @@ from llama_index.core.vector_stores.types import VectorStoreQuery
 from llama_index.graph_stores.timestone import TimestonePropertyGraphStore
 
 import timestone
-from timestone.errors import InvalidGroup, InvalidInput
+from timestone.errors import InvalidGroup, InvalidInput, NaiveDatetime
 
 
 @pytest.fixture(params=["simple", "timestone"])
@@ -330,6 +330,84 @@ def test_arguments_of_the_wrong_shape_are_refused_by_name(
     with pytest.raises(TypeError, match="stores Relation records, got 'Mira'"):
         store.upsert_relations(["Mira"])
     assert memory.stats(group)["entities"]["versions"] == 0
+
+
+def test_a_string_where_a_list_goes_is_refused_naming_the_argument(
+    memory: timestone.Memory, group: str
+) -> None:
+    """``relation_names="KNOWS"`` once read as the relations K, N, O, W and S (matching and
+    deleting nothing, silently), and ``entity_names="Ada"`` was refused naming an argument
+    of the core; each is refused naming the caller's argument, and nothing is retracted."""
+    store: Any = TimestonePropertyGraphStore(memory, group)  # called as an agent may
+    store.upsert_relations([Relation(label="KNOWS", source_id="Ada", target_id="Bo")])
+    refused: list[tuple[Any, str]] = [
+        (
+            lambda: store.get_triplets(relation_names="KNOWS"),
+            "relation_names must be a list of relation labels, got str",
+        ),
+        (
+            lambda: store.delete(relation_names="KNOWS"),
+            "relation_names must be a list of relation labels, got str",
+        ),
+        (
+            lambda: store.delete(entity_names=["Ada"], relation_names="KNOWS"),
+            "relation_names must be a list of relation labels, got str",
+        ),
+        (
+            lambda: store.get_triplets(relation_names=[7]),
+            "a relation in relation_names must be a string, got int",
+        ),
+        (
+            lambda: store.get_triplets(entity_names="Ada"),
+            "entity_names must be a list of names, got str",
+        ),
+        (
+            lambda: store.get_triplets(entity_names=["A\x00da"]),
+            "a name in entity_names contains a NUL byte, which Postgres cannot store",
+        ),
+        (lambda: store.get_triplets(ids="Ada"), "ids must be a list of node ids, got str"),
+    ]
+    for call, message in refused:
+        with pytest.raises(InvalidInput) as raised:
+            call()
+        assert str(raised.value) == message
+    assert _names(store.get_triplets(relation_names=["KNOWS"])) == {("Ada", "KNOWS", "Bo")}
+    assert _names(store.get_triplets(entity_names=["Ada"])) == {("Ada", "KNOWS", "Bo")}
+
+
+def test_vector_query_refuses_a_top_k_below_one(memory: timestone.Memory, group: str) -> None:
+    store = TimestonePropertyGraphStore(memory, group)
+    store.upsert_nodes([EntityNode(name="Mira", label="PERSON")])
+    for k in (0, -3):
+        with pytest.raises(InvalidInput) as raised:
+            store.vector_query(VectorStoreQuery(query_str="Mira", similarity_top_k=k))
+        assert str(raised.value) == f"similarity_top_k must be at least 1, got {k}"
+    nodes, _ = store.vector_query(VectorStoreQuery(query_str="Mira", similarity_top_k=1))
+    assert [n.id for n in nodes] == ["Mira"]
+
+
+def test_a_store_refuses_a_naive_or_string_clock_when_made(memory: timestone.Memory) -> None:
+    """Checked when the store is made, as its retriever does, not at its first read."""
+    bad: list[tuple[dict[str, Any], str]] = [
+        (
+            {"valid_at": datetime(2019, 1, 1)},
+            "valid_at is a naive datetime (2019-01-01T00:00:00); pass a timezone-aware one, "
+            "for example datetime(..., tzinfo=UTC)",
+        ),
+        ({"valid_at": "2019-01-01"}, "valid_at must be a timezone-aware datetime, got str"),
+        (
+            {"as_of": datetime(2019, 1, 1)},
+            "as_of is a naive datetime (2019-01-01T00:00:00); pass a timezone-aware one, "
+            "for example datetime(..., tzinfo=UTC)",
+        ),
+        ({"as_of": "2019-01-01"}, "as_of must be a timezone-aware datetime, got str"),
+    ]
+    for settings, message in bad:
+        with pytest.raises(NaiveDatetime) as raised:
+            TimestonePropertyGraphStore(memory, "g", **settings)
+        assert str(raised.value) == message
+    for valid_at in (None, timestone.NOW, datetime(2019, 1, 1, tzinfo=UTC)):
+        assert TimestonePropertyGraphStore(memory, "g", valid_at=valid_at).valid_at == valid_at
 
 
 def test_vector_query(memory: timestone.Memory, group: str) -> None:

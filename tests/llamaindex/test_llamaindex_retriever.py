@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import UTC, datetime
 
@@ -74,3 +75,15 @@ def test_bad_input(memory: timestone.Memory) -> None:
         TimestoneRetriever(memory, "g", scopes=())
     with pytest.raises(NaiveDatetime, match="as_of is a naive datetime"):
         TimestoneRetriever(memory, "g", as_of=datetime(2020, 1, 1))
+
+
+def test_a_top_k_past_what_a_search_returns_is_refused_when_made(
+    memory: timestone.Memory, mira: str
+) -> None:
+    """Once accepted, then every retrieval failed naming the search's ``limit``."""
+    for k in (0, 1001, 5000, True):
+        message = f"similarity_top_k must be an integer from 1 to 1000, got {k!r}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            TimestoneRetriever(memory, mira, similarity_top_k=k)
+    retriever = TimestoneRetriever(memory, mira, similarity_top_k=1000)
+    assert retriever.retrieve("Where does Mira work?")

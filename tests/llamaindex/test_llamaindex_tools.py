@@ -150,5 +150,21 @@ def test_bad_construction(memory: timestone.Memory, group: str) -> None:
         TimestoneToolSpec(memory, " ")
     with pytest.raises(NaiveDatetime, match="as_of"):
         TimestoneToolSpec(memory, group, as_of=datetime(2020, 1, 1))
-    with pytest.raises(ValueError, match="token_budget must be a positive integer"):
+    with pytest.raises(ValueError, match="token_budget must be an integer from 50"):
         TimestoneToolSpec(memory, group, token_budget=0)
+
+
+def test_a_budget_search_memory_cannot_use_is_refused_when_made(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The budget ``context`` takes, checked when the spec is made: not at every
+    ``search_memory`` call, where the model would read a refusal it cannot fix."""
+    for budget in (10, 49, 200_001, 10**6):
+        message = f"token_budget must be an integer from 50 to 200,000, got {budget}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            TimestoneToolSpec(memory, group, token_budget=budget)
+    for budget in (50, 200_000):
+        spec = TimestoneToolSpec(memory, group, token_budget=budget)
+        assert spec.search_memory("Where does Mira work?") == (
+            "Nothing in memory matches this query."
+        )

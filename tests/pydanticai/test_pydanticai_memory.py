@@ -253,8 +253,90 @@ def test_bad_deps(memory: timestone.Memory) -> None:
     with pytest.raises(NaiveDatetime, match="as_of"):
         TimestoneDeps(memory, "g", as_of=datetime(2024, 1, 1))
     for budget in (0, -1, True):
-        with pytest.raises(ValueError, match="token_budget must be a positive integer"):
+        with pytest.raises(ValueError, match="token_budget must be an integer from 50"):
             TimestoneDeps(memory, "g", token_budget=budget)
+
+
+def test_a_budget_search_memory_cannot_use_is_refused_when_made(memory: timestone.Memory) -> None:
+    """The budget ``context`` takes, checked when the deps are made: not at every
+    ``search_memory`` call, where the model would read a refusal it cannot fix."""
+    for budget in (10, 49, 200_001, 10**6):
+        message = f"token_budget must be an integer from 50 to 200,000, got {budget}"
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+            TimestoneDeps(memory, "g", token_budget=budget)
+    for budget in (50, 200_000):
+        assert TimestoneDeps(memory, "g", token_budget=budget).token_budget == budget
+
+
+@dataclasses.dataclass
+class LooseDeps:
+    """An application's deps object whose settings nothing checked when it was made."""
+
+    memory: object
+    group_id: object
+    valid_at: object = timestone.NOW
+    token_budget: object = 1200
+
+
+async def _search_once(deps: LooseDeps) -> list[str]:
+    """Run an agent whose model calls ``search_memory`` once, then answers; the prompts the
+    model was given after its call, as it read them."""
+    seen: list[str] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("search_memory", {"query": "Ada"})])
+        seen.extend(_retries(messages))
+        return ModelResponse(parts=[TextPart("I don't know.")])
+
+    agent = Agent(FunctionModel(respond), deps_type=LooseDeps, toolsets=[memory_toolset()])
+    await agent.run("Where does Ada work?", deps=deps)
+    return seen
+
+
+async def test_deps_the_tools_cannot_use_raise_to_the_caller(
+    memory: timestone.Memory, group: str
+) -> None:
+    """The deps are the developer's: a memory that is not one, a malformed group, a naive
+    or string clock or a budget out of range fail the run, naming the setting, instead of
+    going to the model as a retry it cannot act on (the run then answering without
+    memory)."""
+    cases: list[tuple[LooseDeps, type[Exception], str]] = [
+        (
+            LooseDeps("postgresql://x", group),
+            TypeError,
+            "memory_toolset needs a timestone.Memory or AsyncMemory as deps.memory, "
+            "got <class 'str'>",
+        ),
+        (
+            LooseDeps(memory, "tenant 42"),
+            InvalidGroup,
+            "deps.group_id 'tenant 42' is malformed: use 1 to 128 characters of letters, "
+            "digits and _ . : @ -, starting with a letter or digit",
+        ),
+        (
+            LooseDeps(memory, group, valid_at=datetime(2024, 1, 1)),
+            NaiveDatetime,
+            "deps.valid_at is a naive datetime (2024-01-01T00:00:00); pass a timezone-aware "
+            "one, for example datetime(..., tzinfo=UTC)",
+        ),
+        (
+            LooseDeps(memory, group, valid_at="2024-01-01"),
+            NaiveDatetime,
+            "deps.valid_at must be a timezone-aware datetime, got str",
+        ),
+        (
+            LooseDeps(memory, group, token_budget=10),
+            ValueError,
+            "deps.token_budget must be an integer from 50 to 200,000, got 10",
+        ),
+    ]
+    for deps, error, message in cases:
+        with pytest.raises(error) as raised:
+            await _search_once(deps)
+        assert str(raised.value) == message
+    # deps it can use: the model reads the evidence, and nothing is sent back
+    assert await _search_once(LooseDeps(memory, group)) == []
 
 
 def test_what_the_model_reads_about_each_tool() -> None:

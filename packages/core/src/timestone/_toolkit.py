@@ -21,7 +21,8 @@ from ._groups import check_group
 from ._records import Entity, Episode, Fact
 from ._results import citation_of
 from ._time import Now, aware
-from .errors import InvalidInput
+from .errors import InvalidGroup, InvalidInput
+from .search._context_async import MAX_TOKEN_BUDGET, MIN_TOKEN_BUDGET
 
 if TYPE_CHECKING:
     from ._memory import Memory
@@ -66,22 +67,40 @@ def check_tool_settings(
     valid_at: datetime | Now | None,
     as_of: datetime | None,
     token_budget: object,
+    prefix: str = "",
 ) -> tuple[Memory | AsyncMemory, str]:
     """The memory and the group tools are made with, or the error naming what is wrong:
     ``TypeError`` for what is not a memory, the library's errors for the group and the
-    clocks, ``ValueError`` for a budget that is not a positive integer."""
+    clocks, ``ValueError`` for a budget ``context`` does not take (an integer from
+    ``MIN_TOKEN_BUDGET`` to ``MAX_TOKEN_BUDGET``). ``prefix`` goes before each setting's
+    name in a message: ``deps.`` for the settings an agent's deps object carries."""
     from ._memory import Memory  # at call time: the facade imports most of the core
     from ._memory_async import AsyncMemory
 
     if not isinstance(memory, (Memory, AsyncMemory)):
-        raise TypeError(f"{who} needs a timestone.Memory or AsyncMemory, got {type(memory)!r}")
-    group = check_group(group_id)
+        setting = f" as {prefix}memory" if prefix else ""
+        raise TypeError(
+            f"{who} needs a timestone.Memory or AsyncMemory{setting}, got {type(memory)!r}"
+        )
+    try:
+        group = check_group(group_id)
+    except InvalidGroup as exc:  # its message starts with the setting's name, group_id
+        if not prefix:
+            raise
+        raise InvalidGroup(f"{prefix}{exc}") from None
     if valid_at is not None and not isinstance(valid_at, Now):
-        aware(valid_at, "valid_at")
+        aware(valid_at, f"{prefix}valid_at")
     if as_of is not None:
-        aware(as_of, "as_of")
-    if isinstance(token_budget, bool) or not isinstance(token_budget, int) or token_budget < 1:
-        raise ValueError(f"token_budget must be a positive integer, got {token_budget!r:.80}")
+        aware(as_of, f"{prefix}as_of")
+    if (
+        isinstance(token_budget, bool)
+        or not isinstance(token_budget, int)
+        or not MIN_TOKEN_BUDGET <= token_budget <= MAX_TOKEN_BUDGET
+    ):
+        raise ValueError(
+            f"{prefix}token_budget must be an integer from {MIN_TOKEN_BUDGET} to "
+            f"{MAX_TOKEN_BUDGET:,}, got {token_budget!r:.80}"
+        )
     return memory, group
 
 

@@ -9,7 +9,9 @@ it imports besides ``timestone`` and ``timestone.errors``.
   model reads about each tool (an ``Args:`` section per argument);
   ``DEFAULT_TOKEN_BUDGET``: the evidence one ``search_memory`` returns.
 - **Limits**: ``MAX_QUERY_CHARS`` (a search or context query), ``MAX_EPISODE_CHARS`` (a
-  text episode extracted in one call; a longer text goes in as a document).
+  text episode extracted in one call; a longer text goes in as a document),
+  ``MAX_DOCUMENT_CHARS`` (a document's content), ``MAX_NAME_CHARS`` (a name: an entity's,
+  an episode's, a document's title), ``MAX_SEARCH_LIMIT`` (the most one search returns).
 - **Retrieved records**: ``fact_record``, ``entity_record``, ``episode_record`` and
   ``ranked_records`` map search results to ``Retrieved`` (id, text, metadata, score),
   one mapping for every adapter; ``metadata["citation"]`` is the ``F-…``/``E-…`` id
@@ -17,7 +19,7 @@ it imports besides ``timestone`` and ``timestone.errors``.
   ``CITATION_PATTERN``). ``RETRIEVER_SCOPES``, ``DEFAULT_RETRIEVER_SCOPES`` (facts and
   episodes, ranked together) and ``check_scopes``.
 - **Checks**, each raising an error of ``timestone.errors`` that names what is wrong:
-  ``check_group``, ``check_aware``, ``check_list``, ``check_tool_settings``;
+  ``check_group``, ``check_aware``, ``check_list``, ``check_text``, ``check_tool_settings``;
   ``relation_name``, the normal form of a relation label (``UPPER_SNAKE_CASE``).
 - **Time**: ``NOW`` and its type ``Now`` (the default of ``valid_at=``), ``parse_when``
   (an ISO 8601 date as a model writes it), ``fact_line`` (a fact as the tools show it).
@@ -31,7 +33,7 @@ from types import MappingProxyType
 
 from ._groups import check_group
 from ._names import relation_name
-from ._records import check_list
+from ._records import MAX_NAME_CHARS, check_list, check_text
 from ._results import citation_of
 from ._time import NOW, Now, parse_when
 from ._time import aware as check_aware
@@ -55,7 +57,8 @@ from ._tools_async import entity_timeline as aentity_timeline
 from ._tools_async import remember as aremember
 from ._tools_async import search_memory as asearch_memory
 from .extract._extraction_async import MAX_EPISODE_CHARS
-from .search._request import MAX_QUERY_CHARS
+from .search._request import MAX_QUERY_CHARS, MAX_SEARCH_LIMIT
+from .write._ingest_async import MAX_CONTENT_CHARS as MAX_DOCUMENT_CHARS
 
 __all__ = [
     "ASYNC_TOOLS",
@@ -63,8 +66,11 @@ __all__ = [
     "DEFAULT_RETRIEVER_SCOPES",
     "DEFAULT_TOKEN_BUDGET",
     "DESCRIPTIONS",
+    "MAX_DOCUMENT_CHARS",
     "MAX_EPISODE_CHARS",
+    "MAX_NAME_CHARS",
     "MAX_QUERY_CHARS",
+    "MAX_SEARCH_LIMIT",
     "NOW",
     "RETRIEVER_SCOPES",
     "TOOLS",
@@ -79,6 +85,7 @@ __all__ = [
     "check_group",
     "check_list",
     "check_scopes",
+    "check_text",
     "check_tool_settings",
     "citation_of",
     "entity_record",

@@ -23,9 +23,22 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.runtime import Runtime
 
 import timestone
-from timestone.toolkit import MAX_EPISODE_CHARS, MAX_QUERY_CHARS, check_group
+from timestone.toolkit import (
+    MAX_DOCUMENT_CHARS,
+    MAX_EPISODE_CHARS,
+    MAX_NAME_CHARS,
+    MAX_QUERY_CHARS,
+    check_text,
+    check_tool_settings,
+)
 
 __all__ = ["TimestoneMemoryMiddleware"]
+
+# an exchange is recorded under ``<conversation>:<digest>``: the name of its episode, or the
+# uri and title of its document
+_DIGEST_CHARS = 20
+MAX_CONVERSATION_CHARS = MAX_NAME_CHARS - 1 - _DIGEST_CHARS
+"""The longest ``conversation`` a ``TimestoneMemoryMiddleware`` records under."""
 
 Handler = Callable[[ModelRequest[Any]], ModelResponse[Any]]
 AsyncHandler = Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]
@@ -66,7 +79,9 @@ def _last_user_text(messages: Sequence[AnyMessage]) -> str | None:
 
 
 def _exchange(messages: Sequence[AnyMessage]) -> str | None:
-    """The last user turn and the answers after it, as ``User:``/``Assistant:`` lines."""
+    """The last user turn and the answers after it, as ``User:``/``Assistant:`` lines,
+    within ``MAX_DOCUMENT_CHARS``: a longer user message keeps its end (a long paste
+    usually ends with the question), after ``…``."""
     start = None
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], HumanMessage):
@@ -83,7 +98,14 @@ def _exchange(messages: Sequence[AnyMessage]) -> str | None:
             lines.append(f"User: {text}")
         elif isinstance(message, AIMessage):
             lines.append(f"Assistant: {text}")
-    return "\n".join(lines) if len(lines) > 1 else None
+    if len(lines) < 2:
+        return None
+    over = sum(map(len, lines)) + len(lines) - 1 - MAX_DOCUMENT_CHARS
+    if over > 0 and lines[0].startswith("User: "):
+        user = lines[0].removeprefix("User: ")
+        lines[0] = "User: …" + user[over + 1 :]
+    # answers longer than a document on their own: their end
+    return "\n".join(lines)[-MAX_DOCUMENT_CHARS:]
 
 
 class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -91,7 +113,10 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     ``memory``: a ``timestone.Memory`` or ``AsyncMemory``; ``group_id``: the tenant whose
     memory this agent reads and writes. ``token_budget``: how much evidence to add to the
-    system message. ``record=False`` makes it read-only.
+    system message, a budget ``Memory.context`` takes.
+    ``record=False`` makes it read-only. ``conversation``: what the exchanges are
+    recorded under (``<conversation>:<hash>``), storable text of at most
+    ``MAX_CONVERSATION_CHARS`` characters. Each setting is checked here, before a run.
     """
 
     def __init__(
@@ -104,17 +129,22 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         conversation: str = "conversation",
     ) -> None:
         super().__init__()
-        given = cast(object, memory)
-        if not isinstance(given, (timestone.Memory, timestone.AsyncMemory)):
-            raise TypeError(
-                "TimestoneMemoryMiddleware needs a timestone.Memory or AsyncMemory, "
-                f"got {type(given)!r}"
-            )
-        self.memory = memory
-        self.group_id = check_group(group_id)
+        self.memory, self.group_id = check_tool_settings(
+            "TimestoneMemoryMiddleware",
+            memory,
+            group_id,
+            valid_at=None,
+            as_of=None,
+            token_budget=token_budget,
+        )
+        given = cast(object, record)
+        if not isinstance(given, bool):
+            raise TypeError(f"record must be True or False, got {given!r:.80}")
         self.token_budget = token_budget
         self.record = record
-        self.conversation = conversation
+        self.conversation = check_text(
+            conversation, "conversation", max_chars=MAX_CONVERSATION_CHARS
+        )
 
     # -- recall ----------------------------------------------------------------------
 
@@ -171,7 +201,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         text = _exchange(state["messages"])
         if text is None:
             return None
-        digest = hashlib.sha256(text.encode()).hexdigest()[:20]
+        digest = hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
         return f"{self.conversation}:{digest}", text
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -15,12 +15,28 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, field_validator
 
 import timestone
-from timestone.toolkit import DEFAULT_RETRIEVER_SCOPES, NOW, Now, check_aware, check_group
+from timestone.errors import InvalidInput
+from timestone.toolkit import (
+    DEFAULT_RETRIEVER_SCOPES,
+    MAX_SEARCH_LIMIT,
+    NOW,
+    Now,
+    check_aware,
+    check_group,
+)
 from timestone.toolkit import check_scopes as _check_scopes
 
 from ._documents import ranked_documents
 
 __all__ = ["TimestoneRetriever"]
+
+
+def _check_k(value: object) -> int:
+    """``k``, the number of documents, or ``InvalidInput`` naming it: as many as one
+    search returns at most."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SEARCH_LIMIT:
+        raise InvalidInput(f"k must be an integer from 1 to {MAX_SEARCH_LIMIT}, got {value!r:.80}")
+    return value
 
 
 class TimestoneRetriever(BaseRetriever):
@@ -33,7 +49,8 @@ class TimestoneRetriever(BaseRetriever):
     same keys as LlamaIndex's nodes (``timestone.toolkit.fact_record``). ``valid_at``:
     the world time the facts must hold at (default: now; ``None``: every period).
     ``as_of``: what the graph held at that system time (default: now). ``k`` can also be
-    passed per call: ``retriever.invoke(query, k=2)``.
+    passed per call: ``retriever.invoke(query, k=2)``; either way from 1 to
+    ``timestone.toolkit.MAX_SEARCH_LIMIT``, the most one search returns.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -55,12 +72,10 @@ class TimestoneRetriever(BaseRetriever):
     def _aware(cls, value: datetime | Now | None) -> datetime | Now | None:
         return value if value is None or value is NOW else check_aware(value, "valid_at/as_of")
 
-    @field_validator("k")
+    @field_validator("k", mode="before")
     @classmethod
-    def _k(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"k must be at least 1, got {value}")
-        return value
+    def _k(cls, value: object) -> int:
+        return _check_k(value)
 
     @field_validator("scopes", mode="before")
     @classmethod
@@ -68,7 +83,7 @@ class TimestoneRetriever(BaseRetriever):
         return _check_scopes(value)
 
     def _search_args(self, query: str, k: int | None) -> dict[str, Any]:
-        n = self.k if k is None else k
+        n = self.k if k is None else _check_k(k)
         return {
             "group_id": self.group_id,
             "query": query,

@@ -13,7 +13,9 @@ __all__ = ["MemoryDeps", "TimestoneDeps"]
 
 
 class MemoryDeps(Protocol):
-    """Any deps object with ``memory`` and ``group_id`` works with the toolset."""
+    """Any deps object with ``memory`` and ``group_id`` works with the toolset (and, if it
+    has them, ``valid_at``, ``as_of`` and ``token_budget``), checked before each tool runs
+    as ``TimestoneDeps`` checks them: what is wrong raises to the caller of the run."""
 
     @property
     def memory(self) -> timestone.Memory | timestone.AsyncMemory: ...

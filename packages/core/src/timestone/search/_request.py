@@ -45,6 +45,7 @@ TOLD: LiteralString = "source <> 'facts'"
 MAX_QUERY_CHARS = 10_000
 """The longest query ``search`` and ``context`` take, in characters."""
 MAX_SEARCH_LIMIT = 1000
+"""The most results one ``search`` returns (its ``limit``)."""
 WALK_DEPTH = 1  # from the entities a query names
 CENTER_DEPTH = 2  # from an explicit center
 WALK_CAP = 5000  # rows the walk may visit

@@ -41,7 +41,7 @@ from llama_index.core.vector_stores.utils import node_to_metadata_dict
 
 import timestone
 from timestone import NOW
-from timestone.toolkit import Now, check_group
+from timestone.toolkit import Now, check_aware, check_group
 
 from . import _operations as ops
 from ._operations import Call, Operation, Settings, relation_name
@@ -83,8 +83,10 @@ class TimestonePropertyGraphStore(PropertyGraphStore):
             )
         self.memory = memory
         self.group_id = check_group(group_id)
-        self.valid_at = valid_at
-        self.as_of = as_of
+        self.valid_at = (
+            valid_at if valid_at is None or valid_at is NOW else check_aware(valid_at, "valid_at")
+        )
+        self.as_of = None if as_of is None else check_aware(as_of, "as_of")
         self.vector_space = vector_space
 
     @property

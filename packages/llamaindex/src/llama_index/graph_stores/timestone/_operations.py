@@ -217,6 +217,13 @@ def _nodes_list(value: object, what: str, of: str) -> list[object]:
     return list(cast(Sequence[object], value))
 
 
+def _ids(value: object, what: str, of: str, each: str) -> list[str]:
+    """A list argument of ids, names or labels (``None``: none), each checked."""
+    if value is None:
+        return []
+    return [_node_id(v, each) for v in _nodes_list(value, what, of)]
+
+
 # -- mapping ---------------------------------------------------------------------------
 
 
@@ -346,13 +353,18 @@ def _matching(
     properties: dict[str, Any] | None,
     ids: list[str] | None,
 ) -> Operation[list[tuple[GraphEdge, Triplet]]]:
-    if not ids and not properties and not entity_names and not relation_names:
+    names = _ids(entity_names, "entity_names", "names", "a name in entity_names")
+    held = _ids(ids, "ids", "node ids", "a node id in ids")
+    relations = _ids(
+        relation_names, "relation_names", "relation labels", "a relation in relation_names"
+    )
+    if not held and not properties and not names and not relations:
         return []
-    around = entity_names or ids or None
-    edges: list[GraphEdge] = yield _edges(s, around, relations=relation_names or None)
+    around = names or held
+    edges: list[GraphEdge] = yield _edges(s, around or None, relations=relations or None)
     found = [(e, triplet(e)) for e in edges]
-    if entity_names and ids:  # both filters, as SimplePropertyGraphStore applies them
-        found = [(e, t) for e, t in found if t[0].id in ids or t[2].id in ids]
+    if names and held:  # both filters, as SimplePropertyGraphStore applies them
+        found = [(e, t) for e, t in found if t[0].id in held or t[2].id in held]
     if properties:
         found = [(e, t) for e, t in found if _matches(t, properties)]
     return found
@@ -411,7 +423,10 @@ def vector_query(
         raise NotImplementedError(
             "TimestonePropertyGraphStore.vector_query takes no metadata filters"
         )
-    k = max(1, min(whole(query.similarity_top_k, "similarity_top_k"), _PAGE))
+    k = whole(query.similarity_top_k, "similarity_top_k")
+    if k < 1:
+        raise InvalidInput(f"similarity_top_k must be at least 1, got {k}")
+    k = min(k, _PAGE)
     if query.query_embedding is not None:
         found: list[timestone.Entity] = yield Call(
             "graph_nearest",
@@ -557,7 +572,7 @@ def delete(
     ids: list[str] | None,
 ) -> Operation[None]:
     s.writable()
-    if relation_names:
+    if _ids(relation_names, "relation_names", "relation labels", "a relation in relation_names"):
         found = yield from _matching(s, entity_names, relation_names, properties, ids)
         if found:
             yield Call("graph_retract", {"edges": [e.id for e, _ in found]})

@@ -23,6 +23,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 import timestone
 from timestone.toolkit import (
     DEFAULT_RETRIEVER_SCOPES,
+    MAX_SEARCH_LIMIT,
     NOW,
     Found,
     Now,
@@ -143,8 +144,16 @@ class TimestoneRetriever(BaseRetriever):
             raise TypeError(
                 f"TimestoneRetriever needs a timestone.Memory or AsyncMemory, got {type(given)!r}"
             )
-        if similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        top_k = cast(object, similarity_top_k)
+        if (
+            not isinstance(top_k, int)
+            or isinstance(top_k, bool)
+            or not 1 <= top_k <= MAX_SEARCH_LIMIT
+        ):
+            raise ValueError(
+                f"similarity_top_k must be an integer from 1 to {MAX_SEARCH_LIMIT}, "
+                f"got {top_k!r:.80}"
+            )
         self.memory = memory
         self.group_id = check_group(group_id)
         self.similarity_top_k = similarity_top_k
