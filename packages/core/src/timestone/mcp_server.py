@@ -30,12 +30,13 @@ import functools
 import inspect
 import socket
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from ._arguments import entity_ref
 from ._local_server import (
     MIN_TOKEN_LENGTH,
     HostGuard,
@@ -174,11 +175,20 @@ def run_http(server: Any, *, host: str, port: int, allow_hosts: Iterable[str] = 
 
 
 def _when(value: str | None, what: str) -> datetime | None:
+    """The time an argument gives; None when it is not given. A blank one is refused by
+    ``parse_when``, naming the argument: leaving it out is how to ask for the default."""
     from ._time import parse_when
 
-    if value is None or not value.strip():
+    return None if value is None else parse_when(value, what)
+
+
+def _world(valid_at: str | None) -> Any:
+    """A ``valid_at`` argument: now when it is not given, every period for 'all'."""
+    if valid_at is None:
+        return NOW
+    if valid_at.strip().lower() == "all":
         return None
-    return parse_when(value, what)
+    return _when(valid_at, "valid_at")
 
 
 def _fact(f: Fact) -> dict[str, Any]:
@@ -221,7 +231,10 @@ class _Tools:
         group_id: str,
         content: Annotated[
             str | None,
-            Field(description="Free text to remember (extracted into facts when an LLM is set)."),
+            Field(
+                description="Free text to remember (extracted into facts when an LLM is set); "
+                "not with facts."
+            ),
         ] = None,
         facts: Annotated[
             list[dict[str, Any]] | None,
@@ -229,7 +242,8 @@ class _Tools:
                 description=(
                     "Structured facts, preferred: each {source, relation, target, fact?, "
                     "valid_at?, invalid_at?}; relation in UPPER_SNAKE_CASE, e.g. WORKS_AT; "
-                    "valid_at is when it became true (default: reference_time)."
+                    "valid_at is when it became true (default: reference_time). "
+                    "Not with content."
                 )
             ),
         ] = None,
@@ -239,7 +253,13 @@ class _Tools:
         ] = None,
         name: Annotated[str | None, Field(description="A short title for this memory.")] = None,
     ) -> dict[str, Any]:
-        """Remember something: structured facts, or free text. Returns what was recorded."""
+        """Remember something: structured facts, or free text; one or the other, not both
+        (one call records one episode: call it once for each). Returns what was recorded."""
+        if facts and content:
+            raise InvalidInput(
+                "add_memory takes facts or content, not both: one call records one episode; "
+                "call it once for each"
+            )
         mem = await self.memory()
         when = _when(reference_time, "reference_time") or datetime.now(UTC)
         if facts:
@@ -284,11 +304,7 @@ class _Tools:
     ) -> dict[str, Any]:
         """Find facts relevant to a question, true now (or at valid_at), best first."""
         mem = await self.memory()
-        world: Any = NOW
-        if valid_at is not None and valid_at.strip().lower() == "all":
-            world = None
-        elif valid_at:
-            world = _when(valid_at, "valid_at")
+        world = _world(valid_at)
         results = await mem.search(group_id, query, limit=limit, scopes=("facts",), valid_at=world)
         return {"facts": [_fact(f) for f in results.facts]}
 
@@ -340,7 +356,7 @@ class _Tools:
         For an entity with a long history, narrow it by relation, dates or a limit."""
         mem = await self.memory()
         system = _when(as_of, "as_of")
-        ref = _ref(entity)
+        ref = _ref(entity_ref(entity, "entity"))
         if await mem.get_entity(group_id, ref, as_of=system) is None:
             raise NotFound(f"unknown entity {entity!r:.80}")
         periods = await mem.timeline(
@@ -370,12 +386,9 @@ class _Tools:
         """What the memory held at an earlier moment (before later corrections or news)."""
         mem = await self.memory()
         system = _when(as_of, "as_of")
-        world: Any = NOW
-        if valid_at is not None and valid_at.strip().lower() == "all":
-            world = None
-        elif valid_at:
-            world = _when(valid_at, "valid_at")
-        found = await mem.facts(group_id, source=entity, valid_at=world, as_of=system, limit=limit)
+        world = _world(valid_at)
+        source = None if entity is None else entity_ref(entity, "entity")
+        found = await mem.facts(group_id, source=source, valid_at=world, as_of=system, limit=limit)
         return {"facts": [_fact(f) for f in found]}
 
     async def get_episodes(
@@ -423,7 +436,9 @@ class _Tools:
         return {"group_id": group_id, "tables": await mem.stats(group_id)}
 
 
-def _ref(entity: str) -> str | uuid.UUID:
+def _ref(entity: str | uuid.UUID) -> str | uuid.UUID:
+    if isinstance(entity, uuid.UUID):
+        return entity
     try:
         return uuid.UUID(entity)
     except ValueError:
@@ -481,13 +496,48 @@ def _bind(method: Callable[..., Awaitable[dict[str, Any]]], group_id: str | None
     return tool
 
 
+def _unknown_arguments(
+    tool: str, given: Iterable[str], accepted: Sequence[str], group_id: str | None
+) -> str | None:
+    """Why a call of ``tool`` with the arguments ``given`` is refused: one it does not take
+    (the SDK would drop it, and answer as if it were never sent); None when it takes them."""
+    unknown = [name for name in given if name not in accepted]
+    if not unknown:
+        return None
+    names = ", ".join(repr(name) for name in unknown)
+    takes = f"its arguments are {', '.join(accepted)}" if accepted else "it takes no arguments"
+    why = f"{tool} has no argument {names}; {takes}"
+    if "group_id" in unknown and group_id is not None:
+        why += f" (this server works in the memory group {group_id!r} only)"
+    return why
+
+
 def build_server(
     memory: Opener | AsyncMemory, *, group_id: str | None, token: str | None = None
 ) -> Any:
     """An ``MCPServer`` with Timestone's tools. ``group_id=None``: each call names its group.
     ``token``: HTTP requests must carry it as a bearer token (401 otherwise)."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.types import ToolAnnotations
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
+
+    accepted: dict[str, tuple[str, ...]] = {}
+
+    class _Server(MCPServer[Mapping[str, Any]]):
+        """The SDK's server, but a tool call with an argument the tool does not take is
+        refused, naming it, before the SDK's validation drops it."""
+
+        async def call_tool(
+            self,
+            name: str,
+            arguments: dict[str, Any],
+            context: Context[Mapping[str, Any], Any] | None = None,
+        ) -> CallToolResult | InputRequiredResult:
+            if name in accepted:
+                why = _unknown_arguments(name, arguments, accepted[name], group_id)
+                if why is not None:
+                    raise ToolError(f"Error executing tool {name}: InvalidInput: {why}")
+            return await super().call_tool(name, arguments, context)
 
     async def given() -> AsyncMemory:
         assert isinstance(memory, AsyncMemory)
@@ -509,7 +559,7 @@ def build_server(
         if group_id is not None
         else " Every call names its memory group in group_id."
     )
-    server = MCPServer(
+    server = _Server(
         name="timestone",
         instructions=INSTRUCTIONS + scope,
         lifespan=lifespan,
@@ -518,8 +568,10 @@ def build_server(
     )
     for name in _TOOLS:
         method = getattr(tools, name)
+        tool = _bind(method, group_id)
+        accepted[name] = tuple(inspect.signature(tool).parameters)
         server.add_tool(
-            _bind(method, group_id),
+            tool,
             name=name,
             description=inspect.getdoc(method),
             annotations=ToolAnnotations(

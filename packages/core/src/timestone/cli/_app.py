@@ -88,6 +88,21 @@ def _valid(text: str | None) -> Any:
     return _when(text, "--valid-at")
 
 
+def _entity_arg(name: str | None, what: str) -> None:
+    """Refuse an entity name the library would refuse (empty, too long, a NUL), naming
+    the argument that gave it (``what``) rather than the library's parameter."""
+    from .._arguments import entity_ref
+
+    if name is not None:
+        guard(lambda: entity_ref(name, what))
+
+
+def _file_arg(path: Path | None, what: str) -> None:
+    """Refuse a folder where the command writes a file, naming the option, before it runs."""
+    if path is not None and path.is_dir():
+        raise fail(InvalidInput(f"{what} {path} is a folder; name the file to write"))
+
+
 def _require_entity(mem: Memory, group: str, name: str, as_of: datetime | None) -> None:
     if mem.get_entity(group, name, as_of=as_of) is None:
         _note_unknown_group(mem, group)
@@ -220,7 +235,7 @@ def ingest(
     json_: Json = False,
 ) -> None:
     """Ingest structured episodes (JSONL), text files and folders; safe to run again."""
-    from ._ingest import ingest_paths
+    from ._ingest import ingest_paths, nothing_found
 
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
@@ -243,13 +258,16 @@ def ingest(
         )
     if json_:
         print_json(summary)
-        return
-    console.print(
-        f"{summary.episodes_created} episode(s) written, {summary.episodes_skipped} already "
-        f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
-    )
-    for message in [*summary.bad_lines, *summary.skipped_files]:
-        err_console.print(labelled("skipped", "yellow", message))
+    else:
+        console.print(
+            f"{summary.episodes_created} episode(s) written, {summary.episodes_skipped} already "
+            f"there, {summary.facts_written} fact(s), from {summary.files} file(s)"
+        )
+        for message in [*summary.bad_lines, *summary.skipped_files]:
+            err_console.print(labelled("skipped", "yellow", message))
+    note = nothing_found(summary, paths)
+    if note is not None:
+        err_console.print(labelled("note:", "yellow", note))
 
 
 @app.command()
@@ -307,6 +325,8 @@ def facts(
     json_: Json = False,
 ) -> None:
     """Facts true at --valid-at, as the graph held them at --as-of."""
+    _entity_arg(source, "--source")
+    _entity_arg(target, "--target")
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     world = _valid(valid_at)
@@ -360,6 +380,9 @@ def timeline(
     """Every period of every fact about ENTITY, by world time; --html draws it.
 
     --relation, --since, --until and --limit narrow it (an entity of long history)."""
+    _entity_arg(entity, "ENTITY")
+    _file_arg(html, "--html")
+    _file_arg(png, "--png")
     g = resolve_group(group)
     system = _when(as_of, "--as-of")
     start, end = _when(since, "--since"), _when(until, "--until")
@@ -422,6 +445,7 @@ def as_of_cmd(
     json_: Json = False,
 ) -> None:
     """What the graph held at WHEN (system time), true at --valid-at (default: now)."""
+    _entity_arg(entity, "--entity")
     g = resolve_group(group)
     system = _when(when, "as-of time")
     world = _valid(valid_at)

@@ -53,6 +53,7 @@ __all__ = [
     "IngestSummary",
     "JsonlLine",
     "ingest_paths",
+    "nothing_found",
 ]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -99,6 +100,19 @@ class IngestSummary:
     documents: int = 0
     bad_lines: list[str] = dataclasses.field(default_factory=list[str])
     skipped_files: list[str] = dataclasses.field(default_factory=list[str])
+
+
+def nothing_found(summary: IngestSummary, paths: Sequence[Path]) -> str | None:
+    """The note for an ingest that found nothing to ingest (no episode, no text, no bad
+    line); None when it found something."""
+    found = summary.episodes_created + summary.episodes_skipped + summary.documents
+    if found or summary.bad_lines:
+        return None
+    where = ", ".join(str(path) for path in paths)
+    if summary.files:
+        return f"nothing found to ingest in {where}"
+    kinds = ", ".join(SUFFIXES)
+    return f"nothing found to ingest in {where}: ingest reads files ending in {kinds}"
 
 
 def _line_key(text: str) -> str:
@@ -170,6 +184,9 @@ def read_jsonl(
 ) -> list[JsonlLine]:
     """Every episode of the file; refuse the whole file at its first bad line unless told."""
     lines = read_file(path, "", limits, lines=True).splitlines()
+    if not any(text.strip() for text in lines):
+        summary.skipped_files.append(f"{path}: empty")
+        return []
     episodes: list[JsonlLine] = []
     for number, text in enumerate(lines, start=1):
         if not text.strip():
@@ -363,6 +380,10 @@ def _ingest_episodes(
             reason = exc.__cause__ if isinstance(exc.__cause__, InvalidInput) else exc
             message = f"{ep.place(path)}: {reason}"
             if not skip_bad:
+                if start + done == 0:
+                    raise InvalidInput(
+                        f"{message}\nnothing from {path} was written; fix it or pass --skip-bad"
+                    ) from exc
                 before = f"line {ep.line}" if ep.label == "line" else f"{ep.label} {ep.line}"
                 raise InvalidInput(
                     f"{message}\nthe episodes before {before} were written; "

@@ -7,16 +7,19 @@ file and nothing else.
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import TimestoneError
+from ..errors import InvalidInput, TimestoneError
 
 __all__ = ["BrowserError", "dump_dom", "find_chromium", "screenshot"]
 
 _NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -64,18 +67,35 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
 def screenshot(
     page: Path, out: Path, *, width: int = 1160, height: int = 600, timeout: float = 60.0
 ) -> Path:
-    """Render the local ``page`` and write a PNG of the window to ``out``."""
-    _run(
-        [
-            f"--screenshot={out.resolve()}",
-            f"--window-size={width},{height}",
-            page.resolve().as_uri(),
-        ],
-        timeout,
-    )
-    if not out.exists() or out.stat().st_size == 0:
-        raise BrowserError(f"Chromium wrote no screenshot to {out}")
+    """Render the local ``page`` and write a PNG of the window to ``out``. Chromium writes
+    it to a new file beside ``out``, which replaces ``out`` only once it is checked to be
+    a PNG: a failed screenshot leaves ``out`` as it was, and never passes for a new one."""
+    if out.is_dir():
+        raise InvalidInput(f"the screenshot {out} is a folder; name the PNG file to write")
+    folder = out.absolute().parent
+    with tempfile.TemporaryDirectory(dir=folder, prefix=f".{out.name}.") as scratch:
+        drawn = Path(scratch) / "screenshot.png"
+        _run(
+            [f"--screenshot={drawn}", f"--window-size={width},{height}", page.resolve().as_uri()],
+            timeout,
+        )
+        _check_png(drawn, out)
+        os.replace(drawn, out)
     return out
+
+
+def _check_png(drawn: Path, out: Path) -> None:
+    """Refuse what Chromium left at ``drawn`` unless it is a regular file holding a PNG."""
+    try:
+        mode = drawn.lstat().st_mode
+    except FileNotFoundError:
+        raise BrowserError(f"Chromium wrote no screenshot for {out}") from None
+    if not stat.S_ISREG(mode):
+        raise BrowserError(f"Chromium wrote no screenshot file for {out}")
+    with drawn.open("rb") as f:
+        head = f.read(len(_PNG_SIGNATURE))
+    if head != _PNG_SIGNATURE:
+        raise BrowserError(f"Chromium wrote something other than a PNG for {out}")
 
 
 def dump_dom(page: Path | str, *, timeout: float = 60.0, budget_ms: int | None = None) -> str:
