@@ -111,6 +111,15 @@ def test_bad_input(memory: timestone.Memory) -> None:
         TimestoneRetriever(memory=memory, group_id="g", k=0)
     with pytest.raises(ValidationError, match="naive datetime"):
         TimestoneRetriever(memory=memory, group_id="g", as_of=datetime(2020, 1, 1))
+    # a number is not seconds since 1970, and a misspelt setting is not ignored
+    with pytest.raises(ValidationError, match="as_of must be a timezone-aware datetime, got int"):
+        TimestoneRetriever(memory=memory, group_id="g", as_of=2019)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="valid_at must be a timezone-aware datetime, got fl"):
+        TimestoneRetriever(memory=memory, group_id="g", valid_at=1.7e9)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match=r"top_k\n  Extra inputs are not permitted"):
+        TimestoneRetriever(memory=memory, group_id="g", top_k=10)  # type: ignore[call-arg]
+    given = TimestoneRetriever(memory=memory, group_id="g", as_of="2020-01-01T00:00:00Z")  # type: ignore[arg-type]
+    assert given.as_of == datetime(2020, 1, 1, tzinfo=UTC)
 
 
 def test_k_past_what_a_search_returns_is_refused_naming_k(

@@ -12,7 +12,7 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, field_validator
+from pydantic import ConfigDict, ValidationInfo, field_validator
 
 import timestone
 from timestone.errors import InvalidInput
@@ -53,7 +53,8 @@ class TimestoneRetriever(BaseRetriever):
     ``timestone.toolkit.MAX_SEARCH_LIMIT``, the most one search returns.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    # a misspelt setting (top_k=) is refused, not ignored
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     memory: timestone.Memory | timestone.AsyncMemory
     group_id: str
@@ -66,6 +67,16 @@ class TimestoneRetriever(BaseRetriever):
     @classmethod
     def _group(cls, value: object) -> str:
         return check_group(value)
+
+    @field_validator("valid_at", "as_of", mode="before")
+    @classmethod
+    def _not_a_number(cls, value: object, info: ValidationInfo) -> object:
+        # pydantic reads a number as seconds since 1970: as_of=2019 would be 1970-01-01
+        if isinstance(value, (int, float)):
+            raise InvalidInput(
+                f"{info.field_name} must be a timezone-aware datetime, got {type(value).__name__}"
+            )
+        return value
 
     @field_validator("valid_at", "as_of")
     @classmethod
