@@ -171,6 +171,24 @@ def test_contradiction_closes_the_old_fact_and_removal_reopens_it(
     assert (tea.target, tea.invalid_at, tea.id) == ("Tea", None, first.facts[0].id)
 
 
+def test_a_name_stored_before_the_rules_on_names_stays_usable(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A name an earlier version stored with a control character (a name may hold none
+    now): a later episode that closes its fact reads it back as it is."""
+    replay.load("contradiction")
+    mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
+    with psycopg.connect(mem.dsn) as conn:  # the schema's owner, as an older write left it
+        conn.execute(
+            "UPDATE timestone.entities SET name = 'Tea' || chr(1)"
+            " WHERE group_id = %s AND name = 'Tea'",
+            (group,),
+        )
+    second = mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
+    [closed] = second.invalidated
+    assert (closed.target, closed.invalid_at) == ("Tea\x01", at(2024, 3))
+
+
 def test_duplicate_merges_provenance_on_the_existing_triple(
     mem: timestone.Memory, replay: Replay, group: str
 ) -> None:
@@ -443,6 +461,34 @@ def test_a_broken_surrogate_escape_in_the_reply_is_dropped_with_a_warning(
     messages = [str(w.message) for w in caught]
     assert any("Bo likes Ada" in m and "lone surrogate" in m for m in messages)
     assert any("Ada knows Cy." in m and "not an extracted entity" in m for m in messages)
+    assert [f.fact for f in res.facts] == ["Ada knows Bo."]
+    assert {e.name for e in res.entities} == {"Ada", "Bo"}
+
+
+def test_an_entity_name_with_a_control_character_is_dropped_not_fatal(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A model copies a control character of the text into a name: the entity is not
+    kept (a name holds none), its fact goes with it, and the rest is written."""
+    replay.transport.extend(
+        [
+            extraction_reply(
+                ["Ada", "Bo", "Cy\x01"],
+                [
+                    {"source": "Ada", "relation": "KNOWS", "target": "Bo", "fact": "Ada knows Bo."},
+                    {
+                        "source": "Ada",
+                        "relation": "KNOWS",
+                        "target": "Cy\x01",
+                        "fact": "Ada knows Cy.",
+                    },
+                ],
+            )
+        ]
+    )
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(group, "Ada knows Bo and Cy\x01.", reference_time=at(2020))
+    assert any("Ada knows Cy." in str(w.message) for w in caught)
     assert [f.fact for f in res.facts] == ["Ada knows Bo."]
     assert {e.name for e in res.entities} == {"Ada", "Bo"}
 

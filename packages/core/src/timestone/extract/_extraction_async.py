@@ -40,6 +40,7 @@ from .._records import (
     Episode,
     FactInput,
     check_chars,
+    check_name,
     check_relation,
     check_text,
     storable,
@@ -299,7 +300,9 @@ def _keep_entity(
     was shown)."""
     allowed = set(types.entity_names)
     name = e.name.strip()
-    if not name or len(name) > 512 or not storable(name):
+    try:
+        check_name(name)  # empty, too long, not storable, invisible: nothing to keep
+    except InvalidInput:
         return None
     etype = e.type.strip() or "Entity"
     if etype in types.excluded:

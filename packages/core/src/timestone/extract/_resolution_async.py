@@ -184,7 +184,8 @@ async def fact_candidates(
 
 
 def named_end(name: str, entity_type: str) -> EntityInput:
-    return EntityInput(name, labels=() if entity_type == "Entity" else (entity_type,))
+    """A stored fact's end (``EntityInput.held``)."""
+    return EntityInput.held(name, labels=() if entity_type == "Entity" else (entity_type,))
 
 
 _Key = tuple[str, str | None]

@@ -161,7 +161,10 @@ def graph_upsert(
         w, {i for r in entity_relations for n in (r.source, r.target) if (i := by_id(n))}
     )
     for r in entity_relations:
-        ends = [id_names[i] if (i := by_id(n)) else n for n in (r.source, r.target)]
+        # a node named by its id is the stored entity, its name as held (``EntityInput.held``)
+        ends = [
+            EntityInput.held(id_names[i]) if (i := by_id(n)) else n for n in (r.source, r.target)
+        ]
         facts_in.append(
             FactInput(
                 ends[0], r.relation, ends[1], valid_at=valid_at, attributes=dict(r.attributes)
