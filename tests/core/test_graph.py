@@ -213,3 +213,45 @@ def test_a_node_id_may_name_an_entity_by_a_near_identical_spelling(
     assert [e.name for e in found.entities] == ["Northwind Traders International"]
     # an id that is not a spelling of any name names nothing
     assert memory.graph_nodes(group, ids=["Southwind Shipping Limited"]).entities == []
+
+
+def test_a_fact_id_given_as_text_retracts_the_fact(memory: timestone.Memory, group: str) -> None:
+    """Ids that arrive as text (JSON, a tool call) name the fact; a link key is 64 hex
+    digits, which no UUID's text is."""
+    memory.graph_upsert(group, relations=[GraphRelation("Ada", "KNOWS", "Bo")])
+    [edge] = memory.graph_edges(group)
+    gone = memory.graph_retract(group, edges=[str(edge.id)])
+    assert gone == {"entities": 0, "facts": 1, "chunks": 0, "links": 0}
+    assert memory.graph_edges(group) == []
+
+
+@pytest.mark.parametrize(
+    ("vectors", "message"),
+    [
+        # a misspelt name would lose its vector while the rest is written
+        ({"Adaa": [1.0, 0.0]}, "vectors: 'Adaa' names no entity of this call or group"),
+        (
+            {"Ada": [10**400, 1.0]},
+            "vector of 'Ada' holds an integer of 1,329 bits, beyond what a vector's 4-byte",
+        ),
+        ({"Ada": [float("inf"), 1.0]}, "vector of 'Ada' holds inf, beyond what a vector's 4-byte"),
+        ({"Ada": [1e300, 1.0]}, "vector of 'Ada' holds 1e\\+300, beyond what a vector's 4-byte"),
+    ],
+)
+def test_a_vector_nobody_can_use_is_refused_and_nothing_written(
+    memory: timestone.Memory, group: str, vectors: dict[str, list[float]], message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        memory.graph_upsert(group, entities=[EntityInput("Ada")], vectors=vectors)
+    assert memory.graph_nodes(group).entities == []
+
+
+@pytest.mark.parametrize(
+    ("vector", "shown"),
+    [([10**400, 1.0], "an integer of 1,329 bits"), ([float("-inf"), 1.0], "-inf")],
+)
+def test_a_probe_vector_past_a_4_byte_float_is_refused(
+    memory: timestone.Memory, group: str, vector: list[float], shown: str
+) -> None:
+    with pytest.raises(InvalidInput, match=f"vector holds {shown}, beyond what a vector's 4-byte"):
+        memory.graph_nearest(group, vector=vector)

@@ -41,7 +41,7 @@ from ._nodes import (
     check_space,
     check_vector,
 )
-from ._property_graph import graph_edges, graph_nearest, graph_nodes
+from ._property_graph import graph_edges, graph_nearest, graph_nodes, uuid_form
 
 __all__ = ["GraphAPI"]
 
@@ -207,9 +207,12 @@ class GraphAPI:
         nodes = check_node_ids(ids, "ids")
         parsed: list[uuid.UUID | str] = []
         for e in check_list(edges, "edges", "edge ids"):
-            parsed.append(
-                e if isinstance(e, uuid.UUID) else check_text(e, "edge id", max_chars=128)
-            )
+            if isinstance(e, uuid.UUID):
+                parsed.append(e)
+                continue
+            text = check_text(e, "edge id", max_chars=128)
+            # a fact id as text (JSON, a tool call) is the fact's; a link key is 64 hex digits
+            parsed.append(uuid_form(text) or text)
         with self._db.transaction(group_id, "retracting graph nodes") as conn:
             w = begin_write(conn, group_id, self.embedder, exclusive=True)
             return graph_retract(w, ids=nodes, edges=parsed)

@@ -40,7 +40,7 @@ from ._nodes import (
     check_space,
     check_vector,
 )
-from ._property_graph_async import graph_edges, graph_nearest, graph_nodes
+from ._property_graph_async import graph_edges, graph_nearest, graph_nodes, uuid_form
 
 __all__ = ["GraphAPI"]
 
@@ -206,9 +206,12 @@ class GraphAPI:
         nodes = check_node_ids(ids, "ids")
         parsed: list[uuid.UUID | str] = []
         for e in check_list(edges, "edges", "edge ids"):
-            parsed.append(
-                e if isinstance(e, uuid.UUID) else check_text(e, "edge id", max_chars=128)
-            )
+            if isinstance(e, uuid.UUID):
+                parsed.append(e)
+                continue
+            text = check_text(e, "edge id", max_chars=128)
+            # a fact id as text (JSON, a tool call) is the fact's; a link key is 64 hex digits
+            parsed.append(uuid_form(text) or text)
         async with self._db.transaction(group_id, "retracting graph nodes") as conn:
             w = await begin_write(conn, group_id, self.embedder, exclusive=True)
             return await graph_retract(w, ids=nodes, edges=parsed)

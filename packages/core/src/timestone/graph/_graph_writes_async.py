@@ -289,6 +289,12 @@ async def _put_vectors(w: Write, vectors: Mapping[str, Sequence[float]], space: 
             "dimensions: one space holds the vectors of one embedding model"
         )
     found = await resolve_nodes(w.conn, w.group_id, list(vectors), None)
+    unknown = [name for name in vectors if not found.entities.get(name)]
+    if unknown:  # a misspelt name would lose its vector: the call writes nothing
+        raise InvalidInput(
+            f"vectors: {unknown[0]!r:.80} names no entity of this call or group"
+            + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+        )
     stored = 0
     for name, vector in vectors.items():
         for ident in found.entities.get(name, []):

@@ -152,6 +152,9 @@ def check_space(value: object) -> str:
     return value
 
 
+_FLOAT32_MAX = 3.4028234663852886e38  # the largest 4-byte float: pgvector's vector holds those
+
+
 def check_vector(value: object, what: str) -> list[float]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
         raise InvalidInput(f"{what} must be a list of numbers, got {type(value).__name__}")
@@ -164,7 +167,16 @@ def check_vector(value: object, what: str) -> list[float]:
     for x in numbers:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or x != x:
             raise InvalidInput(f"{what} holds {x!r:.80}, not a number")
-        out.append(float(x))
+        try:
+            number = float(x)
+        except OverflowError:  # an int past what a float holds
+            raise InvalidInput(
+                f"{what} holds an integer of {cast(int, x).bit_length():,} bits, beyond what a "
+                "vector's 4-byte floats hold"
+            ) from None
+        if not abs(number) <= _FLOAT32_MAX:  # infinity, or past a 4-byte float
+            raise InvalidInput(f"{what} holds {x!r:.40}, beyond what a vector's 4-byte floats hold")
+        out.append(number)
     if not any(out):
         raise InvalidInput(f"{what} is all zeros: it has no direction to compare")
     return out
