@@ -75,9 +75,12 @@ def test_bad_exports_are_refused_and_write_nothing(
     broken = [*lines[:2], "{not json\n", *lines[2:]]
     with pytest.raises(InvalidInput, match="line 3: not JSON"):
         memory.import_group(broken, group_id=other_group)
-    unknown = [*lines[:1], '{"kind": "row", "table": "nope", "row": {}}\n', *lines[1:]]
-    unknown[-1] = json.dumps({"kind": "end", "rows": len(unknown) - 2}) + "\n"
-    with pytest.raises(InvalidInput, match="table 'nope'"):
+    header = json.loads(lines[0])
+    header["rows"]["nope"] = 1
+    rows = ['{"kind": "row", "table": "nope", "row": {}}\n', *lines[1:-1]]
+    end = json.dumps({"kind": "end", "rows": len(rows)}) + "\n"
+    unknown = [json.dumps(header) + "\n", *rows, end]
+    with pytest.raises(InvalidInput, match=r"^line 2: the export has rows of table 'nope'"):
         memory.import_group(unknown, group_id=other_group)
     record = [json.loads(line) for line in lines]
     for item in record:

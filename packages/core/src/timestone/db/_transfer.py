@@ -8,9 +8,13 @@ stored ontology, row counts), the last an end marker, so a truncated file is
 refused. Vectors travel as pgvector's text form, which round-trips exactly.
 
 Import reads such a file into an empty group of a database built with the
-same embedder, in one transaction: a bad line writes nothing. Reads after an
-import answer exactly what they answered before the export, for every
-``valid_at`` and ``as_of``.
+same embedder, in one transaction: a bad line writes nothing. The whole file
+is checked before a row is written (``_import_checks``): what a write method
+would refuse, and a row naming a row the file does not hold, are refused naming
+the line, the table and the column; what the database refuses at the insert
+is found row by row and named the same way. Reads after an import answer
+exactly what they answered before the export, for every ``valid_at`` and
+``as_of``.
 The relation names of an export written before they took one normal form are
 renamed as the upgrade of a database renames them (docs/upgrading.md).
 
@@ -30,16 +34,27 @@ from typing import Any, Protocol, cast
 import psycopg
 from psycopg import sql
 
-from .._jsontext import check_depth
-from .._names import stored_relation
 from .._records import Episode, Fact
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
-from ..graph._nodes import GRAPH_LINKS, link_key
 from ..write._episodes import EPISODE_COLUMNS, episode_from_row
 from ..write._facts import held_clause, read_facts
 from ..write._transaction import Write
 from ._database import Conn
 from ._distributed import row_inserts
+from ._import_checks import (
+    FORMAT,
+    FORMAT_VERSION,
+    ColumnType,
+    Table,
+    brief,
+    check_counts,
+    check_facts_record,
+    check_header,
+    check_references,
+    check_rows,
+    normal_relations,
+    read_line,
+)
 
 __all__ = [
     "FORMAT",
@@ -53,8 +68,6 @@ __all__ = [
     "parse_export",
 ]
 
-FORMAT = "timestone-export"
-FORMAT_VERSION = 1
 _FIRST = ("episodes", "entities", "mentions", "assertions", "facts", "purges")
 _BATCH = 500
 
@@ -65,28 +78,18 @@ class LineSink(Protocol):
     def write(self, text: str, /) -> Any: ...
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Table:
-    """A table of the schema keyed by ``group_id``: its stored columns and sort key."""
-
-    name: str
-    columns: tuple[str, ...]
-    generated: tuple[str, ...]
-    order: tuple[str, ...]
-
-    @property
-    def versioned(self) -> bool:
-        return "expired_at" in self.columns
-
-
 def group_tables(conn: Conn) -> list[Table]:
     """Every table of the ``timestone`` schema that has a ``group_id`` column."""
     cur = conn.execute(
         "SELECT c.relname AS table_name, a.attname AS column_name, a.attgenerated <> '' AS gen,"
-        " coalesce(a.attnum = ANY(i.indkey::int2[]), false) AS in_pk"
+        " coalesce(a.attnum = ANY(i.indkey::int2[]), false) AS in_pk,"
+        " coalesce(e.typname, t.typname) AS kind, e.oid IS NOT NULL AS is_array,"
+        " a.atttypmod AS typmod, a.attnotnull AS required"
         " FROM pg_class AS c"
         " JOIN pg_namespace AS n ON n.oid = c.relnamespace"
         " JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped"
+        " JOIN pg_type AS t ON t.oid = a.atttypid"
+        " LEFT JOIN pg_type AS e ON e.oid = t.typelem AND t.typcategory = 'A'"
         " LEFT JOIN pg_index AS i ON i.indrelid = c.oid AND i.indisprimary"
         " WHERE n.nspname = 'timestone' AND c.relkind IN ('r', 'p') AND c.relname <> 'meta'"
         "   AND has_table_privilege(c.oid, 'SELECT')"
@@ -95,13 +98,20 @@ def group_tables(conn: Conn) -> list[Table]:
     columns: dict[str, list[str]] = {}
     generated: dict[str, list[str]] = {}
     keys: dict[str, list[str]] = {}
+    types: dict[str, list[ColumnType]] = {}
     for row in cur.fetchall():
-        name = str(row["table_name"])
+        name, column = str(row["table_name"]), str(row["column_name"])
         target = generated if row["gen"] else columns
-        target.setdefault(name, []).append(str(row["column_name"]))
+        target.setdefault(name, []).append(column)
         columns.setdefault(name, [])
         if row["in_pk"]:
-            keys.setdefault(name, []).append(str(row["column_name"]))
+            keys.setdefault(name, []).append(column)
+        if not row["gen"]:
+            kind, typmod = str(row["kind"]), int(row["typmod"])
+            dimension = typmod if kind == "vector" and typmod > 0 else 0
+            types.setdefault(name, []).append(
+                ColumnType(column, kind, bool(row["is_array"]), dimension, bool(row["required"]))
+            )
     tables: list[Table] = []
     for name, cols in columns.items():
         if "group_id" not in cols:
@@ -109,7 +119,14 @@ def group_tables(conn: Conn) -> list[Table]:
         pk = [c for c in keys.get(name, []) if c != "group_id"] or cols
         order = ["created_at", *pk] if "created_at" in cols else pk
         tables.append(
-            Table(name, tuple(cols), tuple(generated.get(name, [])), tuple(dict.fromkeys(order)))
+            Table(
+                name,
+                tuple(cols),
+                tuple(generated.get(name, [])),
+                tuple(dict.fromkeys(order)),
+                tuple(pk),
+                tuple(types.get(name, [])),
+            )
         )
     rank = {name: i for i, name in enumerate(_FIRST)}
     return sorted(tables, key=lambda t: (rank.get(t.name, len(rank)), t.name))
@@ -187,10 +204,13 @@ def export_rows(conn: Conn, group_id: str, out: LineSink) -> dict[str, int]:
 
 @dataclasses.dataclass
 class Parsed:
-    """A checked export: its header and its rows by table, in file order."""
+    """A checked export: its header, and its rows by table in file order with the line of
+    each (``lines``, parallel to ``rows``)."""
 
     header: dict[str, Any]
+    header_line: int
     rows: dict[str, list[dict[str, Any]]]
+    lines: dict[str, list[int]]
 
 
 def _lines(lines: Iterable[str]) -> Iterable[object]:
@@ -203,61 +223,36 @@ def _lines(lines: Iterable[str]) -> Iterable[object]:
     return cast(Iterable[object], given)
 
 
-def _line_object(number: int, text: object) -> dict[str, Any] | None:
-    """One line as a JSON object; None for a blank line."""
-    if not isinstance(text, str):
-        raise InvalidInput(
-            f"line {number} is {type(text).__name__}, not text: open the export in text "
-            "mode (encoding utf-8)"
-        )
-    if not text.strip():
-        return None
-    check_depth(text, f"line {number}")
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"line {number}: not JSON ({exc.msg} at column {exc.colno})") from exc
-    if not isinstance(obj, dict):
-        raise InvalidInput(f"line {number}: expected a JSON object")
-    return obj  # pyright: ignore[reportUnknownVariableType]
-
-
-def _check_header(number: int, item: Mapping[str, Any]) -> None:
-    if item.get("kind") != "header" or item.get("format") != FORMAT:
-        raise InvalidInput(f"line {number}: not a Timestone export (no {FORMAT} header)")
-    if item.get("format_version") != FORMAT_VERSION:
-        raise InvalidInput(
-            f"line {number}: export format version {item.get('format_version')!r:.80}; "
-            f"this Timestone reads version {FORMAT_VERSION}"
-        )
-
-
 def parse_export(lines: Iterable[str]) -> Parsed:
     """Read and check an export; refuse it naming the line and what is wrong."""
     header: dict[str, Any] | None = None
+    header_line = 0
     rows: dict[str, list[dict[str, Any]]] = {}
+    numbers: dict[str, list[int]] = {}
     ended = False
     number = 0
     for number, text in enumerate(_lines(lines), start=1):
-        item = _line_object(number, text)
+        item = read_line(number, text)
         if item is None:
             continue
         if ended:
             raise InvalidInput(f"line {number}: content after the end marker")
         kind = item.get("kind")
         if header is None:
-            _check_header(number, item)
-            header = item
+            check_header(number, item)
+            header, header_line = item, number
         elif kind == "row":
             table, row = item.get("table"), item.get("row")
             if not isinstance(table, str) or not isinstance(row, dict):
                 raise InvalidInput(f"line {number}: a row needs a table name and a row object")
-            rows.setdefault(table, []).append(row)  # pyright: ignore[reportUnknownArgumentType]
+            rows.setdefault(table, []).append(cast(dict[str, Any], row))
+            numbers.setdefault(table, []).append(number)
         elif kind == "end":
             total = sum(len(r) for r in rows.values())
-            if item.get("rows") != total:
+            count = item.get("rows")
+            if count != total or isinstance(count, bool):
                 raise InvalidInput(
-                    f"line {number}: the end marker counts {item.get('rows')!r:.80} rows, "
+                    f"line {number}: the end marker counts {count!r:.80} rows, "
                     f"the file holds {total}"
                 )
             ended = True
@@ -267,48 +262,45 @@ def parse_export(lines: Iterable[str]) -> Parsed:
         raise InvalidInput("the export is empty: no header line")
     if not ended:
         raise InvalidInput(f"the export is truncated after line {number}: no end marker")
-    return Parsed(header=header, rows=rows)
+    check_counts(header_line, header, rows)
+    return Parsed(header=header, header_line=header_line, rows=rows, lines=numbers)
+
+
+# what the database refuses of a row: a value (class 22), a rule (23), a size (54)
+_REFUSED = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.errors.ProgramLimitExceeded,
+)
 
 
 def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
-    """Insert an export's rows into the write's (empty) group; refuse anything lossy."""
+    """Insert an export's rows into the write's (empty) group; refuse anything lossy, and
+    anything a write method would refuse, naming the line."""
     conn = w.conn
     header = parsed.header
     version = _meta(conn, "schema_version")
-    exported_version = header.get("schema_version")
-    if (
-        isinstance(exported_version, int)
-        and isinstance(version, int)
-        and exported_version > version
-    ):
+    exported_version: int = header["schema_version"]
+    if isinstance(version, int) and exported_version > version:
         raise SchemaTooNew(
             f"the export was written at schema version {exported_version}; this database is at "
             f"{version}: upgrade the timestone package before importing"
         )
     stored = _meta(conn, "embedder")
-    vectors_in_file = header.get("embedder")
-    if vectors_in_file is not None and stored is not None and vectors_in_file != stored:
+    vectors_in_file = header["embedder"]
+    if stored is not None and vectors_in_file != stored:
         raise EmbedderMismatch(
-            f"the export's vectors come from the embedder {vectors_in_file!r}, this database "
-            f"uses {stored!r}: open the target with the export's embedder, import, then reembed"
+            f"the export's vectors come from the embedder {vectors_in_file!r:.200}, this "
+            f"database uses {stored!r}: open the target with the export's embedder, import, "
+            "then reembed"
         )
     tables = {t.name: t for t in group_tables(conn)}
-    for name, rows in parsed.rows.items():
-        table = tables.get(name)
-        if table is None:
-            raise InvalidInput(
-                f"the export has rows of table {name!r:.80}, which this database lacks"
-            )
-        allowed = set(table.columns)
-        for row in rows:
-            unknown = set(row) - allowed - set(table.generated)
-            if unknown:
-                raise InvalidInput(
-                    f"the export's {name} rows carry columns this database lacks: "
-                    f"{', '.join(sorted(unknown))}"
-                )
-            if name == "episodes" and row.get("source") == "facts":
-                _check_facts_record(row)
+    rows = check_rows(parsed.rows, parsed.lines, tables)
+    check_references(rows, parsed.lines)
+    for row, line in zip(rows.get("episodes", []), parsed.lines.get("episodes", []), strict=True):
+        if row.get("source") == "facts":
+            check_facts_record(row, line)
+    renamed = normal_relations(rows, parsed.lines)
     counts = count_rows(conn, w.group_id)
     held = sum(c["versions"] for c in counts.values())
     if held:
@@ -316,73 +308,118 @@ def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
             f"the group {w.group_id!r} already holds {held} rows; import into an empty group "
             "(pass another group id)"
         )
-    renamed = _normal_relations(parsed.rows)
     done: dict[str, int] = {}
     for name, table in tables.items():
-        rows = parsed.rows.get(name, [])
-        if not rows:
+        given = rows.get(name, [])
+        if not given:
             continue
-        columns = list(table.columns)
-        cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+        cols = sql.SQL(", ").join(sql.Identifier(c) for c in table.columns)
         query = sql.SQL(
             "INSERT INTO timestone.{t} ({cols}) SELECT {cols}"
             " FROM jsonb_populate_recordset(NULL::timestone.{t}, %s::jsonb)"
         ).format(t=sql.Identifier(name), cols=cols)
-        for start in range(0, len(rows), _BATCH):
-            batch = [{**row, "group_id": w.group_id} for row in rows[start : start + _BATCH]]
+        for start in range(0, len(given), _BATCH):
+            batch = [{**row, "group_id": w.group_id} for row in given[start : start + _BATCH]]
             try:
-                conn.execute(row_inserts(conn, query), (json.dumps(batch),))
-            except (psycopg.errors.ExclusionViolation, psycopg.errors.UniqueViolation) as exc:
-                if name not in renamed:
+                with conn.transaction():  # a savepoint: a refused batch is looked into
+                    conn.execute(row_inserts(conn, query), (json.dumps(batch),))
+            except _REFUSED as exc:
+                at = parsed.lines[name][start : start + _BATCH]
+                refusal = _find_refused(conn, table, query, batch, at, name in renamed)
+                if refusal is None:
                     raise
-                raise InvalidInput(
-                    f"the export was written before relation names took one normal form; "
-                    f"renamed, two current {name} rows of it meet in one slot "
-                    f"({exc.diag.message_detail or exc.diag.message_primary}). Import it into "
-                    "a database of the Timestone version that wrote it, then open that "
-                    "database with this one, which names the way out (docs/upgrading.md)"
-                ) from exc
-        done[name] = len(rows)
+                raise refusal from exc
+        done[name] = len(given)
     return done
 
 
-def _check_facts_record(row: Mapping[str, Any]) -> None:
-    """The record of an ``add_facts`` call holds its facts as JSON, from which its
-    searchable text is made (migration 0042): any other content is refused by name."""
-    content = row.get("content")
-    try:
-        json.loads(content if isinstance(content, str) else "")
-    except ValueError:
-        raise InvalidInput(
-            f"the export's episodes row {str(row.get('version_id'))!r:.60} is a record of facts "
-            "(source 'facts'), whose content must be its facts as JSON; it is not JSON"
-        ) from None
+def _find_refused(
+    conn: Conn,
+    table: Table,
+    query: sql.Composed,
+    batch: list[dict[str, Any]],
+    lines: list[int],
+    renamed: bool,
+) -> InvalidInput | None:
+    """Insert a refused batch row by row, each under a savepoint: the refusal of the first
+    row the database refuses, naming its line (None if none is refused alone)."""
+    for row, line in zip(batch, lines, strict=True):
+        try:
+            with conn.transaction():
+                conn.execute(row_inserts(conn, query), (json.dumps([row]),))
+        except _REFUSED as exc:
+            return _refusal(conn, table, row, f"line {line}: {table.name} row", exc, renamed)
+    return None
 
 
-def _normal_relations(rows: Mapping[str, list[dict[str, Any]]]) -> set[str]:
-    """Rename the relations of an export written before relation names took one normal
-    form, as the migration ``relation_names_normal_form`` renames a database's: assertions,
-    facts and graph links (keyed again). Returns the tables it renamed rows of."""
-    renamed: set[str] = set()
-    for table in ("assertions", "facts"):
-        for row in rows.get(table, []):
-            name = row.get("relation")
-            if isinstance(name, str) and stored_relation(name) != name:
-                row["relation"] = stored_relation(name)
-                renamed.add(table)
-    for row in rows.get("items", []):
-        value = row.get("value")
-        if row.get("namespace") != list(GRAPH_LINKS) or not isinstance(value, dict):
+def _words(exc: psycopg.Error) -> str:
+    """The database's message, its first line cut to 100 characters (it may echo a value)."""
+    text = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+def _rule(conn: Conn, table: str, name: str | None) -> str:
+    """A constraint's or a unique index's definition, as the catalog prints it."""
+    cur = conn.execute(
+        "SELECT coalesce(("
+        "   SELECT pg_get_constraintdef(k.oid) FROM pg_constraint AS k"
+        "   WHERE k.conrelid = c.oid AND k.conname = %(name)s),"
+        " (SELECT 'UNIQUE ' || substring(pg_get_indexdef(x.indexrelid) FROM ' USING \\w+ (.*)$')"
+        "   FROM pg_index AS x JOIN pg_class AS i ON i.oid = x.indexrelid"
+        "   WHERE x.indrelid = c.oid AND i.relname = %(name)s)) AS rule"
+        " FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'timestone' AND c.relname = %(table)s",
+        {"table": table, "name": name},
+    )
+    found = cur.fetchone()
+    rule = found["rule"] if found is not None else None
+    return f"{name} {rule}" if rule else str(name)
+
+
+def _refusal(
+    conn: Conn,
+    table: Table,
+    row: Mapping[str, Any],
+    where: str,
+    exc: psycopg.Error,
+    renamed: bool,
+) -> InvalidInput:
+    diag = exc.diag
+    if isinstance(exc, (psycopg.errors.ExclusionViolation, psycopg.errors.UniqueViolation)):
+        if renamed:
+            return InvalidInput(
+                f"{where}: the export was written before relation names took one normal form; "
+                f"renamed, two current {table.name} rows of it meet in one slot "
+                f"({_words(exc)}). Import it into "
+                "a database of the Timestone version that wrote it, then open that "
+                "database with this one, which names the way out (docs/upgrading.md)"
+            )
+        rule = _rule(conn, table.name, diag.constraint_name)
+        return InvalidInput(f"{where} meets an earlier row of the export in {rule}")
+    if isinstance(exc, psycopg.errors.CheckViolation):
+        rule = _rule(conn, table.name, diag.constraint_name)
+        return InvalidInput(f"{where} breaks the table's rule {rule}")
+    if isinstance(exc, psycopg.errors.NotNullViolation):
+        return InvalidInput(
+            f"{where}: {diag.column_name} is missing or null; the table requires one"
+        )
+    for column in table.columns:
+        if column == "group_id":
             continue
-        link = cast(dict[str, Any], value)
-        source, name, target = link.get("source"), link.get("relation"), link.get("target")
-        if not (isinstance(source, str) and isinstance(name, str) and isinstance(target, str)):
-            continue
-        if stored_relation(name) != name:
-            link["relation"] = stored_relation(name)
-            row["key"] = link_key(source, link["relation"], target)
-            renamed.add("items")
-    return renamed
+        try:
+            with conn.transaction():
+                conn.execute(
+                    sql.SQL(
+                        "SELECT (jsonb_populate_record(NULL::timestone.{t}, %s::jsonb)).{c}"
+                    ).format(t=sql.Identifier(table.name), c=sql.Identifier(column)),
+                    (json.dumps({column: row.get(column)}),),
+                )
+        except _REFUSED as bad:
+            return InvalidInput(
+                f"{where}: {column} {brief(row.get(column))} is refused by the database: "
+                f"{_words(bad)}"
+            )
+    return InvalidInput(f"{where} is refused by the database: {_words(exc)}")
 
 
 def list_episodes(

@@ -22,6 +22,7 @@ from ..write._correct_async import check_episode_id
 from ..write._transaction_async import begin_write
 from ._database_async import Database
 from ._health_async import HEALTH_SAMPLE, vector_index_health
+from ._import_checks import header_group
 from ._transfer_async import (
     LineSink,
     count_rows,
@@ -120,9 +121,13 @@ class UpkeepAPI:
         self, lines: Iterable[str], *, group_id: str | None = None
     ) -> dict[str, int]:
         """Read an ``export_group`` file into an empty group (default: the exported one's id),
-        in one transaction; returns the rows written per table."""
+        in one transaction; returns the rows written per table. A file that is not whole, or
+        holds a value a write method would refuse, or a row naming a row it does not hold, is
+        refused naming the line, and nothing is written."""
         parsed = parse_export(lines)
-        target = group_id if group_id is not None else str(parsed.header.get("group_id", ""))
+        target = (
+            group_id if group_id is not None else header_group(parsed.header, parsed.header_line)
+        )
         async with self._db.transaction(target, "importing a group") as conn:
             w = await begin_write(conn, target, self.embedder, exclusive=True)
             return await import_rows(w, parsed)
