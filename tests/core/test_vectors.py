@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -16,7 +17,7 @@ from pgvector import Vector
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
-from timestone import HashEmbedder, Memory, WordLlamaEmbedder
+from timestone import FactInput, HashEmbedder, Memory, WordLlamaEmbedder
 from timestone._arrays import TextArray
 from timestone._tokenizing import SERIAL_TOKENIZE_CHARS
 from timestone._vectors import (
@@ -29,6 +30,8 @@ from timestone._vectors import (
 )
 from timestone.embedders import aembed_rows, check_rows, embed_rows
 from timestone.errors import EmbedderError, InvalidInput
+
+REF = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -216,6 +219,85 @@ async def test_rows_take_the_array_form_when_the_embedder_has_it() -> None:
 def test_check_rows_names_what_is_wrong(vectors: object, message: str) -> None:
     with pytest.raises(EmbedderError, match=message):
         check_rows(WordLlamaEmbedder(), ["one text"], vectors)
+
+
+class _Mine:
+    """A user's embedder of 4 dimensions that returns what it is given to return."""
+
+    name = "my-embedder"
+    dimension = 4
+
+    def __init__(self) -> None:
+        self.answer: Callable[[int], object] = lambda n: [[0.5, 0.5, 0.5, 0.5]] * n
+
+    def embed(self, texts: object) -> list[list[float]]:
+        return cast(list[list[float]], self.answer(len(cast(list[str], texts))))
+
+    async def aembed(self, texts: object) -> list[list[float]]:
+        return self.embed(texts)
+
+
+_NOT_ROWS: list[tuple[Callable[[int], object], str]] = [
+    # a numpy FFT left unconverted: the cast to float32 dropped the imaginary part
+    (
+        lambda n: np.array([[1 + 2j, 1j, 3j, 0.5]] * n, dtype=np.complex64),
+        "embedder 'my-embedder' returned vectors of complex64; a vector holds real numbers",
+    ),
+    (
+        lambda n: [[np.complex128(1 + 2j), 1.0, 0.0, 0.5]] * n,
+        "embedder 'my-embedder' returned vectors of complex128; a vector holds real numbers",
+    ),
+    (
+        lambda n: [[np.complex64(1 + 2j), None, 0.0, 0.5]] * n,  # an array of objects
+        "embedder 'my-embedder' returned complex values; a vector holds real numbers",
+    ),
+    # a model's output not squeezed: each vector a (dimension, 1) column
+    (
+        lambda n: [np.full((4, 1), 0.5, dtype=np.float32)] * n,
+        "embedder 'my-embedder' returned a vector of shape (4, 1) for text 0; a vector is "
+        "one row of numbers",
+    ),
+    (
+        lambda n: [[[0.5]] * 4] * n,
+        "embedder 'my-embedder' returned vectors of shape (4, 1); a vector is one row of 4 numbers",
+    ),
+    (
+        lambda n: [np.array(0.5)] * n,
+        "embedder 'my-embedder' returned a vector of shape () for text 0; a vector is one "
+        "row of numbers",
+    ),
+]
+
+
+@pytest.mark.parametrize(("answer", "message"), _NOT_ROWS)
+def test_check_rows_refuses_complex_values_and_vectors_of_another_shape(
+    answer: Callable[[int], object], message: str
+) -> None:
+    with pytest.raises(EmbedderError) as caught:
+        check_rows(_Mine(), ["one", "two"], answer(2))
+    assert str(caught.value) == message
+
+
+def test_a_user_embedders_complex_or_column_vectors_write_nothing(fresh_dsn: str) -> None:
+    """The complex vectors were stored without their imaginary parts; the columns failed
+    in the vector adapter with "expected ndim to be 1"."""
+    mine = _Mine()
+    with Memory.open(fresh_dsn, embedder=mine) as mem:
+        for answer, message in _NOT_ROWS:
+            mine.answer = answer
+            with pytest.raises(EmbedderError) as caught:
+                mem.add_facts("g", [FactInput("Ann", "WORKS_AT", "Acme")], reference_time=REF)
+            assert str(caught.value) == message
+            with pytest.raises(EmbedderError) as caught:
+                mem.search("g", "Ann")
+            assert str(caught.value) == message
+        with psycopg.connect(fresh_dsn) as conn:
+            counts = conn.execute(
+                "SELECT (SELECT count(*) FROM timestone.episodes),"
+                " (SELECT count(*) FROM timestone.entities),"
+                " (SELECT count(*) FROM timestone.facts)"
+            ).fetchone()
+        assert counts == (0, 0, 0)
 
 
 @pytest.mark.parametrize(

@@ -36,11 +36,12 @@ import asyncio
 import contextlib
 import hashlib
 import itertools
+import json
 import math
 import os
 import re
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
@@ -97,6 +98,11 @@ def check_embedder(value: object) -> Embedder:
     else is refused naming what it lacks, before the database is touched."""
     from ._vectors import MAX_DIMENSION
 
+    if isinstance(value, type):
+        raise InvalidInput(
+            f"embedder must be an Embedder instance, got the class {value.__name__:.80}; "
+            f"pass an instance: {value.__name__:.80}()"
+        )
     kind = type(value).__name__
     lacking = [m for m in ("embed", "aembed") if not callable(getattr(value, m, None))]
     name: object = getattr(value, "name", None)
@@ -150,10 +156,12 @@ def check_vectors(
 
 def check_rows(embedder: Embedder, texts: Sequence[str], vectors: object) -> Rows:
     """``vectors`` as one ``(len(texts), dimension)`` array of 4-byte floats, the form the
-    database stores; a batch of the wrong length, a vector of the wrong dimension, or a
-    value that is NaN, infinite or beyond a 4-byte float's range is refused."""
+    database stores. Refused: a batch of the wrong length; a vector of the wrong dimension
+    or of any shape but one row of numbers (a ``(dimension, 1)`` column); complex values;
+    a value that is NaN, infinite or beyond a 4-byte float's range."""
     import numpy as np
 
+    name = embedder.name
     given: object = vectors
     if isinstance(given, np.ndarray) and cast("npt.NDArray[Any]", given).ndim == 2:
         shape = cast("npt.NDArray[Any]", given).shape
@@ -164,38 +172,69 @@ def check_rows(embedder: Embedder, texts: Sequence[str], vectors: object) -> Row
         isinstance(v, Sequence | np.ndarray) for v in cast(Sequence[object], given)
     ):
         rows = cast(Sequence[Sequence[float]], given)
-        count, widths = len(rows), [len(v) for v in rows]
+        count, widths = len(rows), [_width(name, i, v) for i, v in enumerate(rows)]
     else:
         raise EmbedderError(
-            f"embedder {embedder.name!r} returned {type(vectors).__name__}, not a list of vectors"
+            f"embedder {name!r} returned {type(vectors).__name__}, not a list of vectors"
         )
     if count != len(texts):
-        raise EmbedderError(
-            f"embedder {embedder.name!r} returned {count} vectors for {len(texts)} texts"
-        )
+        raise EmbedderError(f"embedder {name!r} returned {count} vectors for {len(texts)} texts")
     for i, width in enumerate(widths):
         if width != embedder.dimension:
             raise EmbedderError(
-                f"embedder {embedder.name!r} returned a vector of dimension {width} "
+                f"embedder {name!r} returned a vector of dimension {width} "
                 f"for text {i}; it declares {embedder.dimension}"
             )
     if not count:
         return np.empty((0, embedder.dimension), dtype=np.float32)
     try:
+        # read as given first: a cast to float32 would drop an imaginary part silently
+        read = np.asarray(cast("npt.ArrayLike", given))
+        # complex, dates, durations, raw bytes; or complex numbers among other objects
+        not_real = (
+            f"vectors of {read.dtype}"
+            if read.dtype.kind in "cmMV"
+            else "complex values"
+            if read.dtype.kind == "O"
+            and any(isinstance(v, complex | np.complexfloating) for v in read.flat)
+            else ""
+        )
         with np.errstate(over="ignore", invalid="ignore"):
-            array = np.asarray(given, dtype=np.float32)
+            array = read if not_real else read.astype(np.float32, copy=False)
     except (TypeError, ValueError) as exc:
         raise EmbedderError(
-            f"embedder {embedder.name!r} returned vectors with values that are not numbers: {exc}"
+            f"embedder {name!r} returned vectors with values that are not numbers: {exc}"
         ) from exc
+    if not_real:
+        raise EmbedderError(f"embedder {name!r} returned {not_real}; a vector holds real numbers")
+    if array.ndim != 2:
+        raise EmbedderError(
+            f"embedder {name!r} returned vectors of shape {array.shape[1:]}; a vector is one "
+            f"row of {embedder.dimension} numbers"
+        )
     finite = np.isfinite(array).all(axis=1)
     if not finite.all():
         i = int(np.argmin(finite))
         raise EmbedderError(
-            f"embedder {embedder.name!r} returned NaN, infinity or a value beyond a 4-byte "
+            f"embedder {name!r} returned NaN, infinity or a value beyond a 4-byte "
             f"float's range in the vector of text {i}"
         )
     return array
+
+
+def _width(name: str, i: int, vector: object) -> int:
+    """The length of one vector of a batch; an array of any shape but one row is refused."""
+    import numpy as np
+
+    if isinstance(vector, np.ndarray):
+        shape = cast("npt.NDArray[Any]", vector).shape
+        if len(shape) != 1:
+            raise EmbedderError(
+                f"embedder {name!r} returned a vector of shape {shape} for text {i}; a vector "
+                "is one row of numbers"
+            )
+        return shape[0]
+    return len(cast(Sequence[object], vector))
 
 
 def embed_rows(embedder: Embedder, texts: Sequence[str]) -> Rows:
@@ -426,6 +465,12 @@ class OpenAICompatibleEmbedder:
     its first ``max_chars`` characters (default 8,000, about 2,000 tokens of English;
     a text of many tokens per character, such as emoji, may need fewer), and a
     request holds at most ``batch_size`` texts and ``max_request_chars`` characters.
+
+    The vectors of an answer are put in the texts' order by each item's ``index``, which
+    must be each of ``0..n-1`` once for a request of ``n`` texts; an answer whose items
+    carry no index at all is taken in its list's order. Any other answer (another count,
+    repeated or missing indexes, a 200 holding an error or an HTML page) is refused with
+    an ``EmbedderError`` that says what the server sent.
     """
 
     def __init__(
@@ -506,16 +551,21 @@ class OpenAICompatibleEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
         """One vector per text, in order, from the endpoint, in batches (``EmbedderError``
-        when a request fails)."""
+        when a request fails or its answer is not one vector per text)."""
         if self._client is None:
             raise EmbedderError("this OpenAICompatibleEmbedder has no blocking client= for Memory")
         out: list[Vector] = []
-        for batch in self._requests(texts):
+        requests = self._requests(texts)
+        for number, batch in enumerate(requests, 1):
             try:
-                resp = self._client.embeddings.create(model=self._model, input=batch)
+                raw = self._client.embeddings.with_raw_response.create(
+                    model=self._model, input=batch
+                )
             except Exception as exc:
                 raise self._refused(exc) from exc
-            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            out.extend(
+                self._vectors(raw.parse, raw.http_response, len(batch), number, len(requests))
+            )
         return out
 
     async def aembed(self, texts: Sequence[str]) -> list[Vector]:
@@ -525,10 +575,108 @@ class OpenAICompatibleEmbedder:
                 "this OpenAICompatibleEmbedder has no async_client= for AsyncMemory"
             )
         out: list[Vector] = []
-        for batch in self._requests(texts):
+        requests = self._requests(texts)
+        for number, batch in enumerate(requests, 1):
             try:
-                resp = await self._async_client.embeddings.create(model=self._model, input=batch)
+                raw = await self._async_client.embeddings.with_raw_response.create(
+                    model=self._model, input=batch
+                )
             except Exception as exc:
                 raise self._refused(exc) from exc
-            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            out.extend(
+                self._vectors(raw.parse, raw.http_response, len(batch), number, len(requests))
+            )
         return out
+
+    def _vectors(
+        self, parse: Callable[[], object], answer: _Answer, count: int, number: int, requests: int
+    ) -> list[Vector]:
+        """The vectors of one request's answer, in the order of its texts: each item's
+        ``index`` says which text it is, and must be each of ``0..count-1`` once. An answer
+        whose items carry no index at all is taken in its list's order (the API sends the
+        items in order; its ``index`` is what Timestone checks when it is there)."""
+        where = f" (request {number} of {requests})" if requests > 1 else ""
+        try:
+            data: object = getattr(parse(), "data", None)
+        except Exception as exc:
+            raise self._unreadable(answer, count, where, exc) from exc
+        if not isinstance(data, list):
+            raise self._unreadable(answer, count, where, None)
+        items = cast(list[object], data)
+        if len(items) != count:
+            raise EmbedderError(
+                f"embedder {self.name!r} returned {len(items)} vectors for {count} texts{where}"
+            )
+        indexes: list[object] = [getattr(d, "index", None) for d in items]
+        vectors = [cast(Vector, getattr(d, "embedding", None)) for d in items]
+        if all(i is None for i in indexes):
+            return vectors
+        # a bool is an int to Python, not an index
+        places = [i if isinstance(i, int) and not isinstance(i, bool) else -1 for i in indexes]
+        if sorted(places) != list(range(count)):
+            shown = ", ".join(repr(i)[:20] for i in indexes[:10])
+            more = ", ..." if len(indexes) > 10 else ""
+            raise EmbedderError(
+                f"embedder {self.name!r} answered {count} texts with indexes [{shown}{more}]"
+                f"{where}; expected each of 0 to {count - 1} once"
+            )
+        out: list[Vector] = [[] for _ in range(count)]
+        for i, vector in zip(places, vectors, strict=True):
+            out[i] = vector
+        return out
+
+    def _unreadable(
+        self, answer: _Answer, count: int, where: str, exc: Exception | None
+    ) -> EmbedderError:
+        """What the server said, briefly, when its answer is not an embeddings list."""
+        head = f"embedder {self.name!r}: the server answered {answer.status_code}{where}"
+        try:
+            body: object = json.loads(answer.text)
+        except ValueError:
+            kind = answer.headers.get("content-type", "").split(";")[0].strip()
+            kind = kind or "no content type"
+            return EmbedderError(
+                f"{head} with {kind}, not an embeddings list: {_brief(answer.text)}"
+            )
+        if isinstance(body, dict):
+            fields = cast(dict[str, object], body)
+            error = fields.get("error")
+            if isinstance(error, dict):
+                error = cast(dict[str, object], error).get("message") or cast(object, error)
+            if error is not None:
+                return EmbedderError(f"{head} with an error: {_brief(str(error))}")
+            data = fields.get("data")
+            if isinstance(data, list) and len(cast(list[object], data)) != count:
+                return EmbedderError(
+                    f"embedder {self.name!r} returned {len(cast(list[object], data))} vectors "
+                    f"for {count} texts{where}"
+                )
+        if exc is not None:
+            return self._refused(exc)
+        return EmbedderError(
+            f"{head} with JSON that is not an embeddings list: {_brief(answer.text)}"
+        )
+
+
+class _Answer(Protocol):
+    """The HTTP response of the embeddings endpoint, read to say what was wrong with it."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _brief(text: str, limit: int = 200) -> str:
+    """A server's words in one short line: HTML tags and runs of spaces removed, cut."""
+    words = " ".join(_TAG.sub(" ", text).split())
+    if not words:
+        return "(an empty body)"
+    return words if len(words) <= limit else words[: limit - 3] + "..."

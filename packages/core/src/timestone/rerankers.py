@@ -11,20 +11,29 @@ is better. Pass one as ``search(..., reranker=my_reranker)``.
   answered by ``{"results": [{"index", "relevance_score"}]}``.
 - ``OverlapReranker``: a deterministic local reranker (word overlap), public
   so that users can test their own pipelines offline.
+
+A search takes a cross-encoder's scores only when they are one finite number per
+passage (``check_scores``): a mapping, a string, a generator, ``None``, an array of
+another shape, a value that is not a number, NaN or infinity is refused with a
+``RerankerError`` naming the reranker and what it returned, and the search returns
+nothing.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from .errors import RerankerError
 
 if TYPE_CHECKING:  # imported where a request is sent: opening a store loads no HTTP client
     import httpx
+    import numpy.typing as npt
 
-__all__ = ["HTTPReranker", "OverlapReranker", "Reranker", "RerankerError"]
+__all__ = ["HTTPReranker", "OverlapReranker", "Reranker", "RerankerError", "check_scores"]
 
 
 @runtime_checkable
@@ -43,6 +52,52 @@ class Reranker(Protocol):
         ...
 
 
+def check_scores(name: str, scores: object, count: int) -> list[float]:
+    """``scores`` as one finite float per passage of ``count``: a sequence of numbers, or a
+    one-dimensional array (numpy's, or any with ``__array__``). Anything else is refused
+    with a ``RerankerError`` naming the reranker ``name`` and what it returned."""
+    given: object = scores
+    if not isinstance(given, Sequence | Mapping | str | bytes) and hasattr(given, "__array__"):
+        import numpy as np
+
+        try:
+            array = np.asarray(cast("npt.ArrayLike", given))
+        except (TypeError, ValueError, RuntimeError) as exc:  # a GPU tensor, say
+            raise RerankerError(
+                f"reranker {name!r} returned {type(scores).__name__}, which numpy cannot "
+                f"read: {exc}"
+            ) from exc
+        if array.ndim != 1:
+            raise RerankerError(
+                f"reranker {name!r} returned an array of shape {array.shape}, not one number "
+                "per passage"
+            )
+        given = cast(list[object], array.tolist())
+    if not isinstance(given, Sequence) or isinstance(given, str | bytes):
+        what = "None" if scores is None else type(scores).__name__
+        raise RerankerError(f"reranker {name!r} returned {what}, not one number per passage")
+    values = cast(Sequence[object], given)
+    if len(values) != count:
+        raise RerankerError(f"reranker {name!r} returned {len(values)} scores for {count} passages")
+    out: list[float] = []
+    for i, value in enumerate(values):
+        if not isinstance(value, numbers.Real):
+            raise RerankerError(
+                f"reranker {name!r} returned {value!r:.60} for passage {i}, not a number"
+            )
+        try:
+            score = float(value)
+        except OverflowError:  # an integer past a float's range
+            score = math.inf
+        if not math.isfinite(score):
+            shown = "NaN" if math.isnan(score) else f"{'' if score > 0 else '-'}infinity"
+            raise RerankerError(
+                f"reranker {name!r} returned {shown} for passage {i}, not a finite score"
+            )
+        out.append(score)
+    return out
+
+
 def _scores(payload: Any, count: int, name: str) -> list[float]:
     try:
         results = payload["results"]
@@ -58,7 +113,22 @@ def _scores(payload: Any, count: int, name: str) -> list[float]:
         raise RerankerError(f"reranker {name!r} answered an unexpected payload: {exc}") from exc
     if len(seen) != count:
         raise RerankerError(f"reranker {name!r} scored {len(seen)} of {count} passages")
-    return scores
+    return check_scores(name, scores, count)
+
+
+def _payload(resp: httpx.Response, name: str) -> object:
+    """The JSON of a rerank answer; a body that is not JSON (cut short, a proxy's HTML
+    page) is refused, saying briefly what it held."""
+    try:
+        return resp.json()
+    except ValueError as exc:
+        kind = resp.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+        words = " ".join(re.sub(r"<[^>]*>", " ", resp.text).split()) or "(an empty body)"
+        brief = words if len(words) <= 200 else words[:197] + "..."
+        raise RerankerError(
+            f"reranker {name!r} answered {resp.status_code} with a body that is not JSON "
+            f"({kind}): {brief}"
+        ) from exc
 
 
 class HTTPReranker:
@@ -102,7 +172,7 @@ class HTTPReranker:
                     self._url, json=self._body(query, passages), headers=self._headers
                 )
                 resp.raise_for_status()
-                return _scores(resp.json(), len(passages), self.name)
+                return _scores(_payload(resp, self.name), len(passages), self.name)
         except httpx.HTTPError as exc:
             raise RerankerError(f"reranker {self.name!r} failed: {exc}") from exc
 
@@ -120,7 +190,7 @@ class HTTPReranker:
                     self._url, json=self._body(query, passages), headers=self._headers
                 )
                 resp.raise_for_status()
-                return _scores(resp.json(), len(passages), self.name)
+                return _scores(_payload(resp, self.name), len(passages), self.name)
         except httpx.HTTPError as exc:
             raise RerankerError(f"reranker {self.name!r} failed: {exc}") from exc
 
