@@ -893,3 +893,53 @@ def test_the_model_of_an_open_memory_is_checked_when_set(memory: timestone.Memor
     with pytest.raises(InvalidInput, match=r"llm must be a timestone\.LLM .* got object"):
         memory.llm = object()
     assert memory.llm is None
+
+
+class Founding(pydantic.BaseModel):
+    founded: datetime | None = None
+    opened: list[datetime] = pydantic.Field(default_factory=list[datetime])
+    staff: int | None = None
+
+
+@pytest.mark.parametrize(
+    ("attributes", "message"),
+    [
+        (
+            {"founded": "1998"},
+            "attributes of Company 'Acme': founded: '1998' is a number, not a date: read as "
+            "seconds since 1970 it would be 1970-01-01T00:33:18+00:00; write an ISO 8601 date "
+            "such as 2019-03-01",
+        ),
+        (
+            {"founded": 1998, "staff": "120"},
+            "attributes of Company 'Acme': founded: 1998 is a number, not a date: read as "
+            "seconds since 1970 it would be 1970-01-01T00:33:18+00:00; write an ISO 8601 date "
+            "such as 2019-03-01",
+        ),
+        (
+            {"opened": ["2001-05-01", "1700000000"]},
+            "attributes of Company 'Acme': opened.1: '1700000000' is a number, not a date: "
+            "read as seconds since 1970 it would be 2023-11-14T22:13:20+00:00; write an ISO "
+            "8601 date such as 2019-03-01",
+        ),
+    ],
+)
+def test_a_number_for_a_declared_date_is_refused_not_read_as_seconds_since_1970(
+    dsn: str, group: str, attributes: dict[str, Any], message: str
+) -> None:
+    """pydantic's lax mode reads a number, or a string of digits, given for a datetime as
+    seconds since 1970: the year 1998 would be stored as 1970-01-01T00:33:18Z. It is refused,
+    naming the attribute, and nothing is written; the model's other conversions stand."""
+    onto = Ontology(entity_types=[EntityType("Company", attributes=Founding)])
+    with timestone.Memory.open(dsn, ontology=onto) as mem:
+        acme = EntityInput("Acme", labels=("Company",), attributes=attributes)
+        with pytest.raises(OntologyViolation) as caught:
+            mem.add_facts(group, [FactInput("Ada", "WORKS_AT", acme)], reference_time=REF)
+        assert str(caught.value) == message
+        assert _rows(dsn, group) == 0
+        good = {"founded": "1998-01-01", "staff": "120"}
+        acme = EntityInput("Acme", labels=("Company",), attributes=good)
+        mem.add_facts(group, [FactInput("Ada", "WORKS_AT", acme)], reference_time=REF)
+        stored = mem.get_entity(group, "Acme")
+        assert stored is not None
+        assert stored.attributes == {"founded": "1998-01-01T00:00:00", "staff": 120}

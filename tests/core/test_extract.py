@@ -1173,3 +1173,123 @@ def test_an_unusable_summary_condensation_writes_nothing(
     assert _stored(mem, dsn, group) == before
     # the question add_facts asked about WORKED_ON, then the episode's five failed calls
     assert mem.llm_usage(group).calls == 1 + 5
+
+
+# -- add_episodes: every item checked before the first runs ---------------------------
+
+
+def test_add_episodes_checks_every_item_before_the_first_runs(
+    mem: timestone.Memory, replay: Replay, dsn: str, group: str
+) -> None:
+    """A bad item anywhere in the list is refused, naming it, before any item is
+    extracted: no model call is made and nothing is written."""
+    good: list[dict[str, object]] = [
+        {"content": f"Note {i}.", "reference_time": at(2020)} for i in range(5)
+    ]
+    refused: list[tuple[dict[str, object], str]] = [
+        ({"saga": 5}, "episodes[3]: saga must be a string, got int"),
+        (
+            {"saga": "a\x00"},
+            "episodes[3]: saga contains a NUL byte, which Postgres text cannot store",
+        ),
+        ({"name": 5}, "episodes[3]: episode name must be a string, got int"),
+        ({"name": ""}, "episodes[3]: episode name is empty"),
+        ({"idempotency_key": ""}, "episodes[3]: idempotency_key is empty"),
+        ({"idempotency_key": 5}, "episodes[3]: idempotency_key must be a string, got int"),
+        (
+            {"source_description": None},
+            "episodes[3]: source_description must be a string, got NoneType",
+        ),
+        ({"source": "pdf"}, "episodes[3]: source must be one of text, message, json, got 'pdf'"),
+        ({"content": "  "}, "episodes[3]: episode content is empty"),
+        (
+            {"content": "a\x00"},
+            "episodes[3]: episode content looks binary (NUL or control characters); pass text",
+        ),
+        (
+            {"content": "x" * 11},
+            "episodes[3]: episode content has 11 characters; the limit is 10 (raise max_chars, "
+            "or use add_document, which chunks long text)",
+        ),
+        (
+            {"reference_time": datetime(2020, 1, 1)},
+            "episodes[3]: reference_time is a naive datetime (2020-01-01T00:00:00); pass a "
+            "timezone-aware one, for example datetime(..., tzinfo=UTC)",
+        ),
+    ]
+    for change, message in refused:
+        items = [dict(e) for e in good]
+        items[3].update(change)
+        with pytest.raises(InvalidInput) as err:
+            mem.add_episodes(group, items, max_chars=10)
+        assert str(err.value) == message, change
+    with pytest.raises(InvalidInput) as err:
+        mem.add_episodes(group, good, max_chars=0)
+    assert str(err.value) == "max_chars must be a positive integer, got 0"
+    assert replay.transport.requests == []
+    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+    _nothing_written(mem, group)
+    assert _ledger(dsn, group) == []
+
+
+def test_add_episodes_refuses_an_on_progress_that_is_not_a_function(
+    mem: timestone.Memory, replay: Replay, dsn: str, group: str
+) -> None:
+    """As ``add_fact_batches`` does, before the first episode is extracted."""
+    items = [{"content": f"Note {i}.", "reference_time": at(2020)} for i in range(3)]
+    with pytest.raises(InvalidInput) as err:
+        mem.add_episodes(group, items, on_progress=5)  # pyright: ignore[reportArgumentType]
+    assert str(err.value) == "on_progress must be a function or None, got int"
+    assert replay.transport.requests == []
+    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+
+
+def test_llm_usage_names_since(mem: timestone.Memory, group: str) -> None:
+    with pytest.raises(InvalidInput) as err:
+        mem.llm_usage(group, since=0)  # pyright: ignore[reportArgumentType]
+    assert str(err.value) == "since must be a timezone-aware datetime, got int"
+    with pytest.raises(InvalidInput) as err:
+        mem.llm_usage(group, since=datetime(2020, 1, 1))
+    assert str(err.value) == (
+        "since is a naive datetime (2020-01-01T00:00:00); pass a timezone-aware one, "
+        "for example datetime(..., tzinfo=UTC)"
+    )
+
+
+class _Founded(pydantic.BaseModel):
+    """A company."""
+
+    founded: datetime | None = None
+    employees: int | None = None
+
+
+def test_a_year_given_for_a_declared_date_is_dropped_not_read_as_1970(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """The model writes the year, "1998", where the type declares a datetime: lax
+    validation would read it as seconds since 1970. That attribute goes, with a warning;
+    the entity's other attributes stay."""
+    answer = {
+        "entities": [
+            {
+                "name": "Acme",
+                "type": "Company",
+                "attributes": [
+                    {"key": "founded", "value": "1998"},
+                    {"key": "employees", "value": "120"},
+                ],
+            }
+        ],
+        "facts": [],
+    }
+    replay.transport.extend([{"step": "extraction", "body": chat_completion(answer)}])
+    with pytest.warns(ExtractionWarning, match="founded: '1998' is a number, not a date; dropped"):
+        mem.add_episode(
+            group,
+            "Acme, a company founded in 1998, has 120 employees.",
+            reference_time=at(2024, 3, 5),
+            entity_types={"Company": _Founded},
+        )
+    acme = mem.get_entity(group, "Acme")
+    assert acme is not None
+    assert acme.attributes == {"employees": 120}

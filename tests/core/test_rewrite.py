@@ -166,6 +166,13 @@ BAD_ANSWERS: list[tuple[str, dict[str, Any], bool, str]] = [
         True,
         "ends (2023-05-01) before it starts",
     ),
+    # a year as a number is no date: lax validation would read it as seconds since 1970
+    (
+        "a year as a number",
+        rewrite(["a dog"], after=2023, before="2023-12-31"),  # type: ignore[arg-type]
+        True,
+        "2023 is a number, not a date",
+    ),
     ("refused", answer(None, refusal="I can't help with that."), True, "refused"),
     ("cut off", answer('{"alternatives": ["a d', finish_reason="length"), True, "cut off"),
     ("filtered", answer(None, finish_reason="content_filter"), True, "content filter"),

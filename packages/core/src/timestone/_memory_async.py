@@ -60,6 +60,7 @@ from .ontology import Ontology
 from .search._api_async import RetrievalAPI
 from .write._correct_async import check_episode_id, purge, remove, rollback
 from .write._ingest_async import Ingest
+from .write._inputs_async import check_on_progress
 from .write._transaction_async import begin_write
 
 __all__ = ["AsyncMemory"]
@@ -306,10 +307,7 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         The results hold every fact and entity written, about 1.3 kB a fact: for an
         import of millions, ``keep_results=False`` keeps none (the list returned is
         empty; ``on_progress`` still sees each one)."""
-        if on_progress is not None and not callable(on_progress):
-            raise InvalidInput(
-                f"on_progress must be a function or None, got {type(on_progress).__name__}"
-            )
+        check_on_progress(on_progress)
         follow = self.communities == "auto"  # what ``_follow`` needs, kept until the end
         done: list[IngestResult] = []
 

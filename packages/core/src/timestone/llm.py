@@ -285,18 +285,24 @@ class OpenAICompatibleLLM:
     def _reply(self, request: LLMRequest, response: Any) -> LLMReply:
         step = request.step
         usage = getattr(response, "usage", None)
-        prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        completion = int(getattr(usage, "completion_tokens", 0) or 0)
         model = str(getattr(response, "model", "") or self.model)
         choices: object = getattr(response, "choices", None)
         choice: Any = None
         if isinstance(choices, list) and choices:
             choice = cast(list[Any], choices)[0]
         message = getattr(choice, "message", None)
-        text = getattr(message, "content", None)
-        if usage is None:  # some local servers omit usage: estimate, never count zero
+        content: object = getattr(message, "content", None)
+        text, not_text = _text(content)
+        # some local servers omit usage, or report a count that is no count (negative, not
+        # a number): that count is estimated, never zero; a count past any model's context
+        # is recorded as _MAX_COUNT
+        prompt = _count(getattr(usage, "prompt_tokens", None))
+        completion = _count(getattr(usage, "completion_tokens", None))
+        if prompt is None:
             prompt = sum(len(m.get("content", "")) for m in request.messages) // 4 + 1
-            completion = len(text or "") // 4 + 1
+        if completion is None:
+            answered = text if text is not None or content is None else repr(content)
+            completion = len(answered or "") // 4 + 1
         self.calls += 1
         self.prompt_tokens += prompt
         self.completion_tokens += completion
@@ -310,6 +316,8 @@ class OpenAICompatibleLLM:
                 why = f"the model gave no answer (it refused: {refusal})"
             elif finish == "content_filter":
                 why = "the model's answer was withheld by its content filter"
+            elif not_text is not None:
+                why = not_text
             else:
                 why = "the model gave no answer (its message had no content)"
         elif finish == "length":
@@ -429,6 +437,64 @@ class OpenAICompatibleLLM:
                 attempt += 1
                 if wait:
                     await asyncio.sleep(wait)
+
+
+# more tokens than any model's context holds (10 million): a larger count is recorded as
+# this, so that the sums of a unit of work fit the ledger's and the episode's integer columns
+_MAX_COUNT = 10_000_000
+# parts of a message's content that carry a model's reasoning, not its answer
+_REASONING_PARTS = frozenset({"thinking", "reasoning"})
+
+
+def _count(value: object) -> int | None:
+    """A token count of the server's ``usage``: a whole number from 0 to ``_MAX_COUNT``;
+    None for what is no count (missing, negative, text, true, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value != value or value < 0:
+        return None
+    return int(value) if value < _MAX_COUNT else _MAX_COUNT
+
+
+def _text(content: object) -> tuple[str | None, str | None]:
+    """The answer's text, and what is wrong when the message's content is not text.
+
+    OpenAI-compatible servers may send the content as a list of parts (Mistral's
+    reasoning models: ``thinking`` parts, then ``text`` parts): the text parts are the
+    answer, joined; reasoning parts are passed over. Anything else is no answer."""
+    if content is None or isinstance(content, str):
+        return content, None
+    if not isinstance(content, list):
+        return None, f"the model's message content is {_kind(content)}, not text"
+    texts: list[str] = []
+    for n, part in enumerate(cast(list[object], content)):
+        if not isinstance(part, Mapping):
+            return None, f"the model's message content part {n} is {_kind(part)}, not a part"
+        fields = cast(Mapping[str, object], part)
+        kind, said, refusal = fields.get("type"), fields.get("text"), fields.get("refusal")
+        if kind == "text":
+            if not isinstance(said, str):
+                return None, f"the model's message content part {n} has no text"
+            texts.append(said)
+        elif kind == "refusal":
+            return None, f"the model gave no answer (it refused: {refusal})"
+        elif kind not in _REASONING_PARTS:
+            return None, f"the model's message content part {n} is of type {kind!r:.40}, not text"
+    if not texts:
+        return None, "the model's message content has no text part"
+    return "".join(texts), None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r:.20})"
+    if isinstance(value, Mapping):
+        return "a JSON object"
+    if isinstance(value, list):
+        return "a list"
+    return f"a {type(value).__name__}"
 
 
 def _retry_after(headers: Mapping[str, str]) -> float | None:

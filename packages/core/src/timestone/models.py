@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import psycopg
 import sqlalchemy
@@ -37,6 +37,7 @@ from sqlmodel import Field, Session, SQLModel  # pyright: ignore[reportUnknownVa
 
 from ._groups import check_group
 from .db._database_async import TENANT_SETTINGS
+from .errors import InvalidInput
 
 __all__ = [
     "AssertionRow",
@@ -317,6 +318,12 @@ def engine(dsn: str, **kwargs: Any) -> Engine:
     through psycopg. Its connections act as the DSN's user, the schema's owner, who sees
     every group: bind a session to one with ``group_session``. ``kwargs`` go to
     ``sqlalchemy.create_engine``."""
+    given = cast(object, dsn)  # the annotation binds no caller at run time
+    if not isinstance(given, str) or not given.strip():
+        shown = "an empty string" if isinstance(given, str) else type(given).__name__
+        raise InvalidInput(
+            f"dsn must be a connection string (postgresql://..., or Memory.dsn), got {shown}"
+        )
     return sqlalchemy.create_engine(
         "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), **kwargs
     )
@@ -330,6 +337,12 @@ def group_session(bind: Engine, group_id: str, **kwargs: Any) -> Session:
     security binds it and nothing outlives it on the pooled connection. A write that
     the policies or the library role's privileges refuse (another group's rows, an
     update in place) raises. ``kwargs`` go to ``Session``."""
+    given = cast(object, bind)
+    if not isinstance(given, (Engine, Connection)):
+        raise InvalidInput(
+            "bind must be a SQLAlchemy Engine (make one with timestone.models.engine(mem.dsn)),"
+            f" got {type(given).__name__}"
+        )
     group = check_group(group_id)
     session = Session(bind, **kwargs)
 

@@ -9,7 +9,9 @@ not declared.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+import datetime as dt
+import decimal
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 import pydantic
@@ -96,16 +98,75 @@ def _validate(
     if model is None:
         out = dict(value)
     else:
+        given = dict(value)
         try:
-            out = model.model_validate(dict(value)).model_dump(mode="json", exclude_unset=True)
+            made = model.model_validate(given)
         except pydantic.ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"]) or "attributes"
             raise OntologyViolation(f"{what}: {where}: {err['msg']}") from exc
+        # the model's lax mode reads a number, or a string of digits, given for a date as
+        # seconds since 1970 ("1998" as 1970-01-01T00:33:18Z): refused, naming the attribute
+        epoch = date_from_number(given, made, ())
+        if epoch is not None:
+            where, number, date = epoch
+            raise OntologyViolation(
+                f"{what}: {'.'.join(where)}: {number!r:.40} is a number, not a date: read as "
+                f"seconds since 1970 it would be {date.isoformat()}; write an ISO 8601 date "
+                "such as 2019-03-01"
+            )
+        out = made.model_dump(mode="json", exclude_unset=True)
     if out:
         check_json(out, what)
         check_json_size(out, what)
     return out
+
+
+def date_from_number(
+    given: object, made: object, where: tuple[str, ...]
+) -> tuple[tuple[str, ...], object, dt.date] | None:
+    """Where ``made`` (what a model validated) holds a date that ``given`` wrote as a
+    number or a string of digits: the path, the number and the date; else None."""
+    if isinstance(made, dt.date):  # a datetime too; a time of day is no moment since 1970
+        return (where, given, made) if _numeric(given) else None
+    if isinstance(made, pydantic.BaseModel) and isinstance(given, Mapping):
+        fields = cast(Mapping[object, object], given)
+        for name, field in type(made).model_fields.items():
+            names = (name, field.alias, field.validation_alias)
+            keys = [k for k in names if isinstance(k, str) and k in fields]
+            if keys and name in made.model_fields_set:
+                key = str(keys[0])
+                found = date_from_number(fields[key], getattr(made, name), (*where, key))
+                if found is not None:
+                    return found
+    elif isinstance(made, Mapping) and isinstance(given, Mapping):
+        inner, items = cast(Mapping[object, object], given), cast(Mapping[object, object], made)
+        for key, item in items.items():
+            if key in inner:
+                found = date_from_number(inner[key], item, (*where, str(key)))
+                if found is not None:
+                    return found
+    elif isinstance(made, (list, tuple)) and isinstance(given, (list, tuple)):
+        values, items = cast(Sequence[object], given), cast(Sequence[object], made)
+        if len(values) == len(items):
+            for n, (value, item) in enumerate(zip(values, items, strict=True)):
+                found = date_from_number(value, item, (*where, str(n)))
+                if found is not None:
+                    return found
+    return None
+
+
+def _numeric(value: object) -> bool:
+    """A number, or text that reads as one ("1998", " 1.7e9 ")."""
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return True
+    if isinstance(value, (str, bytes)):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return False
 
 
 def _declared(value: object, what: str, kind: type[_T]) -> list[_T]:

@@ -13,7 +13,9 @@ three points); a share that falls as the database lives says the graph has worn
 and ``rebuild_vector_indexes`` will pay.
 
 The sample is drawn by ``TABLESAMPLE BERNOULLI`` at a rate from the index's row
-estimate, and the probes run as the schema owner (row level security does not
+estimate; should that draw nothing (a small sample, or an estimate above the rows
+there are), it is drawn from every row the index holds, so that an index with rows
+always has a figure. The probes run as the schema owner (row level security does not
 bind it) in one read-only repeatable-read transaction.
 """
 
@@ -33,6 +35,8 @@ from ._embedding_async import VECTOR_INDEXES
 __all__ = ["HEALTH_SAMPLE", "vector_index_health"]
 
 HEALTH_SAMPLE = 200  # rows probed per index by default
+# the Bernoulli rate draws this many times the sample from the rows the index holds
+_OVERSAMPLE = 3.0
 _MAX_SAMPLE = 10_000
 _NEAREST = 10
 # a row whose vector is the probe's (a copy of the sentence in the same group) found in
@@ -88,16 +92,21 @@ async def _probe(conn: Conn, name: str, sample: int) -> float | None:
         return None
     # each row of the table is drawn at a rate that gives the sample three times over from
     # the rows the index holds (so that a stale estimate still fills it); all of them
-    # where the server has no estimate yet
+    # where the server has no estimate yet. An empty draw is made again from every row
+    # the index holds: a sample of one comes back empty about one time in twenty (e^-3)
     indexed = row["held"] or row["rows"]
-    percent = min(100.0, 300.0 * sample / indexed) if indexed else 100.0
+    percent = min(100.0, 100.0 * _OVERSAMPLE * sample / indexed) if indexed else 100.0
     t, c, dimension = sql.Identifier(table), sql.Identifier(column), int(row["dimension"])
     # the predicate's columns are unqualified: each resolves to the nearest FROM
     cur = await conn.execute(
         sql.SQL(
-            "WITH s AS MATERIALIZED (SELECT version_id, group_id, {c} AS v FROM timestone.{t}"
+            "WITH b AS MATERIALIZED (SELECT version_id, group_id, {c} AS v FROM timestone.{t}"
             " TABLESAMPLE BERNOULLI (%(percent)s) WHERE {c} IS NOT NULL AND {held}"
-            " ORDER BY random() LIMIT %(sample)s)"
+            " ORDER BY random() LIMIT %(sample)s),"
+            # the second draw runs only when the first is empty (a one-time filter)
+            " s AS MATERIALIZED (SELECT * FROM b UNION ALL (SELECT version_id, group_id,"
+            " {c} AS v FROM timestone.{t} WHERE {c} IS NOT NULL AND {held}"
+            " AND NOT EXISTS (SELECT FROM b) ORDER BY random() LIMIT %(sample)s))"
             " SELECT count(*) AS n, count(*) FILTER (WHERE x.found) AS found FROM s"
             " CROSS JOIN LATERAL (SELECT coalesce(bool_or(f.version_id = s.version_id"
             " OR f.d <= {same}), false) AS found FROM (SELECT version_id, {c} <=> s.v AS d"

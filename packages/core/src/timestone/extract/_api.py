@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from .._arguments import check_as_of
 from .._records import (
     Episode,
     check_text,
 )
+from .._time import aware
 from ..db._database import Database
 from ..embedders import Embedder
 from ..errors import LLMError
@@ -82,6 +82,6 @@ class ModelAPI:
     def llm_usage(self, group_id: str, *, since: datetime | None = None) -> LLMUsage:
         """The LLM calls and tokens the group spent since ``since`` (default: ever), failed
         work included."""
-        point = check_as_of(since)
+        point = None if since is None else aware(since, "since")
         with self._db.transaction(group_id, "reading LLM usage") as conn:
             return read_usage(conn, group_id, since=point)

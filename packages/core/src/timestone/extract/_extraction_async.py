@@ -54,7 +54,7 @@ from ..errors import (
     OntologyViolation,
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
-from ..ontology import EntityType, Ontology
+from ..ontology import EntityType, Ontology, date_from_number
 from ..write._episodes_async import EPISODE_COLUMNS, episode_from_row
 from ..write._transaction_async import Write
 from . import _prompts as P
@@ -72,6 +72,7 @@ __all__ = [
     "build_types",
     "call",
     "check_episode_content",
+    "check_max_chars",
     "extract",
     "model_request",
 ]
@@ -87,11 +88,16 @@ _PREVIOUS_CHARS = 1000
 # -- validation of the input -------------------------------------------------------------
 
 
+def check_max_chars(max_chars: object) -> int:
+    """The longest episode content a call takes: a positive integer."""
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 1:
+        raise InvalidInput(f"max_chars must be a positive integer, got {max_chars!r:.80}")
+    return max_chars
+
+
 def check_episode_content(content: object, source: object, max_chars: int) -> str:
     """Refuse what no model should see: not text, empty, binary, oversized, bad JSON."""
-    limit = cast(object, max_chars)
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidInput(f"max_chars must be a positive integer, got {limit!r:.80}")
+    check_max_chars(max_chars)
     if source not in SOURCES:
         raise InvalidInput(f"source must be one of {', '.join(SOURCES)}, got {source!r:.80}")
     if isinstance(content, (bytes, bytearray, memoryview)):
@@ -282,7 +288,16 @@ def _check_attrs(
         return values
     known = {k: v for k, v in values.items() if k in model.model_fields}
     try:
-        return model.model_validate(known).model_dump(mode="json", exclude_unset=True)
+        made = model.model_validate(known)
+        # a number given for a date is no date (lax mode reads it as seconds since 1970):
+        # that attribute goes, the others stay
+        epoch = date_from_number(known, made, ())
+        if epoch is not None:
+            where, number = epoch[0][0], epoch[1]
+            _warn(f"attributes of {what}: {where}: {number!r:.40} is a number, not a date; dropped")
+            del known[where]
+            return _check_attrs(model, known, what)
+        return made.model_dump(mode="json", exclude_unset=True)
     except pydantic.ValidationError as exc:
         _warn(f"attributes of {what} fail {model.__name__} ({why(exc)}); dropped")
         return {}

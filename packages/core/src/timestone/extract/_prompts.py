@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
+from pydantic_core import PydanticCustomError
 
 __all__ = [
     "CONDENSE",
@@ -52,6 +53,30 @@ class _Strict(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore")
 
 
+# pydantic's lax mode reads JSON's true and false as the integers 1 and 0; where a number
+# names an item, a candidate or a fact, that would read "no" as "the first one". A boolean
+# there is malformed output (asked again), except ``false`` where null is allowed: a model
+# that writes false for "none" means null, and is read so.
+
+
+def _no_boolean(value: object) -> object:
+    if isinstance(value, bool):
+        raise PydanticCustomError(
+            "boolean_number",
+            "{value} is a boolean, not a number",
+            {"value": "true" if value else "false"},
+        )
+    return value
+
+
+def _false_is_null(value: object) -> object:
+    return None if value is False else _no_boolean(value)
+
+
+_Number = Annotated[int, pydantic.BeforeValidator(_no_boolean)]
+_NumberOrNull = Annotated[int | None, pydantic.BeforeValidator(_false_is_null)]
+
+
 class Attribute(_Strict):
     key: str
     value: str
@@ -79,8 +104,8 @@ class Extraction(_Strict):
 
 
 class EntityDecision(_Strict):
-    item: int
-    match: int | None
+    item: _Number
+    match: _NumberOrNull
 
 
 class EntityDecisions(_Strict):
@@ -88,9 +113,9 @@ class EntityDecisions(_Strict):
 
 
 class FactJudgement(_Strict):
-    new: int
-    duplicate_of: int | None
-    contradicts: list[int]
+    new: _Number
+    duplicate_of: _NumberOrNull
+    contradicts: list[_Number]
 
 
 class FactJudgements(_Strict):
@@ -98,7 +123,7 @@ class FactJudgements(_Strict):
 
 
 class CondensedSummary(_Strict):
-    item: int
+    item: _Number
     summary: str
 
 
@@ -380,13 +405,29 @@ year", "two weeks ago") against the reference moment; otherwise null for both.\
 """
 
 
+def _no_epoch(value: object) -> object:
+    """A date as text: a number (or text of digits, "2024") is no date, where lax mode
+    would read it as seconds since 1970."""
+    text = value.strip() if isinstance(value, str) else None
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or (
+        text is not None and text.lstrip("+-").replace(".", "", 1).isdigit()
+    ):
+        raise PydanticCustomError(
+            "number_date", "{value} is a number, not a date", {"value": repr(value)}
+        )
+    return value
+
+
+_Date = Annotated[datetime | None, pydantic.BeforeValidator(_no_epoch)]
+
+
 class Rewrite(pydantic.BaseModel):
     """A rewrite's answer: alternative phrasings and, optionally, a window of dates."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
     alternatives: list[str]
-    after: datetime | None
-    before: datetime | None
+    after: _Date
+    before: _Date
 
 
 def rewrite_messages(question: str, reference: datetime) -> list[dict[str, str]]:

@@ -201,8 +201,9 @@ class GraphAPI:
         edges: Sequence[uuid.UUID | str] = (),
     ) -> dict[str, int]:
         """Retract nodes by id (with every edge at them) and edges by ``GraphEdge.id`` (a
-        fact id, as a UUID or its text, or a link key), in system time: current reads stop seeing them, ``as_of``
-        still does. Returns what went, per kind. Node ids are per group."""
+        fact id, as a UUID or its text, or a link key), in system time: current reads stop
+        seeing them, ``as_of`` still does. Returns what went, per kind. Node ids are per
+        group."""
 
         nodes = check_node_ids(ids, "ids")
         parsed: list[uuid.UUID | str] = []

@@ -254,11 +254,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(moments_json(mem, group_id, as_of)), "application/json")
         elif path == "/timeline":
             entity = query.get("entity", "")
-            if mem.get_entity(group_id, entity) is None:
+            found = mem.get_entity(group_id, entity)
+            if found is None:
                 self._send(404, f"unknown entity {entity!r}", "text/plain")
                 return
-            history = mem.fact_history(group_id, entity)
-            self._send(200, timeline_html(entity, history), "text/html")
+            # the entity found may be a near-identical spelling of what was typed (Zoe for
+            # Zoë): its history is read by its id, and the page is titled with its name
+            history = mem.fact_history(group_id, found.id)
+            self._send(200, timeline_html(found.name, history), "text/html")
         else:
             self._send(404, "not found", "text/plain")
 

@@ -47,7 +47,6 @@ from ..extract._extraction_async import (
     Ledger,
     Types,
     build_types,
-    check_episode_content,
     extract,
     names_in_graph,
     previous_episodes,
@@ -92,8 +91,11 @@ from ._inputs_async import (
     FactBatch,
     Prepared,
     as_given,
+    check_concurrency,
+    check_on_progress,
     default_sentence,
-    episode_spec,
+    episode_row,
+    episode_rows,
     fact_end,
     fact_json,
     key_of,
@@ -613,22 +615,24 @@ class Ingest:
         max_chars: int,
     ) -> IngestResult:
         check_group(group_id)
-        ref = aware(reference_time, "reference_time")
-        text = check_episode_content(content, source, max_chars)
-        key = key_of(idempotency_key_, group_id, text, ref)
-        row = EpisodeInsert(
-            name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
-            if name is not None
-            else f"{source} at {ref.isoformat()}",
-            content=text,
+        row = episode_row(
+            group_id,
+            content,
+            reference_time=reference_time,
+            name=name,
             source=source,
-            source_description=check_text(
-                source_description, "source_description", max_chars=10_000, allow_empty=True
-            ),
-            reference_time=ref,
-            saga=optional_text(saga, "saga", MAX_NAME_CHARS),
-            idempotency_key=key,
+            source_description=source_description,
+            saga=saga,
+            idempotency_key_=idempotency_key_,
+            max_chars=max_chars,
         )
+        return await self._extract_episode(group_id, llm, row, types)
+
+    async def _extract_episode(
+        self, group_id: str, llm: LLM, row: EpisodeInsert, types: Types
+    ) -> IngestResult:
+        """A checked episode extracted, resolved and written (``add_episode``)."""
+        text, ref, key = row.content, row.reference_time, row.idempotency_key
         async with self.db.transaction(group_id, "reading before extraction") as conn:
             existing = await find_by_key(conn, group_id, key)
             if existing is not None:
@@ -642,7 +646,7 @@ class Ingest:
                 llm,
                 ledger,
                 content=text,
-                source=source,
+                source=row.source,
                 reference_time=ref,
                 source_description=row.source_description,
                 previous=previous,
@@ -709,31 +713,23 @@ class Ingest:
         concurrency: object,
         on_progress: Callable[[int, int, IngestResult], object] | None,
     ) -> list[IngestResult]:
-        """Many episodes, each its own transaction, at most ``concurrency`` at a time."""
-        if isinstance(episodes, (str, bytes, Mapping)) or not isinstance(episodes, Sequence):
-            raise InvalidInput("episodes must be a list of mappings with add_episode's arguments")
-        if not isinstance(concurrency, int) or isinstance(concurrency, bool):
-            raise InvalidInput(f"concurrency must be an integer, got {concurrency!r:.80}")
-        if not 1 <= concurrency <= 64:
-            raise InvalidInput(
-                f"concurrency must be an integer from 1 to 64, got {concurrency!r:.80}"
-            )
-        items = cast(Sequence[object], episodes)
-        specs = [episode_spec(i, e) for i, e in enumerate(items)]
-        slots = _compat.ASemaphore(concurrency)
+        """Many episodes, each its own transaction, at most ``concurrency`` at a time.
+        Every item is checked before the first model call."""
+        check_group(group_id)
+        slots = _compat.ASemaphore(check_concurrency(concurrency))
+        check_on_progress(on_progress)
+        rows = episode_rows(group_id, episodes, max_chars)
         done: list[int] = [0]
 
-        async def one(spec: dict[str, Any]) -> IngestResult:
+        async def one(row: EpisodeInsert) -> IngestResult:
             async with slots:
-                result = await self.add_episode(
-                    group_id, llm, types=types, max_chars=max_chars, **spec
-                )
+                result = await self._extract_episode(group_id, llm, row, types)
             done[0] += 1
             if on_progress is not None:
-                on_progress(done[0], len(specs), result)
+                on_progress(done[0], len(rows), result)
             return result
 
-        return await _compat.agather(*[one(s) for s in specs])
+        return await _compat.agather(*[one(r) for r in rows])
 
     async def _document_plans(
         self,

@@ -10,13 +10,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from .._records import (
+    MAX_NAME_CHARS,
     EntityInput,
     FactInput,
     check_text,
 )
 from .._time import aware
 from ..errors import InvalidInput
-from ..extract._extraction_async import check_episode_content
+from ..extract._extraction_async import check_episode_content, check_max_chars
 from ..extract._resolution_async import Plan
 from ._episodes_async import (
     EpisodeInsert,
@@ -33,7 +34,11 @@ __all__ = [
     "FactBatch",
     "Prepared",
     "as_given",
+    "check_concurrency",
+    "check_on_progress",
     "default_sentence",
+    "episode_row",
+    "episode_rows",
     "episode_spec",
     "fact_end",
     "fact_json",
@@ -158,27 +163,90 @@ EPISODE_KEYS = {
 }
 
 
-def episode_spec(index: int, value: object) -> dict[str, Any]:
+def episode_row(
+    group_id: str,
+    content: object,
+    *,
+    reference_time: object,
+    name: object,
+    source: object,
+    source_description: object,
+    saga: object,
+    idempotency_key_: object,
+    max_chars: int,
+) -> EpisodeInsert:
+    """An ``add_episode`` call's episode, every argument checked: what is refused before
+    any model call. The extraction's counts are filled in later."""
+    ref = aware(reference_time, "reference_time")
+    text = check_episode_content(content, source, max_chars)
+    kind = cast(str, source)  # one of SOURCES, checked with the content
+    return EpisodeInsert(
+        name=check_text(name, "episode name", max_chars=MAX_NAME_CHARS)
+        if name is not None
+        else f"{kind} at {ref.isoformat()}",
+        content=text,
+        source=kind,
+        source_description=check_text(
+            source_description, "source_description", max_chars=10_000, allow_empty=True
+        ),
+        reference_time=ref,
+        saga=optional_text(saga, "saga", MAX_NAME_CHARS),
+        idempotency_key=key_of(idempotency_key_, group_id, text, ref),
+    )
+
+
+def episode_rows(group_id: str, episodes: object, max_chars: int) -> list[EpisodeInsert]:
+    """The items of ``add_episodes``, all checked before the first runs."""
+    if isinstance(episodes, (str, bytes, Mapping)) or not isinstance(episodes, Sequence):
+        raise InvalidInput("episodes must be a list of mappings with add_episode's arguments")
+    limit = check_max_chars(max_chars)
+    items = cast(Sequence[object], episodes)
+    return [episode_spec(i, e, group_id, limit) for i, e in enumerate(items)]
+
+
+def episode_spec(index: int, value: object, group_id: str, max_chars: int) -> EpisodeInsert:
+    """Item ``index`` of ``add_episodes`` checked as ``add_episode`` checks its arguments;
+    an error names the item."""
     if not isinstance(value, Mapping):
         raise InvalidInput(f"episodes[{index}] must be a mapping, got {type(value).__name__}")
     item = cast(Mapping[str, Any], value)
     unknown = set(item) - EPISODE_KEYS
     if unknown:
-        raise InvalidInput(f"episodes[{index}] has unknown keys {sorted(unknown)}")
+        raise InvalidInput(f"episodes[{index}] has unknown keys {sorted(map(str, unknown))}")
     for required in ("content", "reference_time"):
         if required not in item:
             raise InvalidInput(f"episodes[{index}] has no {required!r}")
-    spec: dict[str, Any] = {
-        "content": item["content"],
-        "reference_time": aware(item["reference_time"], f"episodes[{index}].reference_time"),
-        "name": item.get("name"),
-        "source": item.get("source", "text"),
-        "source_description": item.get("source_description", ""),
-        "saga": item.get("saga"),
-        "idempotency_key_": item.get("idempotency_key"),
-    }
-    check_episode_content(spec["content"], spec["source"], 10**9)
-    return spec
+    try:
+        return episode_row(
+            group_id,
+            item["content"],
+            reference_time=item["reference_time"],
+            name=item.get("name"),
+            source=item.get("source", "text"),
+            source_description=item.get("source_description", ""),
+            saga=item.get("saga"),
+            idempotency_key_=item.get("idempotency_key"),
+            max_chars=max_chars,
+        )
+    except InvalidInput as exc:
+        raise type(exc)(f"episodes[{index}]: {exc}") from exc
+
+
+def check_concurrency(concurrency: object) -> int:
+    """How many episodes ``add_episodes`` runs at once: 1 to 64."""
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool):
+        raise InvalidInput(f"concurrency must be an integer, got {concurrency!r:.80}")
+    if not 1 <= concurrency <= 64:
+        raise InvalidInput(f"concurrency must be an integer from 1 to 64, got {concurrency!r:.80}")
+    return concurrency
+
+
+def check_on_progress(on_progress: object) -> None:
+    """A bulk write's ``on_progress``: a function, or None."""
+    if on_progress is not None and not callable(on_progress):
+        raise InvalidInput(
+            f"on_progress must be a function or None, got {type(on_progress).__name__}"
+        )
 
 
 def named(p: Plan, prepared: Sequence[Prepared]) -> list[EntityInput]:
