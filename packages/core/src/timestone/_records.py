@@ -257,15 +257,16 @@ class EntityInput:
     def entity_type(self) -> str:
         return self.labels[0] if self.labels else "Entity"
 
-    @classmethod
-    def held(cls, name: str, labels: tuple[str, ...] = ()) -> EntityInput:
-        """An entity the graph already holds, by its stored name and labels, not checked
-        again: a name stored before a rule was added stays usable."""
-        held = object.__new__(cls)
-        for field, value in (("name", name), ("labels", labels), ("summary", None)):
-            object.__setattr__(held, field, value)
-        object.__setattr__(held, "attributes", {})
-        return held
+
+def held_entity(name: str, labels: tuple[str, ...] = ()) -> EntityInput:
+    """An entity the graph already holds, by its stored name and labels, not checked again
+    (``EntityInput`` checks what a caller gives): a name stored before a rule was added
+    stays usable. The library's own, not a way around the checks."""
+    held = object.__new__(EntityInput)
+    for field, value in (("name", name), ("labels", labels), ("summary", None)):
+        object.__setattr__(held, field, value)
+    object.__setattr__(held, "attributes", {})
+    return held
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from .._names import fold, near_identical, normalize
-from .._records import EntityInput, FactInput
+from .._records import EntityInput, FactInput, held_entity
 from .._vectors import keyed
 from ..db._database import Conn, Database
 from ..llm import LLM
@@ -185,8 +185,8 @@ def fact_candidates(
 
 
 def named_end(name: str, entity_type: str) -> EntityInput:
-    """A stored fact's end (``EntityInput.held``)."""
-    return EntityInput.held(name, labels=() if entity_type == "Entity" else (entity_type,))
+    """A stored fact's end (``held_entity``)."""
+    return held_entity(name, labels=() if entity_type == "Entity" else (entity_type,))
 
 
 _Key = tuple[str, str | None]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from .._names import normalize
-from .._records import Entity, EntityInput, Fact, FactInput
+from .._records import Entity, EntityInput, Fact, FactInput, held_entity
 from ..db._database_async import Database
 from ..errors import InvalidInput
 from ..items._store_async import put_item
@@ -160,10 +160,8 @@ async def graph_upsert(
         w, {i for r in entity_relations for n in (r.source, r.target) if (i := by_id(n))}
     )
     for r in entity_relations:
-        # a node named by its id is the stored entity, its name as held (``EntityInput.held``)
-        ends = [
-            EntityInput.held(id_names[i]) if (i := by_id(n)) else n for n in (r.source, r.target)
-        ]
+        # a node named by its id is the stored entity, its name as held (``held_entity``)
+        ends = [held_entity(id_names[i]) if (i := by_id(n)) else n for n in (r.source, r.target)]
         facts_in.append(
             FactInput(
                 ends[0], r.relation, ends[1], valid_at=valid_at, attributes=dict(r.attributes)
