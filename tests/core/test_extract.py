@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pydantic
 import pytest
+from llm_rows import ledger, spent, stored
 
 import timestone
 from timestone.errors import (
@@ -913,39 +914,6 @@ def test_document_chunks_share_entities_and_context(
 # -- answers a real model gives that cannot be used ----------------------------------------
 
 
-def _stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
-    """Everything the group holds: row counts of every version, and what reads return."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.entities WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.mentions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.assertions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
-            {"g": group},
-        ).fetchone()
-    return (row, mem.facts(group, valid_at=None), mem.episodes(group))
-
-
-LedgerRow = tuple[str, str, int, int, bool, bool]
-
-
-def _ledger(dsn: str, group: str) -> list[LedgerRow]:
-    """The group's ledger: step, model, tokens, ok, and whether an episode was written."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT step, model, prompt_tokens, completion_tokens, ok, episode_id IS NOT NULL"
-            " FROM timestone.llm_ledger WHERE group_id = %s",
-            (group,),
-        ).fetchall()
-    return sorted((str(a), str(b), int(c), int(d), bool(e), bool(f)) for a, b, c, d, e, f in rows)
-
-
-def _spent(step: str, body: dict[str, Any], ok: bool) -> LedgerRow:
-    usage = body["usage"]
-    return (step, body["model"], usage["prompt_tokens"], usage["completion_tokens"], ok, False)
-
-
 def _judged(content: str | dict[str, Any] | None, **options: Any) -> dict[str, Any]:
     options.setdefault("prompt_tokens", 671)
     options.setdefault("completion_tokens", 19)
@@ -1033,18 +1001,18 @@ def test_an_unusable_fact_resolution_fails_the_step_and_writes_nothing(
     data = json.loads((FIXTURES / "contradiction.json").read_text())["responses"]
     replay.transport.extend([data[0]])
     mem.add_episode(group, "Ada likes tea.", reference_time=at(2020, 2))
-    before, spent = _stored(mem, dsn, group), _ledger(dsn, group)
+    before, paid = stored(mem, dsn, group), ledger(dsn, group)
     replay.transport.extend([data[1], *bad])
     with pytest.raises(LLMError, match=message) as err:
         mem.add_episode(group, "Ada now prefers coffee to tea.", reference_time=at(2024, 3, 5))
     assert err.value.step == "fact resolution"
     assert "Traceback" not in str(err.value)
-    assert _stored(mem, dsn, group) == before
+    assert stored(mem, dsn, group) == before
     [tea] = mem.facts(group, source="Ada")
     assert (tea.target, tea.invalid_at) == ("Tea", None)
-    answered = [_spent("fact resolution", b["body"], False) for b in bad]
-    assert _ledger(dsn, group) == sorted(
-        [*spent, _spent("extraction", data[1]["body"], True), *answered]
+    answered = [spent("fact resolution", b["body"], False) for b in bad]
+    assert ledger(dsn, group) == sorted(
+        [*paid, spent("extraction", data[1]["body"], True), *answered]
     )
     assert mem.llm_usage(group).calls == 2 + len(bad)
 
@@ -1067,7 +1035,7 @@ def test_a_judgement_naming_a_fact_not_offered_is_asked_again_then_used(
     ]
     assert len(asked) == 2
     assert asked[0]["messages"] == asked[1]["messages"]
-    oks = [row[4] for row in _ledger(dsn, group) if row[0] == "fact resolution"]
+    oks = [row[4] for row in ledger(dsn, group) if row[0] == "fact resolution"]
     assert sorted(oks) == [False, True]
 
 
@@ -1093,7 +1061,7 @@ def test_an_entity_decision_naming_what_was_not_asked_fails_and_writes_nothing(
         "Katherine Johansson works for Volvo Cars and lives in Gothenburg.",
         reference_time=at(2018, 3),
     )
-    before, spent = _stored(mem, dsn, group), _ledger(dsn, group)
+    before, paid = stored(mem, dsn, group), ledger(dsn, group)
     body = chat_completion({"decisions": [decision]}, prompt_tokens=641, completion_tokens=11)
     bad = {"step": "entity_resolution", "body": body}
     replay.transport.extend([data[1], bad, bad, bad])
@@ -1102,13 +1070,13 @@ def test_an_entity_decision_naming_what_was_not_asked_fails_and_writes_nothing(
             group, "Kathy Johansson moved to Stockholm in September.", reference_time=at(2022, 10)
         )
     assert err.value.step == "entity resolution"
-    assert _stored(mem, dsn, group) == before
+    assert stored(mem, dsn, group) == before
     assert mem.get_entity(group, "Kathy Johansson") is None
-    assert _ledger(dsn, group) == sorted(
+    assert ledger(dsn, group) == sorted(
         [
-            *spent,
-            _spent("extraction", data[1]["body"], True),
-            *[_spent("entity resolution", body, False)] * 3,
+            *paid,
+            spent("extraction", data[1]["body"], True),
+            *[spent("entity resolution", body, False)] * 3,
         ]
     )
 
@@ -1138,8 +1106,8 @@ def test_an_unusable_extraction_is_not_asked_again_and_writes_nothing(
     assert err.value.step == "extraction"
     assert len(replay.requests) == 1  # asked the same, it would answer the same
     _nothing_written(mem, group)
-    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
-    assert _ledger(dsn, group) == [_spent("extraction", answer["body"], False)]
+    assert stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+    assert ledger(dsn, group) == [spent("extraction", answer["body"], False)]
 
 
 def test_an_unusable_summary_condensation_writes_nothing(
@@ -1159,7 +1127,7 @@ def test_an_unusable_summary_condensation_writes_nothing(
     ]
     replay.transport.extend([many("WORKED_ON")])
     mem.add_facts(group, projects, reference_time=at(2023))
-    before = _stored(mem, dsn, group)
+    before = stored(mem, dsn, group)
     stray = {
         "step": "summary_condensation",
         "body": chat_completion(
@@ -1170,7 +1138,7 @@ def test_an_unusable_summary_condensation_writes_nothing(
     replay.transport.extend([data[0], data[1], stray, stray, stray])
     with pytest.raises(LLMError, match=r"summaries\.0\.item: 1 is not an item asked about"):
         mem.add_episode(group, "Orla founded Harbour Lab in February.", reference_time=at(2024, 3))
-    assert _stored(mem, dsn, group) == before
+    assert stored(mem, dsn, group) == before
     # the question add_facts asked about WORKED_ON, then the episode's five failed calls
     assert mem.llm_usage(group).calls == 1 + 5
 
@@ -1227,9 +1195,9 @@ def test_add_episodes_checks_every_item_before_the_first_runs(
         mem.add_episodes(group, good, max_chars=0)
     assert str(err.value) == "max_chars must be a positive integer, got 0"
     assert replay.transport.requests == []
-    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+    assert stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
     _nothing_written(mem, group)
-    assert _ledger(dsn, group) == []
+    assert ledger(dsn, group) == []
 
 
 def test_add_episodes_refuses_an_on_progress_that_is_not_a_function(
@@ -1241,7 +1209,7 @@ def test_add_episodes_refuses_an_on_progress_that_is_not_a_function(
         mem.add_episodes(group, items, on_progress=5)  # pyright: ignore[reportArgumentType]
     assert str(err.value) == "on_progress must be a function or None, got int"
     assert replay.transport.requests == []
-    assert _stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
+    assert stored(mem, dsn, group)[0] == (0, 0, 0, 0, 0)
 
 
 def test_llm_usage_names_since(mem: timestone.Memory, group: str) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
+from llm_rows import ledger, spent, stored
 
 import timestone
 from timestone.errors import LLMError, UnusableAnswer
@@ -87,39 +87,6 @@ def extraction(person: str, target: str, relation: str, fact: str, when: str) ->
 def answer(step: str, text: str) -> dict[str, Any]:
     """An answer as a model in JSON mode writes it (raw text: ``false`` where it means no)."""
     return {"step": step, "body": chat_completion(text, prompt_tokens=655, completion_tokens=21)}
-
-
-LedgerRow = tuple[str, str, int, int, bool, bool]
-
-
-def ledger(dsn: str, group: str) -> list[LedgerRow]:
-    """The group's ledger: step, model, tokens, ok, and whether an episode was written."""
-    with psycopg.connect(dsn) as conn:
-        rows = conn.execute(
-            "SELECT step, model, prompt_tokens, completion_tokens, ok, episode_id IS NOT NULL"
-            " FROM timestone.llm_ledger WHERE group_id = %s",
-            (group,),
-        ).fetchall()
-    return sorted((str(a), str(b), int(c), int(d), bool(e), bool(f)) for a, b, c, d, e, f in rows)
-
-
-def stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
-    """Everything the group holds: row counts of every version, and what reads return."""
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.entities WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.mentions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.assertions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
-            {"g": group},
-        ).fetchone()
-    return (row, mem.facts(group, valid_at=None), mem.episodes(group))
-
-
-def spent(step: str, body: dict[str, Any], ok: bool, episode: bool = False) -> LedgerRow:
-    usage = body["usage"]
-    return (step, body["model"], usage["prompt_tokens"], usage["completion_tokens"], ok, episode)
 
 
 TEA = extraction("Ada", "Tea", "LIKES", "Ada likes tea.", "2020-01-01T00:00:00Z")

@@ -1,0 +1,43 @@
+"""What a group holds and what its ledger records, for the tests of model calls: a failed
+step must write nothing but its ledger rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+import timestone
+
+LedgerRow = tuple[str, str, int, int, bool, bool]
+
+
+def ledger(dsn: str, group: str) -> list[LedgerRow]:
+    """The group's ledger: step, model, tokens, ok, and whether an episode was written."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT step, model, prompt_tokens, completion_tokens, ok, episode_id IS NOT NULL"
+            " FROM timestone.llm_ledger WHERE group_id = %s",
+            (group,),
+        ).fetchall()
+    return sorted((str(a), str(b), int(c), int(d), bool(e), bool(f)) for a, b, c, d, e, f in rows)
+
+
+def stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
+    """Everything the group holds: row counts of every version, and what reads return."""
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.entities WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.mentions WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.assertions WHERE group_id = %(g)s),"
+            " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
+            {"g": group},
+        ).fetchone()
+    return (row, mem.facts(group, valid_at=None), mem.episodes(group))
+
+
+def spent(step: str, body: dict[str, Any], ok: bool, episode: bool = False) -> LedgerRow:
+    """The ledger row of a scripted answer's call."""
+    usage = body["usage"]
+    return (step, body["model"], usage["prompt_tokens"], usage["completion_tokens"], ok, episode)
