@@ -54,8 +54,11 @@ def _id(example: CodeExample) -> str:
 
 
 @pytest.fixture
-def offline_toolkits(monkeypatch: pytest.MonkeyPatch, fresh_dsn: str) -> Iterator[None]:
-    """A fresh database and the toolkits' own test doubles (see the module docstring)."""
+def offline_toolkits(
+    monkeypatch: pytest.MonkeyPatch, fresh_dsn: str, tmp_path: Path
+) -> Iterator[None]:
+    """A fresh database and the toolkits' own test doubles (see the module docstring), in a
+    directory of its own (a block's ``data_dir="./..."`` lands there, not in the checkout)."""
     import langchain.agents.factory
     import langchain.chat_models
     import pydantic_ai.models
@@ -76,6 +79,7 @@ def offline_toolkits(monkeypatch: pytest.MonkeyPatch, fresh_dsn: str) -> Iterato
         return FakeChat(messages=iter([AIMessage("Château Sud.") for _ in range(20)]))
 
     monkeypatch.setenv("TIMESTONE_DSN", fresh_dsn)
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(langchain.chat_models, "init_chat_model", fake_chat)
     monkeypatch.setattr(langchain.agents.factory, "init_chat_model", fake_chat)
 

@@ -616,3 +616,19 @@ async def test_async_maintenance_runs_past_it_too(fresh_dsn: str) -> None:
     async with owner:
         cur = await owner.execute("SELECT current_setting('statement_timeout') AS s")
         assert await cur.fetchone() == {"s": "0"}
+
+
+def test_a_data_dir_with_a_space_in_its_path_starts_and_holds_data(tmp_path: Path) -> None:
+    """The wheel passes the socket folder to postgres unquoted: a path with a space gets
+    its socket in a folder of the runtime dir instead, and the data stays in the path."""
+    folder = tmp_path / "my data"
+    facts = [timestone.FactInput("Ada", "KNOWS", "Grace")]
+    try:
+        with timestone.Memory.open(data_dir=folder, embedder=HashEmbedder(16)) as mem:
+            mem.add_facts("spaced", facts, reference_time=REF)
+            assert " " not in mem.dsn
+            assert [f.fact for f in mem.facts("spaced")] == ["Ada knows Grace."]
+        assert (folder / "pg" / "postmaster.pid").exists()
+    finally:
+        release_embedded(folder)
+    assert not (folder / "pg" / "postmaster.pid").exists()

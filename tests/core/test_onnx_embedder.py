@@ -3,6 +3,7 @@ chunking in add_document, windows past the model's length, and models that do no
 
 from __future__ import annotations
 
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -222,3 +223,34 @@ def test_empty_texts_and_stray_spans_are_refused(model: OnnxEmbedder) -> None:
         model.embed_spans("0123456789", [(5, 99)])
     with pytest.raises(InvalidInput, match="holds no token"):
         model.embed_spans("word     word", [(5, 8)])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"late_chunking": "no"}, "late_chunking must be True or False, got 'no'"),
+        (
+            {"model": ""},
+            "model must be all-MiniLM-L6-v2-int8, a folder or a Hugging Face id, got ''",
+        ),
+        (
+            {"model": "  "},
+            "model must be all-MiniLM-L6-v2-int8, a folder or a Hugging Face id, got '  '",
+        ),
+        ({"model": None}, "model must be a name or a path, got NoneType"),
+    ],
+)
+def test_bad_onnx_settings_are_refused(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        OnnxEmbedder(**kwargs)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("threads", ["2", 2.5, -1, 0, True, 10**6])
+def test_onnx_threads_must_be_a_sane_positive_integer(threads: object) -> None:
+    most = 4 * (os.cpu_count() or 1)
+    with pytest.raises(InvalidInput) as caught:
+        OnnxEmbedder(threads=cast(Any, threads))
+    assert str(caught.value) == (
+        f"threads must be None or an integer from 1 to {most} (four per CPU), got {threads!r}"
+    )

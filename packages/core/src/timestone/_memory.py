@@ -35,7 +35,7 @@ from ._records import (
 from ._time import aware
 from .db._database import Database, migrate
 from .db._distributed import check_workers
-from .db._embedded import embedded_dsn
+from .db._embedded import default_data_dir, embedded_dsn
 from .db._embedding import bind_embedder
 from .db._embedding import reembed as reembed_all
 from .db._prepared import prepared_statements as prepared_statements_setting
@@ -76,15 +76,32 @@ def _check_communities(mode: object) -> None:
         )
 
 
+#: The most connections ``pool_size`` may ask for: Postgres's default ``max_connections``
+#: (the embedded server's). A pool the server cannot fill makes callers wait for a
+#: connection that never comes.
+MAX_POOL_SIZE = 100
+
+
 def _check_pool_size(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise InvalidInput(f"pool_size must be an integer of at least 1, got {value!r:.80}")
+    if value > MAX_POOL_SIZE:
+        raise InvalidInput(
+            f"pool_size must be at most {MAX_POOL_SIZE} (Postgres's default max_connections), "
+            f"got {value}"
+        )
+    return value
+
+
+def _check_flag(what: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{what} must be True or False, got {value!r:.80}")
     return value
 
 
 def _check_where(dsn: object, data_dir: object) -> None:
     """A DSN is a non-empty string (an empty one would reach libpq's defaults, or the
-    embedded server, unasked); a data dir, a path."""
+    embedded server, unasked); a data dir, a path; not both."""
     if dsn is not None and (not isinstance(dsn, str) or not dsn.strip()):
         shown = "an empty string" if isinstance(dsn, str) else type(dsn).__name__
         raise InvalidInput(
@@ -96,6 +113,22 @@ def _check_where(dsn: object, data_dir: object) -> None:
             raise InvalidInput(f"data_dir must be a path, got {type(data_dir).__name__}")
         if "\x00" in os.fsdecode(cast("str | os.PathLike[str]", data_dir)):
             raise InvalidInput("data_dir contains a NUL byte")
+        if dsn is not None:
+            raise InvalidInput(
+                "pass dsn= or data_dir=, not both: data_dir is the embedded server's"
+            )
+
+
+def _target(dsn: str | None, data_dir: str | Path | None) -> str | Path:
+    """The DSN to connect to, or the data dir of the embedded server to start: ``dsn``,
+    else ``TIMESTONE_DSN`` (set but blank counts as unset), else ``data_dir``, else
+    ``TIMESTONE_DATA_DIR`` or the platform's user data dir."""
+    if dsn is not None:
+        return dsn
+    env = os.environ.get("TIMESTONE_DSN", "")
+    if env.strip():
+        return env
+    return Path(data_dir) if data_dir is not None else default_data_dir()
 
 
 def _check_ontology(value: object) -> Ontology:
@@ -122,8 +155,7 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         infer_cardinality: bool = True,
     ) -> None:
         _check_communities(communities)
-        if not isinstance(cast(object, infer_cardinality), bool):
-            raise InvalidInput("infer_cardinality must be True or False")
+        _check_flag("infer_cardinality", infer_cardinality)
         self._db = db
         self.embedder = embedder
         self.ontology = ontology
@@ -165,8 +197,15 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
     ) -> Self:
         """Connect (or start the embedded Postgres), migrate, check the embedder, open a pool.
 
-        No ``dsn`` and no ``TIMESTONE_DSN`` (set but empty counts as unset): the embedded
-        server in ``data_dir``; an empty ``dsn`` is refused, not taken for none.
+        Where: ``dsn``, a Postgres server; else the server ``TIMESTONE_DSN`` names; else
+        the embedded server in ``data_dir``, else in ``TIMESTONE_DATA_DIR``, else in the
+        platform's user data dir. ``dsn`` and ``data_dir`` together are refused;
+        ``TIMESTONE_DSN`` set points every open at its server, one passing ``data_dir``
+        included (a deployment's setting, as for the demo). Either variable set but blank
+        counts as unset (whitespace around a ``TIMESTONE_DATA_DIR`` is refused); an empty
+        ``dsn`` is refused, not taken for none. Every argument and variable, the model's
+        too (``OpenAICompatibleLLM.from_env``), is checked before a server is started or
+        anything is written.
         ``communities="auto"``: every write to a group is followed by an incremental
         community update of what it changed (see ``update_communities``); ``"manual"``
         (the default): communities change when you build or update them, and when a
@@ -194,16 +233,18 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         _check_where(dsn, data_dir)
         if not isinstance(cast(object, reembed), bool):
             raise InvalidInput(f"reembed must be True or False, got {type(reembed).__name__}")
+        if not isinstance(cast(object, warm), bool):
+            raise InvalidInput(f"warm must be True or False, got {type(warm).__name__}")
+        _check_flag("infer_cardinality", infer_cardinality)
+        place = _target(dsn, data_dir)
+        model = llm if llm is not None else OpenAICompatibleLLM.from_env()
         chosen = check_embedder(embedder) if embedder is not None else WordLlamaEmbedder()
         # the model loads beside the server's start and the migrations, not in the first
         # write or search
-        if not isinstance(cast(object, warm), bool):
-            raise InvalidInput(f"warm must be True or False, got {type(warm).__name__}")
         warming = _compat.spawn(load_model, chosen if warm else None)
         try:
-            target = dsn if dsn is not None else os.environ.get("TIMESTONE_DSN") or None
-            if target is None:
-                target = _compat.to_thread(embedded_dsn, data_dir)
+            embedded = isinstance(place, Path)
+            target = _compat.to_thread(embedded_dsn, place) if embedded else str(place)
             check_workers(target)  # a Citus cluster: every worker answers
             migrate(target)
             if reembed:
@@ -213,7 +254,6 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             db = Database.open(target, max_size=size, prepare=prepare)
         finally:
             _compat.settle(warming)
-        model = llm if llm is not None else OpenAICompatibleLLM.from_env()
         return cls(
             db,
             embedder=chosen,
@@ -238,8 +278,14 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             yield conn
 
     def close(self) -> None:
-        """Close the connection pool (and stop the embedded server when this was its
-        last user); ``with`` does it on leaving the block."""
+        """Close the connection pool; ``with`` does it on leaving the block. A
+        method called afterwards raises ``InvalidInput`` (this Memory is closed); a
+        second ``close`` does nothing.
+
+        The embedded server keeps running, for the other memories of this process and
+        for the next open: it stops when the last process using it exits (processes
+        opening one data dir share its server). Exit before removing or moving the
+        data dir."""
         self._db.close()
 
     def __enter__(self) -> Self:

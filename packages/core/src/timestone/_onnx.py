@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -144,6 +145,24 @@ class _Model:
         self.dimension: int = width
 
 
+def max_threads() -> int:
+    """The most threads ``OnnxEmbedder`` may be given: four per CPU of this machine (more
+    only take turns on the same cores; a huge count takes minutes and gigabytes to
+    start)."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def _check_threads(threads: object) -> None:
+    if threads is None:
+        return
+    most = max_threads()
+    if type(threads) is not int or not 1 <= threads <= most:
+        raise InvalidInput(
+            f"threads must be None or an integer from 1 to {most} (four per CPU), "
+            f"got {threads!r:.80}"
+        )
+
+
 class OnnxEmbedder:
     """A contextual embedder: a small transformer on ONNX Runtime, offline once installed.
 
@@ -156,7 +175,8 @@ class OnnxEmbedder:
     ``max_tokens`` is the window (special tokens included), ``overlap`` the tokens two
     windows share; ``late_chunking`` (default true) makes ``add_document`` embed each
     document once and pool its chunks from it; ``batch_size`` texts go through the
-    model at once; ``threads`` caps ONNX Runtime's threads (default: its own choice).
+    model at once; ``threads`` caps ONNX Runtime's threads (default: its own choice;
+    at most four per CPU of the machine).
     """
 
     _lock = threading.Lock()
@@ -186,6 +206,15 @@ class OnnxEmbedder:
             raise InvalidInput(
                 f"overlap {overlap} is more than half the window of {max_tokens} tokens"
             )
+        if not isinstance(cast(object, late_chunking), bool):
+            raise InvalidInput(f"late_chunking must be True or False, got {late_chunking!r:.80}")
+        _check_threads(threads)
+        if isinstance(model, str) and not model.strip():
+            raise InvalidInput(
+                f"model must be {PACKAGED_MODEL}, a folder or a Hugging Face id, got {model!r}"
+            )
+        if not isinstance(cast(object, model), (str, os.PathLike)):
+            raise InvalidInput(f"model must be a name or a path, got {type(model).__name__}")
         self._spec = str(model)
         self.max_tokens, self.overlap, self.batch_size = max_tokens, overlap, batch_size
         self.late_chunking = late_chunking

@@ -302,6 +302,14 @@ def _load_wordllama(dimension: int) -> _WordLlamaModel:
     return _WordLlamaModel(tokenizer, np.ascontiguousarray(table[:, :dimension], np.float32))
 
 
+def _shown(value: object) -> str:
+    """A value in a message, with its type when it is not an int (``'256'``, a str, reads
+    like a valid 256 otherwise)."""
+    if type(value) is int:
+        return str(value)
+    return f"{value!r:.80} (a {type(value).__name__})"
+
+
 class WordLlamaEmbedder:
     """The default embedder: WordLlama, loaded from its wheel, never from the network.
 
@@ -319,9 +327,9 @@ class WordLlamaEmbedder:
     max_chars = 8000
 
     def __init__(self, dimension: int = 256) -> None:
-        if dimension not in (64, 128, 256):
+        if type(dimension) is not int or dimension not in (64, 128, 256):
             raise EmbedderError(
-                f"WordLlamaEmbedder dimension must be 64, 128 or 256, got {dimension}"
+                f"WordLlamaEmbedder dimension must be 64, 128 or 256, got {_shown(dimension)}"
             )
         self._dimension = dimension
 
@@ -412,8 +420,10 @@ class HashEmbedder:
     in_process: ClassVar[bool] = True
 
     def __init__(self, dimension: int = 64) -> None:
-        if dimension < 2:
-            raise EmbedderError(f"HashEmbedder dimension must be at least 2, got {dimension}")
+        if type(dimension) is not int or dimension < 2:
+            raise EmbedderError(
+                f"HashEmbedder dimension must be an integer of at least 2, got {_shown(dimension)}"
+            )
         self._dimension = dimension
 
     @property
@@ -523,9 +533,12 @@ class OpenAICompatibleEmbedder:
     @classmethod
     def from_env(cls, model: str, dimension: int) -> OpenAICompatibleEmbedder:
         """Clients from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` (either suffices: a local
-        server ignores the key), as ``OpenAICompatibleLLM.from_env`` makes them."""
+        server ignores the key), as ``OpenAICompatibleLLM.from_env`` makes them; a
+        malformed ``OPENAI_BASE_URL`` is refused there, naming it."""
+        from .llm import OPENAI_URL, base_url_from_env
+
         key = os.environ.get("OPENAI_API_KEY")
-        base = os.environ.get("OPENAI_BASE_URL")
+        base = base_url_from_env(EmbedderError)
         if not key and not base:
             raise EmbedderError(
                 f"the embedder openai/{model} needs OPENAI_API_KEY or OPENAI_BASE_URL "
@@ -537,8 +550,8 @@ class OpenAICompatibleEmbedder:
         return cls(
             model=model,
             dimension=dimension,
-            client=_openai.OpenAI(api_key=api_key, base_url=base),
-            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base),
+            client=_openai.OpenAI(api_key=api_key, base_url=base or OPENAI_URL),
+            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base or OPENAI_URL),
         )
 
     @property

@@ -147,6 +147,42 @@ _RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _SCHEMA_REFUSED = ("response_format", "json_schema", "structured output", "not supported")
 
 
+#: The OpenAI SDK's own default, passed explicitly: given None, the SDK reads
+#: ``OPENAI_BASE_URL`` itself, blank or not.
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+def base_url_from_env(error: type[Exception]) -> str | None:
+    """``OPENAI_BASE_URL``: None when unset or blank, else an ``http(s)://`` URL with a
+    host, or ``error`` naming the variable and its value (a URL without its scheme
+    would otherwise be retried as an unreachable server)."""
+    from urllib.parse import urlsplit
+
+    base = os.environ.get("OPENAI_BASE_URL", "")
+    if not base.strip():
+        return None
+    try:
+        parts = urlsplit(base)
+        fine = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        fine = False
+    if not fine:
+        raise error(
+            f"OPENAI_BASE_URL must be an http:// or https:// URL such as "
+            f"http://localhost:11434/v1, got {base!r:.200}"
+        )
+    return base
+
+
+def _model_from_env(variable: str, default: str) -> str:
+    value = os.environ.get(variable)
+    if value is None:
+        return default
+    if not value.strip():
+        raise LLMError(f"{variable} is set but blank: name a model, or unset it for {default}")
+    return value
+
+
 class OpenAICompatibleLLM:
     """A model behind any OpenAI-compatible chat-completions endpoint.
 
@@ -226,20 +262,25 @@ class OpenAICompatibleLLM:
         """The default model: ``OPENAI_API_KEY``/``OPENAI_BASE_URL`` set, else ``None``.
 
         ``TIMESTONE_LLM_MODEL`` (default ``gpt-4.1-mini``) and ``TIMESTONE_LLM_SMALL_MODEL``
-        (default ``gpt-4.1-nano``) choose the models.
+        (default ``gpt-4.1-nano``) choose the models. ``OPENAI_BASE_URL`` set but blank
+        counts as unset; one that is not an ``http://`` or ``https://`` URL, and a model
+        variable set but blank, are refused (``LLMError`` naming the variable), before
+        any request.
         """
         key = os.environ.get("OPENAI_API_KEY")
-        base = os.environ.get("OPENAI_BASE_URL")
+        base = base_url_from_env(LLMError)
         if not key and not base:
             return None
+        model = _model_from_env("TIMESTONE_LLM_MODEL", "gpt-4.1-mini")
+        small_model = _model_from_env("TIMESTONE_LLM_SMALL_MODEL", "gpt-4.1-nano")
         import openai as _openai
 
         api_key = key or "unused"  # local servers (Ollama, llama.cpp) ignore the key
         return cls(
-            client=_openai.OpenAI(api_key=api_key, base_url=base),
-            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base),
-            model=os.environ.get("TIMESTONE_LLM_MODEL", "gpt-4.1-mini"),
-            small_model=os.environ.get("TIMESTONE_LLM_SMALL_MODEL", "gpt-4.1-nano"),
+            client=_openai.OpenAI(api_key=api_key, base_url=base or OPENAI_URL),
+            async_client=_openai.AsyncOpenAI(api_key=api_key, base_url=base or OPENAI_URL),
+            model=model,
+            small_model=small_model,
         )
 
     # -- requests --------------------------------------------------------------------

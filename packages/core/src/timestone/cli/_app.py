@@ -33,9 +33,11 @@ from ._options import (
     MaxFileSize,
     MaxLineSize,
     ValidAt,
+    chosen_embedder,
     fail,
     guard,
     limits,
+    note_source,
     open_store,
 )
 from ._output import (
@@ -53,7 +55,6 @@ from ._output import (
 from ._serve import serve_app, ui
 from ._signals import exit_code, stop_on_signals
 from ._store import (
-    embedder_for,
     other_groups,
     read_text_file,
     resolve_group,
@@ -648,7 +649,11 @@ def reembed(
     embedder: Annotated[
         str,
         typer.Option(
-            "--embedder", envvar="TIMESTONE_EMBEDDER", help="wordllama[:DIM] or hash[:DIM]."
+            "--embedder",
+            envvar="TIMESTONE_EMBEDDER",
+            callback=note_source,
+            help="wordllama[:DIM], hash[:DIM], onnx[:FOLDER_OR_MODEL_ID] or openai:MODEL:DIM"
+            " (server from OPENAI_API_KEY / OPENAI_BASE_URL).",
         ),
     ],
     dsn: Dsn = None,
@@ -656,7 +661,9 @@ def reembed(
     json_: Json = False,
 ) -> None:
     """Move every stored vector (all groups, all versions) to another embedder."""
-    new = guard(lambda: embedder_for(embedder, None))
+    new = guard(lambda: chosen_embedder(embedder))
+    if new is None:
+        raise fail(InvalidInput("TIMESTONE_EMBEDDER is blank: name the embedder to move to"))
     with open_store(dsn, data_dir, None) as mem:
         done = mem.reembed(new)
     if json_:

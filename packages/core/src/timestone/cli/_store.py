@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._jsontext import check_depth
-from ..errors import DatabaseError, InvalidInput
+from ..db._conninfo import redact
+from ..errors import ConnectionFailed, DatabaseError, EmbedderError, InvalidInput
 from ._files import Limits, decode_utf8, read_file
 
 if TYPE_CHECKING:  # imported where used: --help loads no database driver or model
@@ -26,6 +28,8 @@ if TYPE_CHECKING:  # imported where used: --help loads no database driver or mod
 
 __all__ = [
     "DEFAULT_GROUP",
+    "check_dsn",
+    "checked_embedder",
     "decode_utf8",
     "load_ontology_file",
     "ontology_document",
@@ -50,22 +54,48 @@ def resolve_group(group: str | None) -> str:
     return os.environ.get("TIMESTONE_GROUP") or DEFAULT_GROUP
 
 
-def resolve_dsn(dsn: str | None, data_dir: Path | None) -> str:
-    """The DSN to use: ``--dsn``, ``TIMESTONE_DSN``, or the embedded server in the data dir."""
-    target = dsn or os.environ.get("TIMESTONE_DSN")
-    if target:
-        return target
+def check_dsn(dsn: str, named: str) -> str:
+    """``dsn`` when libpq can read it; else invalid input naming the setting that gave it
+    (``named``), its password never shown."""
+    from psycopg import Error
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except Error as exc:
+        raise InvalidInput(
+            f"{named} is not a connection string (postgresql://USER@HOST/DATABASE or "
+            f"host=HOST dbname=DATABASE): {redact(str(exc).strip(), dsn)}"
+        ) from None
+    return dsn
+
+
+def resolve_dsn(dsn: str | None, data_dir: Path | None, named: str = "--dsn") -> str:
+    """The DSN to use: ``dsn`` (given by the setting ``named``) once libpq can read it, or
+    with None the embedded server in the data dir, started here: check the settings
+    before."""
+    if dsn is not None:
+        return check_dsn(dsn, named)
     from ..db import _embedded
 
     return _embedded.embedded_dsn(data_dir)
 
 
-def stored_meta(dsn: str, key: str) -> Any:
-    """A value of ``timestone.meta``; ``None`` when absent or the schema is not there yet."""
+def stored_meta(dsn: str, key: str, *, named: str | None = None) -> Any:
+    """A value of ``timestone.meta``; ``None`` when absent or the schema is not there yet.
+    A DSN that does not connect is said to, with the setting that gave it (``named``)."""
     import psycopg
 
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        conn = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        source = f" (from {named})" if named else ""
+        why = re.sub(r"\s*\n\s*", " ", str(exc).strip())  # libpq's hint: on the same line
+        raise ConnectionFailed(
+            f"cannot connect to {redact(dsn, dsn)}{source}: {redact(why, dsn)}"
+        ) from exc
+    try:
+        with conn:
             found = conn.execute("SELECT to_regclass('timestone.meta') IS NOT NULL").fetchone()
             if not found or not found[0]:
                 return None
@@ -128,10 +158,14 @@ def save_ontology(dsn: str, document: Mapping[str, Any]) -> None:
         raise DatabaseError(f"storing the ontology: {str(exc).strip()}") from exc
 
 
-def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder:
+def embedder_for(
+    spec: str | None, stored: Mapping[str, Any] | None, *, named: str = "--embedder"
+) -> Embedder:
     """``--embedder`` (``wordllama[:DIM]``, ``hash[:DIM]``, ``onnx[:MODEL]``,
     ``openai:MODEL:DIM``), else the stored one, else WordLlama. OpenAI-compatible embedders
-    take their server from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``."""
+    take their server from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL``. A spec is refused
+    naming the setting that gave it (``named``); only a missing ``:DIM`` means the
+    default dimension."""
     from ..embedders import (
         PACKAGED_MODEL,
         HashEmbedder,
@@ -144,9 +178,9 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
         name, _, rest = spec.partition(":")
         if name == "openai":
             model, _, dim = rest.rpartition(":")  # a model name may hold ':' (Ollama tags)
-            if not model or not dim.isdigit() or int(dim) < 1:
+            if not model or not _DIGITS.fullmatch(dim) or int(dim) < 1:
                 raise InvalidInput(
-                    f"--embedder {spec!r:.80}: write openai:MODEL:DIMENSION, "
+                    f"{named} {spec!r:.80}: write openai:MODEL:DIMENSION, "
                     "e.g. openai:text-embedding-3-small:1536"
                 )
             return OpenAICompatibleEmbedder.from_env(model, int(dim))
@@ -154,17 +188,11 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
             return OnnxEmbedder(rest or PACKAGED_MODEL)
         if name not in ("wordllama", "hash"):
             raise InvalidInput(
-                f"--embedder {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM], "
+                f"{named} {spec!r:.80}: use wordllama[:64|128|256], hash[:DIM], "
                 "onnx[:FOLDER_OR_MODEL_ID] or openai:MODEL:DIMENSION (other embedders are "
                 "chosen in Python with Memory.open(embedder=...))"
             )
-        try:
-            dimension = int(rest) if rest else None
-        except ValueError:
-            raise InvalidInput(f"--embedder {spec!r:.80}: the dimension must be a number") from None
-        if name == "wordllama":
-            return WordLlamaEmbedder(dimension or 256)
-        return HashEmbedder(dimension or 64)
+        return _local_embedder(spec, named)
     if stored is not None:
         name, dimension = str(stored.get("name")), int(stored.get("dimension", 0))
         if name == "hash":
@@ -180,6 +208,44 @@ def embedder_for(spec: str | None, stored: Mapping[str, Any] | None) -> Embedder
             "which the command line cannot construct; use the Python API"
         )
     return WordLlamaEmbedder()
+
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _local_embedder(spec: str, named: str) -> Embedder:
+    """``wordllama[:DIM]`` or ``hash[:DIM]``: a dimension the embedder takes, or none for
+    its default (an empty or zero one is refused, not taken for the default)."""
+    from ..embedders import HashEmbedder, WordLlamaEmbedder
+
+    name, colon, rest = spec.partition(":")
+    if not colon:
+        return WordLlamaEmbedder() if name == "wordllama" else HashEmbedder()
+    if not _DIGITS.fullmatch(rest):
+        raise InvalidInput(f"{named} {spec!r:.80}: the dimension must be a positive integer")
+    dimension = int(rest)
+    if name == "wordllama":
+        if dimension not in (64, 128, 256):
+            raise InvalidInput(f"{named} {spec!r:.80}: the dimension must be 64, 128 or 256")
+        return WordLlamaEmbedder(dimension)
+    if dimension < 2:
+        raise InvalidInput(f"{named} {spec!r:.80}: the dimension must be at least 2")
+    return HashEmbedder(dimension)
+
+
+def checked_embedder(spec: str, named: str) -> Embedder:
+    """The embedder of a spec given by the setting ``named``, built (a model loads) and
+    checked before anything is opened: any refusal is invalid input naming the setting."""
+    from ..embedders import check_embedder
+
+    try:
+        return check_embedder(embedder_for(spec, None, named=named))
+    except EmbedderError as exc:  # a model that cannot be built from the spec
+        raise InvalidInput(f"{named} {spec!r:.80}: {exc}") from exc
+    except InvalidInput as exc:
+        if str(exc).startswith(named):
+            raise
+        raise InvalidInput(f"{named} {spec!r:.80}: {exc}") from exc
 
 
 # -- the ontology file -------------------------------------------------------------------

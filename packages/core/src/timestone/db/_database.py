@@ -26,7 +26,7 @@ from psycopg import Connection, sql
 from psycopg.generators import send
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .._arrays import register_arrays
 from .._compat import Spawned, settle, spawn
@@ -36,10 +36,12 @@ from ..errors import (
     ConflictError,
     ConnectionFailed,
     DatabaseError,
+    InvalidInput,
     MissingExtension,
     SchemaTooNew,
     TimestoneError,
 )
+from ._conninfo import redact
 from ._extensions import PGVECTOR_LIBRARY, dotted, pgvector_refusal
 from ._functions import apply_functions
 from ._routing import citus_tenant_settings, is_distributed, mark_routed, run_script
@@ -147,8 +149,16 @@ $meta$;
 """
 
 
-def wrap_db_error(exc: psycopg.Error, doing: str) -> DatabaseError:
+def closed_error(doing: str) -> InvalidInput:
+    """The error of a call on a closed memory: a mistake of the caller's, not a lost
+    connection to retry."""
+    return InvalidInput(f"{doing}: this Memory is closed (close() was called on it)")
+
+
+def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
     """A Timestone error for a psycopg one; raise it ``from exc``."""
+    if isinstance(exc, PoolClosed):
+        return closed_error(doing)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, psycopg.errors.IntegrityError):
         return ConflictError(f"{doing}: the database refused the write: {detail}")
@@ -188,17 +198,15 @@ def connect_owner(dsn: str) -> Connection[DictRow]:
     try:
         conn = Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
     except psycopg.Error as exc:
-        raise ConnectionFailed(f"cannot connect to {_redact(dsn)}: {str(exc).strip()}") from exc
+        why = redact(str(exc).strip(), dsn)
+        raise ConnectionFailed(f"cannot connect to {redact(dsn, dsn)}: {why}") from exc
     try:
         conn.execute(_MAINTENANCE)
     except psycopg.Error as exc:
         conn.close()
-        raise ConnectionFailed(f"cannot set up {_redact(dsn)}: {str(exc).strip()}") from exc
+        why = redact(str(exc).strip(), dsn)
+        raise ConnectionFailed(f"cannot set up {redact(dsn, dsn)}: {why}") from exc
     return conn
-
-
-def _redact(dsn: str) -> str:
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", dsn)
 
 
 def schema_version(conn: Conn) -> int:
@@ -351,7 +359,8 @@ class Database:
     """A pool of connections acting as the library role, and tenant transactions on it."""
 
     def __init__(self, dsn: str, pool: ConnectionPool[Connection[DictRow]]) -> None:
-        self.dsn = dsn
+        self._dsn = dsn
+        self._closed = False
         self.pool = pool
         self._since_analyze = 0
         self._analyze_every = _ANALYZE_FIRST
@@ -515,7 +524,7 @@ class Database:
         except Exception as exc:
             pool.close()
             raise ConnectionFailed(
-                f"cannot open a connection pool to {_redact(dsn)}: {exc}"
+                f"cannot open a connection pool to {redact(dsn, dsn)}: {redact(str(exc), dsn)}"
             ) from exc
         db = cls(dsn, pool)
         try:
@@ -526,10 +535,19 @@ class Database:
             raise wrap_db_error(exc, "reading the distribution of the schema") from exc
         return db
 
+    @property
+    def dsn(self) -> str:
+        """The DSN, for a connection of its own (the owner's maintenance); refused once
+        closed, as the pool is."""
+        if self._closed:
+            raise closed_error("connecting")
+        return self._dsn
+
     def close(self) -> None:
         if self._analyzing is not None:
             settle(self._analyzing)  # its connection is its own, not the pool's
             self._analyzing = None
+        self._closed = True
         self.pool.close()
 
     @contextmanager

@@ -33,7 +33,7 @@ import psycopg
 
 from ..errors import ConnectionFailed, DatabaseError, InvalidInput, MissingExtension
 from ._database import EXTENSIONS, MIGRATE_LOCK, Conn, connect_owner, migrate, wrap_db_error
-from ._distribution import Distribution
+from ._distribution import Distribution, check_dsn
 from ._routing import (
     HIDDEN_GROUP,
     ROUTED_GROUP,
@@ -186,6 +186,7 @@ def distribute(dsn: str, *, shard_count: int | None = None) -> Distribution:
     before or after the first ``Memory.open``; opened afterwards, a memory acts on the
     cluster (``Memory.open`` finds the mark itself).
     """
+    check_dsn(dsn)
     if shard_count is not None and not (type(shard_count) is int and shard_count >= 1):
         raise InvalidInput(f"shard_count must be a positive integer, got {shard_count!r}")
     conn = connect_owner(dsn)

@@ -1,10 +1,25 @@
-"""What ``timestone.distributed.distribute`` made, or found (shared by both twins)."""
+"""What ``timestone.distributed.distribute`` takes and what it made, or found (shared
+by both twins)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Distribution"]
+from ..errors import InvalidInput
+
+__all__ = ["Distribution", "check_dsn"]
+
+
+def check_dsn(dsn: object) -> str:
+    """``distribute``'s ``dsn``: a non-empty string (an empty or blank one would reach
+    libpq's defaults, and distribute whatever database they point to)."""
+    if not isinstance(dsn, str) or not dsn.strip():
+        shown = repr(dsn) if isinstance(dsn, str) else type(dsn).__name__
+        raise InvalidInput(
+            f"dsn must be the connection string (postgresql://...) of a Citus coordinator, "
+            f"got {shown:.80}"
+        )
+    return dsn
 
 
 @dataclass(frozen=True)

