@@ -238,3 +238,12 @@ def test_a_bad_prepared_statements_variable_is_refused_before_the_store_is_made(
     refused = run_here("stats", check=3)
     assert refused.stderr == "error: TIMESTONE_PREPARED_STATEMENTS must be on or off, got 'yes'\n"
     assert not nowhere.exists()
+
+
+def test_init_shows_the_dsn_without_its_password(run_here: Here, fresh_dsn: str) -> None:
+    """``init --json`` prints where the store is; a password in the DSN is masked there
+    as in every error (the embedded server's DSN has none to mask)."""
+    given = f"{fresh_dsn} password=hunter2"
+    shown = json.loads(run_here("init", "--json", "--dsn", given).stdout)["dsn"]
+    assert shown == f"{fresh_dsn} password=***"
+    assert conninfo_to_dict(shown)["host"] == conninfo_to_dict(fresh_dsn)["host"]

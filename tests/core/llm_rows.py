@@ -1,5 +1,5 @@
-"""What a group holds and what its ledger records, for the tests of model calls: a failed
-step must write nothing but its ledger rows."""
+"""What a group holds and what its ledger records, for the tests of model calls (a failed
+step must write nothing but its ledger rows) and of writes that must leave nothing."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def ledger(dsn: str, group: str) -> list[LedgerRow]:
     return sorted((str(a), str(b), int(c), int(d), bool(e), bool(f)) for a, b, c, d, e, f in rows)
 
 
-def stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
-    """Everything the group holds: row counts of every version, and what reads return."""
+def row_counts(dsn: str, group: str) -> tuple[int, ...]:
+    """The group's rows of every version: episodes, entities, mentions, assertions, facts."""
     with psycopg.connect(dsn) as conn:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
@@ -34,7 +34,13 @@ def stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
             " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
             {"g": group},
         ).fetchone()
-    return (row, mem.facts(group, valid_at=None), mem.episodes(group))
+    assert row is not None
+    return tuple(int(str(x)) for x in row)
+
+
+def stored(mem: timestone.Memory, dsn: str, group: str) -> tuple[object, ...]:
+    """Everything the group holds: row counts of every version, and what reads return."""
+    return (row_counts(dsn, group), mem.facts(group, valid_at=None), mem.episodes(group))
 
 
 def spent(step: str, body: dict[str, Any], ok: bool, episode: bool = False) -> LedgerRow:

@@ -14,10 +14,10 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Literal, cast
 
-import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from llm_rows import row_counts
 
 import timestone
 from timestone import EdgeType, FactInput, Ontology
@@ -162,20 +162,6 @@ def test_timeline_is_independent_of_ingestion_order(
     assert state(slot_memory, g1) == state(slot_memory, g2) == reference(episodes)
 
 
-def _counts(dsn: str, group: str) -> tuple[int, ...]:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.entities WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.mentions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.assertions WHERE group_id = %(g)s),"
-            " (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
-            {"g": group},
-        ).fetchone()
-    assert row is not None
-    return tuple(int(str(x)) for x in row)
-
-
 @settings(
     max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -185,10 +171,10 @@ def test_reingestion_writes_nothing(
 ) -> None:
     group = "i-" + uuid.uuid4().hex[:12]
     first = [ingest(slot_memory, group, spec, n) for n, spec in enumerate(episodes)]
-    counts = _counts(dsn, group)
+    counts = row_counts(dsn, group)
     again = [ingest(slot_memory, group, spec, n) for n, spec in enumerate(episodes)]
     assert all(not r.created for r in again)
-    assert _counts(dsn, group) == counts
+    assert row_counts(dsn, group) == counts
     for a, b in zip(first, again, strict=True):
         if a.created:
             assert a.episode.id == b.episode.id

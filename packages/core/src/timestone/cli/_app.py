@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from .._time import NOW, parse_when
+from ..db._conninfo import redact
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ._export import STDOUT_NAMES, check_target, export_group_to
 from ._files import GB, read_stream
@@ -150,7 +151,7 @@ def init(
     read = limits(follow_symlinks=follow_symlinks)
     with open_store(dsn, data_dir, embedder, ontology_file=ontology, read_limits=read) as mem:
         info: dict[str, Any] = {
-            "dsn": mem.dsn,
+            "dsn": redact(mem.dsn, mem.dsn),  # printed: its password masked
             "schema_version": stored_meta(mem.dsn, "schema_version"),
             "embedder": stored_meta(mem.dsn, "embedder"),
             "ontology": stored_meta(mem.dsn, "ontology"),
