@@ -36,6 +36,7 @@ RENAMES = {
     "asynccontextmanager": "contextmanager",
     "aembed": "embed",
     "aembed_rows": "embed_rows",
+    "aembed_vectors": "embed_vectors",
     "awarm": "warm",
     "acomplete": "complete",
     "arerank": "rerank",

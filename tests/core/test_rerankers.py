@@ -244,3 +244,35 @@ async def test_http_rerankers_bad_answer_is_a_reranker_error(
     with pytest.raises(RerankerError) as caught:
         await reranker.arerank(QUERY, passages)
     assert str(caught.value) == f"reranker 'bge-reranker' {message}"
+
+
+class _GoneAway(Exception):
+    """What a cross-encoder served over the network raises when its server restarts."""
+
+
+def _server_gone(passages: Sequence[str]) -> object:
+    raise _GoneAway("Server disconnected without sending a response.\nretry later")
+
+
+def test_a_cross_encoder_that_raises_is_a_reranker_error(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A caller that catches Timestone's errors catches this one too; what the
+    cross-encoder raised stays its cause."""
+    _seed(memory, group)
+    with pytest.raises(RerankerError) as caught:
+        memory.search(group, QUERY, scopes=["facts"], reranker=Scripted(_server_gone))
+    assert str(caught.value) == (
+        "reranker 'my-cross-encoder' failed: _GoneAway: Server disconnected without "
+        "sending a response."
+    )
+    assert isinstance(caught.value.__cause__, _GoneAway)
+
+
+async def test_an_async_cross_encoder_that_raises_is_a_reranker_error(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    await amemory.add_facts(group, [FactInput("Ann", "WORKS_AT", "Acme")], reference_time=REF)
+    with pytest.raises(RerankerError, match="failed: _GoneAway") as caught:
+        await amemory.search(group, "Ann", scopes=["facts"], reranker=Scripted(_server_gone))
+    assert isinstance(caught.value.__cause__, _GoneAway)

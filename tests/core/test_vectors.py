@@ -402,3 +402,68 @@ async def test_async_open_loads_the_model_too(fresh_dsn: str) -> None:
         assert warming.loads == 1
     finally:
         await mem.close()
+
+
+class _Unreachable(OSError):
+    """What a user's embedder behind a network raises when its server is down."""
+
+
+def _refused(n: int) -> object:
+    raise _Unreachable(111, "Connection refused")
+
+
+class _Spans(_Mine):
+    """A user's embedder with token-level output, late chunking on."""
+
+    late_chunking = True
+
+    def embed_spans(self, text: str, spans: object) -> object:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+
+def test_a_user_embedder_that_raises_is_an_embedder_error_and_writes_nothing(
+    fresh_dsn: str,
+) -> None:
+    """Each way in (a write, a search, an item, a document's late chunking) raises
+    ``EmbedderError`` naming the embedder and what it raised, the original as its cause,
+    and nothing is written."""
+    mine = _Mine()
+    mine.answer = _refused
+    message = "embedder 'my-embedder' failed: _Unreachable: [Errno 111] Connection refused"
+    calls: list[Callable[[Memory], object]] = [
+        lambda m: m.add_facts("g", [FactInput("Ann", "WORKS_AT", "Acme")], reference_time=REF),
+        lambda m: m.search("g", "Ann"),
+        lambda m: m.put_item("g", ("prefs",), "k", {"colour": "green"}),
+        lambda m: m.search_items("g", ("prefs",), query="colour"),
+    ]
+    with Memory.open(fresh_dsn, embedder=mine) as mem:
+        for call in calls:
+            with pytest.raises(EmbedderError) as caught:
+                call(mem)
+            assert str(caught.value) == message
+            assert isinstance(caught.value.__cause__, _Unreachable)
+    with Memory.open(fresh_dsn, embedder=_Spans()) as mem:
+        with pytest.raises(EmbedderError) as caught:
+            mem.add_document("g", "doc://handbook", "Ann works at Acme. " * 40, reference_time=REF)
+        assert str(caught.value) == (
+            "embedder 'my-embedder' failed: RuntimeError: CUDA out of memory. Tried to "
+            "allocate 2.00 GiB"
+        )
+    with psycopg.connect(fresh_dsn) as conn:
+        counts = conn.execute(
+            "SELECT (SELECT count(*) FROM timestone.episodes),"
+            " (SELECT count(*) FROM timestone.facts),"
+            " (SELECT count(*) FROM timestone.items)"
+        ).fetchone()
+    assert counts == (0, 0, 0)
+
+
+async def test_an_async_user_embedder_that_raises_is_an_embedder_error(fresh_dsn: str) -> None:
+    from timestone import AsyncMemory
+
+    mine = _Mine()
+    mine.answer = _refused
+    async with await AsyncMemory.open(fresh_dsn, embedder=mine) as amem:
+        with pytest.raises(EmbedderError, match="failed: _Unreachable") as caught:
+            await amem.add_facts("g", [FactInput("Ann", "WORKS_AT", "Acme")], reference_time=REF)
+        assert isinstance(caught.value.__cause__, _Unreachable)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkab
 
 from ._onnx import PACKAGED_MODEL, OnnxEmbedder
 from ._tokenizing import encode_all
-from .errors import EmbedderError, InvalidInput
+from .errors import EmbedderError, InvalidInput, TimestoneError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -64,10 +64,12 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "WordLlamaEmbedder",
     "aembed_rows",
+    "aembed_vectors",
     "check_embedder",
     "check_rows",
-    "check_vectors",
     "embed_rows",
+    "embed_vectors",
+    "embedder_failed",
 ]
 
 Vector = list[float]
@@ -145,13 +147,6 @@ def warm(embedder: Embedder | None) -> None:
     if callable(fn):
         with contextlib.suppress(Exception):  # raised again, in full, where it is used
             fn()
-
-
-def check_vectors(
-    embedder: Embedder, texts: Sequence[str], vectors: Sequence[Sequence[float]]
-) -> list[Vector]:
-    """Refuse a batch of the wrong length, wrong dimension, or with NaN or infinity."""
-    return cast(list[Vector], check_rows(embedder, texts, vectors).tolist())
 
 
 def check_rows(embedder: Embedder, texts: Sequence[str], vectors: object) -> Rows:
@@ -237,27 +232,58 @@ def _width(name: str, i: int, vector: object) -> int:
     return len(cast(Sequence[object], vector))
 
 
+def embedder_failed(embedder: object, exc: Exception) -> EmbedderError:
+    """An embedder's own exception as the ``EmbedderError`` a caller of Timestone catches
+    (raise it ``from exc``: the original stays its cause)."""
+    name = getattr(embedder, "name", type(embedder).__name__)
+    said = str(exc).strip().splitlines()
+    return EmbedderError(
+        f"embedder {name!r} failed: {type(exc).__name__}" + (f": {said[0]:.300}" if said else "")
+    )
+
+
 def embed_rows(embedder: Embedder, texts: Sequence[str]) -> Rows:
     """The checked vectors of ``texts``, through the embedder's ``embed_array`` if it has one
-    (a numpy array, without the round trip through Python lists)."""
+    (a numpy array, without the round trip through Python lists). An exception of the
+    embedder's own is raised as ``EmbedderError``; Timestone's errors pass as they are."""
     fast = getattr(embedder, "embed_array", None)
-    raw: object = (
-        cast(Callable[[Sequence[str]], object], fast)(texts)
-        if callable(fast)
-        else embedder.embed(texts)
-    )
+    try:
+        raw: object = (
+            cast(Callable[[Sequence[str]], object], fast)(texts)
+            if callable(fast)
+            else embedder.embed(texts)
+        )
+    except TimestoneError:
+        raise
+    except Exception as exc:
+        raise embedder_failed(embedder, exc) from exc
     return check_rows(embedder, texts, raw)
 
 
 async def aembed_rows(embedder: Embedder, texts: Sequence[str]) -> Rows:
     """``embed_rows`` for ``AsyncMemory``: ``aembed_array`` if the embedder has it."""
     fast = getattr(embedder, "aembed_array", None)
-    raw: object = (
-        await cast(Callable[[Sequence[str]], Awaitable[object]], fast)(texts)
-        if callable(fast)
-        else await embedder.aembed(texts)
-    )
+    try:
+        raw: object = (
+            await cast(Callable[[Sequence[str]], Awaitable[object]], fast)(texts)
+            if callable(fast)
+            else await embedder.aembed(texts)
+        )
+    except TimestoneError:
+        raise
+    except Exception as exc:
+        raise embedder_failed(embedder, exc) from exc
     return check_rows(embedder, texts, raw)
+
+
+def embed_vectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+    """``embed_rows`` as lists of floats."""
+    return cast(list[Vector], embed_rows(embedder, texts).tolist())
+
+
+async def aembed_vectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+    """``embed_vectors`` for ``AsyncMemory``."""
+    return cast(list[Vector], (await aembed_rows(embedder, texts)).tolist())
 
 
 class _WordLlamaModel:

@@ -33,7 +33,14 @@ if TYPE_CHECKING:  # imported where a request is sent: opening a store loads no 
     import httpx
     import numpy.typing as npt
 
-__all__ = ["HTTPReranker", "OverlapReranker", "Reranker", "RerankerError", "check_scores"]
+__all__ = [
+    "HTTPReranker",
+    "OverlapReranker",
+    "Reranker",
+    "RerankerError",
+    "check_scores",
+    "reranker_failed",
+]
 
 
 @runtime_checkable
@@ -50,6 +57,15 @@ class Reranker(Protocol):
     async def arerank(self, query: str, passages: Sequence[str]) -> list[float]:
         """``rerank``, awaited."""
         ...
+
+
+def reranker_failed(name: str, exc: Exception) -> RerankerError:
+    """A cross-encoder's own exception as the ``RerankerError`` a caller of Timestone
+    catches (raise it ``from exc``: the original stays its cause)."""
+    said = str(exc).strip().splitlines()
+    return RerankerError(
+        f"reranker {name!r} failed: {type(exc).__name__}" + (f": {said[0]:.300}" if said else "")
+    )
 
 
 def check_scores(name: str, scores: object, count: int) -> list[float]:

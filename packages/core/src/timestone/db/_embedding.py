@@ -15,7 +15,7 @@ from psycopg import sql
 
 from .._compat import sleep
 from .._vectors import TOLD_SEED, index_opclass, keyed
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_vectors
 from ..errors import (
     DatabaseError,
     EmbedderMismatch,
@@ -312,7 +312,7 @@ def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                     for start in range(0, len(rows), batch_size):
                         batch = rows[start : start + batch_size]
                         texts = [str(r["text"]) for r in batch]
-                        vectors = check_vectors(embedder, texts, embedder.embed(texts))
+                        vectors = embed_vectors(embedder, texts)
                         with conn.cursor() as wcur:
                             wcur.executemany(
                                 sql.SQL(

@@ -14,7 +14,7 @@ from psycopg import sql
 
 from .._compat import asleep
 from .._vectors import TOLD_SEED, index_opclass, keyed
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_vectors
 from ..errors import (
     DatabaseError,
     EmbedderMismatch,
@@ -313,7 +313,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                     for start in range(0, len(rows), batch_size):
                         batch = rows[start : start + batch_size]
                         texts = [str(r["text"]) for r in batch]
-                        vectors = check_vectors(embedder, texts, await embedder.aembed(texts))
+                        vectors = await aembed_vectors(embedder, texts)
                         async with conn.cursor() as wcur:
                             await wcur.executemany(
                                 sql.SQL(

@@ -21,7 +21,7 @@ from .._records import (
 from .._results import CommunityReport
 from .._time import NOW, Now, aware, utcnow
 from ..db._database import Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_vectors
 from ..errors import InvalidInput
 from ..items._item import check_offset, check_value
 from ..write._ingest import Ingest
@@ -189,7 +189,7 @@ class GraphAPI:
             probe, space = check_vector(vector, "vector"), check_space(vector_space)
         else:
             text = check_text(query, "query", max_chars=10_000)
-            probe = check_vectors(self.embedder, [text], self.embedder.embed([text]))[0]
+            probe = (embed_vectors(self.embedder, [text]))[0]
         with self._db.transaction(group_id, "finding near entities") as conn:
             return graph_nearest(conn, group_id, probe, space=space, limit=n, as_of=system)
 

@@ -12,7 +12,7 @@ from .._records import (
     check_text,
 )
 from ..db._database import Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_vectors
 from ._batch import run_batch
 from ._item import (
     Item,
@@ -108,7 +108,7 @@ class ItemsAPI:
         vector = None
         if query is not None:
             check_text(query, "query", max_chars=10_000)
-            vector = check_vectors(self.embedder, [query], self.embedder.embed([query]))[0]
+            vector = (embed_vectors(self.embedder, [query]))[0]
         with self._db.transaction(group_id, "searching items") as conn:
             return search_items(
                 conn,

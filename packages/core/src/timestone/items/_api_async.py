@@ -11,7 +11,7 @@ from .._records import (
     check_text,
 )
 from ..db._database_async import Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_vectors
 from ._batch_async import run_batch
 from ._item import (
     Item,
@@ -107,7 +107,7 @@ class ItemsAPI:
         vector = None
         if query is not None:
             check_text(query, "query", max_chars=10_000)
-            vector = check_vectors(self.embedder, [query], await self.embedder.aembed([query]))[0]
+            vector = (await aembed_vectors(self.embedder, [query]))[0]
         async with self._db.transaction(group_id, "searching items") as conn:
             return await search_items(
                 conn,

@@ -22,7 +22,7 @@ from datetime import datetime
 from psycopg import sql
 
 from ..db._database import Conn, Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_vectors
 from ..errors import InvalidInput
 from ..write._facts import held_clause
 from ..write._transaction import Write, begin_write
@@ -149,7 +149,7 @@ def _embedded(
             texts.append(c.query)
     if not texts:
         return {}, {}
-    vectors = list(check_vectors(embedder, texts, embedder.embed(texts)))
+    vectors = embed_vectors(embedder, texts)
     puts: dict[int, list[list[float]]] = {}
     queries: dict[int, list[float]] = {}
     at = 0

@@ -21,7 +21,7 @@ from datetime import datetime
 from psycopg import sql
 
 from ..db._database_async import Conn, Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_vectors
 from ..errors import InvalidInput
 from ..write._facts_async import held_clause
 from ..write._transaction_async import Write, begin_write
@@ -148,7 +148,7 @@ async def _embedded(
             texts.append(c.query)
     if not texts:
         return {}, {}
-    vectors = list(check_vectors(embedder, texts, await embedder.aembed(texts)))
+    vectors = await aembed_vectors(embedder, texts)
     puts: dict[int, list[list[float]]] = {}
     queries: dict[int, list[float]] = {}
     at = 0

@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import sql
 
 from ..db._database import Conn, Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, embed_vectors
 from ..write._facts import held_clause
 from ..write._transaction import Write, begin_write
 from ._item import Item, matches_filter, matches_namespace, negative_zero, value_json
@@ -239,7 +239,7 @@ def store_item(
 ) -> Item:
     """A checked put: ``texts`` embedded before the transaction opens, then the write under
     the key's lock (one vector, or several that the item scores by the best of)."""
-    vectors = list(check_vectors(embedder, texts, embedder.embed(texts))) if texts else []
+    vectors = embed_vectors(embedder, texts) if texts else []
     with db.transaction(group_id, "putting an item") as conn:
         w = begin_write(conn, group_id, embedder, keys=lock_keys(namespace, key))
         one = vectors[0] if len(vectors) == 1 else None

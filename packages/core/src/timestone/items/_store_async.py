@@ -15,7 +15,7 @@ from typing import Any
 from psycopg import sql
 
 from ..db._database_async import Conn, Database
-from ..embedders import Embedder, check_vectors
+from ..embedders import Embedder, aembed_vectors
 from ..write._facts_async import held_clause
 from ..write._transaction_async import Write, begin_write
 from ._item import Item, matches_filter, matches_namespace, negative_zero, value_json
@@ -238,7 +238,7 @@ async def store_item(
 ) -> Item:
     """A checked put: ``texts`` embedded before the transaction opens, then the write under
     the key's lock (one vector, or several that the item scores by the best of)."""
-    vectors = list(check_vectors(embedder, texts, await embedder.aembed(texts))) if texts else []
+    vectors = await aembed_vectors(embedder, texts) if texts else []
     async with db.transaction(group_id, "putting an item") as conn:
         w = await begin_write(conn, group_id, embedder, keys=lock_keys(namespace, key))
         one = vectors[0] if len(vectors) == 1 else None

@@ -30,7 +30,7 @@ from .._results import Community, SearchResults
 from ..db._database_async import TENANT_SETTINGS, Conn, Database, autocommit, wrap_db_error
 from ..embedders import Embedder, aembed_rows
 from ..errors import NotFound, TimestoneError
-from ..rerankers import check_scores
+from ..rerankers import check_scores, reranker_failed
 from ..write._entities_async import entity_from_row
 from ..write._episodes_async import episode_from_row
 from ..write._facts_async import fact_from_row
@@ -408,9 +408,14 @@ async def _cross_encode(req: SearchRequest, hits: ScopeHits) -> None:
     top = hits.ranked
     if not top:
         return
-    scores = await reranker.arerank(
-        req.query, [_text_of(hits.scope, hits.rows[c.key]) for c in top]
-    )
+    try:
+        scores = await reranker.arerank(
+            req.query, [_text_of(hits.scope, hits.rows[c.key]) for c in top]
+        )
+    except TimestoneError:
+        raise
+    except Exception as exc:
+        raise reranker_failed(reranker.name, exc) from exc
     for c, s in zip(top, check_scores(reranker.name, scores, len(top)), strict=True):
         c.score = s
     hits.ranked = sorted(top, key=lambda c: -c.score)[: req.limit]

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from ..embedders import Embedder, check_rows
-from ..errors import InvalidInput
+from ..embedders import Embedder, check_rows, embedder_failed
+from ..errors import InvalidInput, TimestoneError
 
 if TYPE_CHECKING:
     from .._vectors import Row
@@ -65,5 +65,10 @@ def late_vectors(embedder: Embedder, content: str, chunks: Sequence[Chunk]) -> R
     if getattr(embedder, "late_chunking", False) is not True or not callable(spans):
         return None
     embed_spans = cast(Callable[[str, Sequence[tuple[int, int]]], object], spans)
-    rows = embed_spans(content, [(c.start, c.end) for c in chunks])
+    try:
+        rows = embed_spans(content, [(c.start, c.end) for c in chunks])
+    except TimestoneError:
+        raise
+    except Exception as exc:
+        raise embedder_failed(embedder, exc) from exc
     return check_rows(embedder, [c.text for c in chunks], rows)
