@@ -897,6 +897,10 @@ def test_the_model_of_an_open_memory_is_checked_when_set(memory: timestone.Memor
 
 class Founding(pydantic.BaseModel):
     founded: datetime | None = None
+    # read from either key, as a model written for several sources declares it
+    closed: datetime | None = pydantic.Field(
+        default=None, validation_alias=pydantic.AliasChoices("closed", "closed_on")
+    )
     opened: list[datetime] = pydantic.Field(default_factory=list[datetime])
     staff: int | None = None
 
@@ -914,6 +918,12 @@ class Founding(pydantic.BaseModel):
             {"founded": 1998, "staff": "120"},
             "attributes of Company 'Acme': founded: 1998 is a number, not a date: read as "
             "seconds since 1970 it would be 1970-01-01T00:33:18+00:00; write an ISO 8601 date "
+            "such as 2019-03-01",
+        ),
+        (
+            {"closed_on": 2009},
+            "attributes of Company 'Acme': closed_on: 2009 is a number, not a date: read as "
+            "seconds since 1970 it would be 1970-01-01T00:33:29+00:00; write an ISO 8601 date "
             "such as 2019-03-01",
         ),
         (

@@ -132,8 +132,7 @@ def date_from_number(
     if isinstance(made, pydantic.BaseModel) and isinstance(given, Mapping):
         fields = cast(Mapping[object, object], given)
         for name, field in type(made).model_fields.items():
-            names = (name, field.alias, field.validation_alias)
-            keys = [k for k in names if isinstance(k, str) and k in fields]
+            keys = [k for k in _input_keys(name, field) if k in fields]
             if keys and name in made.model_fields_set:
                 key = str(keys[0])
                 found = date_from_number(fields[key], getattr(made, name), (*where, key))
@@ -154,6 +153,20 @@ def date_from_number(
                 if found is not None:
                     return found
     return None
+
+
+def _input_keys(name: str, field: pydantic.fields.FieldInfo) -> list[str]:
+    """The keys of the input a field may be read from, in pydantic's order: its validation
+    alias (each of ``AliasChoices``; an ``AliasPath`` of one key), its alias, its name."""
+    out: list[str] = []
+    for alias in (field.validation_alias, field.alias):
+        choices = alias.choices if isinstance(alias, pydantic.AliasChoices) else [alias]
+        for choice in choices:
+            if isinstance(choice, pydantic.AliasPath) and len(choice.path) == 1:
+                choice = choice.path[0]
+            if isinstance(choice, str):
+                out.append(choice)
+    return [*out, name]
 
 
 def _numeric(value: object) -> bool:
