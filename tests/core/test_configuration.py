@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import psycopg
 import pytest
+from llm_rows import row_counts
 
 import timestone
 from timestone import HashEmbedder, WordLlamaEmbedder
@@ -22,17 +22,6 @@ from timestone.llm import OpenAICompatibleLLM
 
 REF = datetime(2024, 5, 8, tzinfo=UTC)
 NOWHERE = "postgresql://nobody@/nowhere?host=/nonexistent-socket-dir"
-
-
-def _rows(dsn: str, group: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM timestone.episodes WHERE group_id = %(g)s)"
-            " + (SELECT count(*) FROM timestone.facts WHERE group_id = %(g)s)",
-            {"g": group},
-        ).fetchone()
-    assert row is not None
-    return int(str(row[0]))
 
 
 # -- where: dsn, data_dir, TIMESTONE_DSN, TIMESTONE_DATA_DIR ------------------------------
@@ -263,7 +252,7 @@ def test_a_closed_memory_says_so_and_writes_nothing(fresh_dsn: str, group: str) 
             call()
         assert str(caught.value) == f"{doing}: this Memory is closed (close() was called on it)"
     mem.close()  # a second close does nothing
-    assert _rows(fresh_dsn, group) == 0
+    assert sum(row_counts(fresh_dsn, group)) == 0
 
 
 async def test_a_closed_async_memory_says_so_and_writes_nothing(fresh_dsn: str, group: str) -> None:
@@ -276,7 +265,7 @@ async def test_a_closed_async_memory_says_so_and_writes_nothing(fresh_dsn: str, 
     with pytest.raises(InvalidInput) as caught:
         await mem.add_facts(group, facts, reference_time=REF)
     assert str(caught.value) == "adding facts: this Memory is closed (close() was called on it)"
-    assert _rows(fresh_dsn, group) == 0
+    assert sum(row_counts(fresh_dsn, group)) == 0
 
 
 @pytest.mark.parametrize(

@@ -278,6 +278,17 @@ def test_check_rows_refuses_complex_values_and_vectors_of_another_shape(
     assert str(caught.value) == message
 
 
+def _held(dsn: str) -> tuple[object, ...] | None:
+    """What the database holds: episodes, entities, facts and items, all groups."""
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM timestone.episodes),"
+            " (SELECT count(*) FROM timestone.entities),"
+            " (SELECT count(*) FROM timestone.facts),"
+            " (SELECT count(*) FROM timestone.items)"
+        ).fetchone()
+
+
 def test_a_user_embedders_complex_or_column_vectors_write_nothing(fresh_dsn: str) -> None:
     """The complex vectors were stored without their imaginary parts; the columns failed
     in the vector adapter with "expected ndim to be 1"."""
@@ -291,13 +302,7 @@ def test_a_user_embedders_complex_or_column_vectors_write_nothing(fresh_dsn: str
             with pytest.raises(EmbedderError) as caught:
                 mem.search("g", "Ann")
             assert str(caught.value) == message
-        with psycopg.connect(fresh_dsn) as conn:
-            counts = conn.execute(
-                "SELECT (SELECT count(*) FROM timestone.episodes),"
-                " (SELECT count(*) FROM timestone.entities),"
-                " (SELECT count(*) FROM timestone.facts)"
-            ).fetchone()
-        assert counts == (0, 0, 0)
+        assert _held(fresh_dsn) == (0, 0, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -449,13 +454,7 @@ def test_a_user_embedder_that_raises_is_an_embedder_error_and_writes_nothing(
             "embedder 'my-embedder' failed: RuntimeError: CUDA out of memory. Tried to "
             "allocate 2.00 GiB"
         )
-    with psycopg.connect(fresh_dsn) as conn:
-        counts = conn.execute(
-            "SELECT (SELECT count(*) FROM timestone.episodes),"
-            " (SELECT count(*) FROM timestone.facts),"
-            " (SELECT count(*) FROM timestone.items)"
-        ).fetchone()
-    assert counts == (0, 0, 0)
+    assert _held(fresh_dsn) == (0, 0, 0, 0)
 
 
 async def test_an_async_user_embedder_that_raises_is_an_embedder_error(fresh_dsn: str) -> None:
