@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 
@@ -26,11 +27,23 @@ def check_valid_at(valid_at: datetime | Now | None) -> datetime | None:
     return None if valid_at is None else aware(valid_at, "valid_at")
 
 
-def check_as_of(as_of: datetime | None) -> datetime | None:
+def check_as_of(as_of: object) -> datetime | None:
+    if as_of is NOW:
+        raise InvalidInput(
+            "as_of takes a datetime, or None for what the graph holds now; "
+            "NOW is a point of world time, for valid_at"
+        )
     return None if as_of is None else aware(as_of, "as_of")
 
 
+# an id written out as text, in the form ``str(uuid)`` gives (ids read back from JSON,
+# a URL or a log); any other text is a name
+_ID_TEXT = re.compile(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", re.IGNORECASE)
+
+
 def entity_ref(value: object, what: str) -> str | uuid.UUID:
+    """An entity's id, given as a ``UUID`` or as its text, or else its name."""
     if isinstance(value, uuid.UUID):
         return value
-    return check_text(value, what, max_chars=512)
+    text = check_text(value, what, max_chars=512)
+    return uuid.UUID(text) if _ID_TEXT.fullmatch(text.strip()) else text

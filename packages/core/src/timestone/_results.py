@@ -30,7 +30,7 @@ def citation_of(kind: str, ident: uuid.UUID) -> str:
 
 
 def _minute(when: datetime) -> str:
-    return when.strftime("%Y-%m-%d %H:%M UTC")
+    return f"{when.date().isoformat()} {when:%H:%M} UTC"  # the year in four digits
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -117,7 +117,9 @@ class ContextItem:
             if self.char_start is not None and self.char_end is not None:
                 source += f", chars {self.char_start}-{self.char_end}"
             source += ")"
-        return f"[{self.citation}] ({when}) {self.text}{source}"
+        # one line, whatever the text holds: a line break in a sentence would start a line
+        # that reads as an item of its own
+        return " ".join(f"[{self.citation}] ({when}) {self.text}{source}".split())
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -356,7 +356,7 @@ class _Tools:
         For an entity with a long history, narrow it by relation, dates or a limit."""
         mem = await self.memory()
         system = _when(as_of, "as_of")
-        ref = _ref(entity_ref(entity, "entity"))
+        ref = entity_ref(entity, "entity")
         if await mem.get_entity(group_id, ref, as_of=system) is None:
             raise NotFound(f"unknown entity {entity!r:.80}")
         periods = await mem.timeline(
@@ -434,15 +434,6 @@ class _Tools:
         """How much this memory holds: rows per table, now and over all versions."""
         mem = await self.memory()
         return {"group_id": group_id, "tables": await mem.stats(group_id)}
-
-
-def _ref(entity: str | uuid.UUID) -> str | uuid.UUID:
-    if isinstance(entity, uuid.UUID):
-        return entity
-    try:
-        return uuid.UUID(entity)
-    except ValueError:
-        return entity
 
 
 _TOOLS = (

@@ -116,8 +116,10 @@ class RetrievalAPI:
     ) -> Entity | None:
         """The entity by id or name as held at ``as_of``; ``None`` if absent.
 
-        A name matches its normalized form (case, spacing, Unicode), then a near-identical
-        spelling (accents, punctuation), the same tiers ingestion resolves names with.
+        An id is a ``UUID`` or its text (``str(entity.id)``); every read that takes an
+        entity reads such text as the id. A name matches its normalized form (case,
+        spacing, Unicode), then a near-identical spelling (accents, punctuation), the same
+        tiers ingestion resolves names with, among the entities held at ``as_of``.
         """
         ref = entity_ref(name_or_id, "name_or_id")
         system = check_as_of(as_of)
@@ -126,7 +128,7 @@ class RetrievalAPI:
                 return read_entity(conn, group_id, ref, system)
             found = read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = near_entity(conn, group_id, ref)
+                ident = near_entity(conn, group_id, ref, system)
                 if ident is not None:
                     found = read_entity(conn, group_id, ident, system)
             return found

@@ -115,8 +115,10 @@ class RetrievalAPI:
     ) -> Entity | None:
         """The entity by id or name as held at ``as_of``; ``None`` if absent.
 
-        A name matches its normalized form (case, spacing, Unicode), then a near-identical
-        spelling (accents, punctuation), the same tiers ingestion resolves names with.
+        An id is a ``UUID`` or its text (``str(entity.id)``); every read that takes an
+        entity reads such text as the id. A name matches its normalized form (case,
+        spacing, Unicode), then a near-identical spelling (accents, punctuation), the same
+        tiers ingestion resolves names with, among the entities held at ``as_of``.
         """
         ref = entity_ref(name_or_id, "name_or_id")
         system = check_as_of(as_of)
@@ -125,7 +127,7 @@ class RetrievalAPI:
                 return await read_entity(conn, group_id, ref, system)
             found = await read_entity(conn, group_id, normalize(ref), system)
             if found is None:
-                ident = await near_entity(conn, group_id, ref)
+                ident = await near_entity(conn, group_id, ref, system)
                 if ident is not None:
                     found = await read_entity(conn, group_id, ident, system)
             return found

@@ -7,8 +7,9 @@
 2. Merge both kinds by fused score, each against the best of its kind (facts are
    fused by rank, episodes by score); drop near-duplicates (same text, or
    embeddings closer than ``DUPLICATE_SIMILARITY`` with nearly the same words:
-   "directs Château Nord" and "directs Château Sud" are both kept); pick by maximal marginal
-   relevance so that the evidence stays diverse.
+   "directs Château Nord" and "directs Château Sud" are both kept; two facts are
+   duplicates only when their periods overlap, so a history keeps each period of a
+   sentence); pick by maximal marginal relevance so that the evidence stays diverse.
 3. Fill the budget greedily, counting tokens with a real tokenizer (see
    ``timestone.search._tokens``); the rendered prompt never exceeds the budget.
 4. Order for the prompt: the strongest items at the two edges, the weakest in
@@ -61,6 +62,17 @@ class _Piece:
     item: ContextItem
     embedding: Embedding | None
     key: str
+
+    def repeats(self, other: _Piece) -> bool:
+        """Whether ``other`` tells the same thing: the same words, and, for two facts, periods
+        that overlap. Two periods of one sentence apart in time ("lives in Paris" 2010 to 2012,
+        again 2015 to 2018) are two pieces of evidence, as a history asks for both."""
+        if self.item.kind != "fact" or other.item.kind != "fact":
+            return True
+        a, b = self.item, other.item
+        return (a.invalid_at is None or b.valid_at is None or b.valid_at < a.invalid_at) and (
+            b.invalid_at is None or a.valid_at is None or a.valid_at < b.invalid_at
+        )
 
 
 def _top(scope: Any) -> float:
@@ -150,7 +162,6 @@ def _select(pieces: list[_Piece], limit: int) -> list[_Piece]:
     sims = unit @ unit.T
     redundancy = np.zeros(len(pieces))
     alive = np.ones(len(pieces), dtype=bool)
-    seen_text: set[str] = set()
     chosen: list[_Piece] = []
     picked: list[int] = []
     while alive.any() and len(chosen) < limit:
@@ -159,13 +170,18 @@ def _select(pieces: list[_Piece], limit: int) -> list[_Piece]:
         i = int(np.argmax(values))
         alive[i] = False
         piece = pieces[i]
-        if piece.key in seen_text or any(
-            sims[i, j] >= DUPLICATE_SIMILARITY and _jaccard(piece.key, pieces[j].key) >= 0.8
+        if any(
+            piece.repeats(pieces[j])
+            and (
+                piece.key == pieces[j].key
+                or (
+                    sims[i, j] >= DUPLICATE_SIMILARITY and _jaccard(piece.key, pieces[j].key) >= 0.8
+                )
+            )
             for j in picked
         ):
             continue
         picked.append(i)
-        seen_text.add(piece.key)
         chosen.append(piece)
         redundancy = np.maximum(redundancy, sims[i])
     return chosen
@@ -205,6 +221,7 @@ async def build_context(
         # the records of structured facts are no evidence of their own (their facts
         # are): left out in the search, they take no candidate's place
         fact_records=False,
+        what="context query",
     )
     hits = await search_hits(db, embedder, group_id, req)
     count = (counter or default_counter()).count

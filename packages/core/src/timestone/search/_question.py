@@ -103,8 +103,12 @@ _SEASON_START = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 def time_window(question: str, reference: datetime) -> Window | None:
     """The window of world time ``question`` names (start included, end excluded, UTC),
     or None. A date written out with its year wins; relative words are read against
-    ``reference`` (aware)."""
-    return _written_date(question) or _relative(question, reference.astimezone(UTC))
+    ``reference`` (aware). A window the calendar cannot hold (a reference in year 1 or
+    9999: "this year" from 9999-12-31) is none."""
+    try:
+        return _written_date(question) or _relative(question, reference.astimezone(UTC))
+    except (ValueError, OverflowError):
+        return None
 
 
 def _written_date(question: str) -> Window | None:
@@ -285,6 +289,7 @@ def event_of(question: str) -> tuple[str, str] | None:
 
 def event_window(side: str, when: datetime) -> Window:
     """The window of world time on ``side`` of an event at ``when``, the event's own day
-    included: what was told of it belongs to both sides."""
-    day = _snap(when.astimezone(UTC), "day")
-    return (day[0], _LATEST) if side == "after" else (_EARLIEST, day[1])
+    included: what was told of it belongs to both sides. An event at the calendar's ends
+    (a placeholder date such as 9999-12-31) is read on the last day a window can end."""
+    day = _snap(min(max(when.astimezone(UTC), _EARLIEST), _LATEST), "day")
+    return (day[0], max(day[1], _LATEST)) if side == "after" else (min(day[0], _EARLIEST), day[1])

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import LiteralString, cast
 
+from .._arguments import check_as_of, entity_ref
 from .._names import normalize
 from .._records import check_relation, check_text, check_uuid
 from .._time import NOW, Now, aware, utcnow
@@ -117,7 +118,7 @@ def _strings(
         return None
     if isinstance(value, str):
         value = (value,)
-    if not isinstance(value, Iterable):
+    if not isinstance(value, Iterable) or isinstance(value, (bytes, bytearray)):
         raise InvalidInput(f"{what} must be a list of strings, got {type(value).__name__}")
     items = tuple(check(v) for v in cast(Iterable[object], value))
     if not items:
@@ -143,10 +144,12 @@ def prepare_search(
     embeddings: bool = False,
     content_chars: int | None = None,
     fact_records: bool = True,
+    what: str = "search query",
 ) -> SearchRequest:
-    """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``."""
-    text = check_text(query, "search query", max_chars=MAX_QUERY_CHARS)
-    check_alternatives(text)
+    """Check every argument of ``search`` (no I/O); bad input raises ``InvalidInput``
+    (``what``: the query's name in it)."""
+    text = check_text(query, what, max_chars=MAX_QUERY_CHARS)
+    check_alternatives(text, what)
     if not isinstance(cast(object, fact_records), bool):
         raise InvalidInput(f"fact_records must be True or False, got {fact_records!r:.80}")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_SEARCH_LIMIT:
@@ -170,7 +173,7 @@ def prepare_search(
     world = (
         utcnow() if valid_at is NOW else (None if valid_at is None else aware(valid_at, "valid_at"))
     )
-    system = None if as_of is None else aware(as_of, "as_of")
+    system = check_as_of(as_of)
     if isinstance(reranker, str):
         if reranker not in RERANKERS or reranker == "cross_encoder":
             raise InvalidInput(
@@ -185,11 +188,7 @@ def prepare_search(
             "reranker must be a name or a timestone.rerankers.Reranker, "
             f"got {type(reranker).__name__}"
         )
-    ref: str | uuid.UUID | None = None
-    if isinstance(center, uuid.UUID):
-        ref = center
-    elif center is not None:
-        ref = check_text(center, "center", max_chars=512)
+    ref = None if center is None else entity_ref(center, "center")
     id_list = _strings(ids, "ids", lambda v: str(check_uuid(v, "each of ids")))
     if content_chars is not None and content_chars < 1:
         raise InvalidInput(f"content_chars must be a positive number, got {content_chars!r:.80}")

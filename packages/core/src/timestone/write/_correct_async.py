@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg import sql
 
@@ -25,7 +25,8 @@ from ..db._database_async import Conn
 from ..db._distributed_async import row_inserts
 from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._entities_async import recompute_entities
-from ._facts_async import SlotChanges, recompute_retracted
+from ._facts_async import SlotChanges, recompute_retracted, recompute_slots
+from ._purge_async import erase_episode
 from ._transaction_async import Write
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
@@ -82,6 +83,96 @@ async def _latest_episode(conn: Conn, group_id: str, episode_id: uuid.UUID) -> d
     return row
 
 
+async def retract_episode(w: Write, episode_id: uuid.UUID) -> SlotChanges:
+    """Retract one current episode. The last current chunk of a document's version takes the
+    document back to the version it replaced: a new version retracts the chunks of the one
+    before (``add_document``), so with the new one gone the old one is what remains."""
+    cur = await w.conn.execute(
+        "SELECT document_uri, document_version FROM timestone.episodes"
+        " WHERE group_id = %s AND id = %s AND expired_at IS NULL",
+        (w.group_id, episode_id),
+    )
+    row = await cur.fetchone()
+    changes = await retract_episodes(w, [episode_id])
+    if row is None or row["document_uri"] is None:
+        return changes
+    back = await _reinstate(w, row["document_uri"], row["document_version"])
+    if back is None:
+        return changes
+    back.expired.update(changes.expired)
+    back.inserted.update(changes.inserted)
+    back.written[:0] = changes.written
+    gone, changed = changes.entity_counts
+    back.entity_counts = (gone + back.entity_counts[0], changed + back.entity_counts[1])
+    return back
+
+
+# The chunks of a document's version ``u`` that the next version retracted when it was
+# written, once no chunk of the document is current: ``u`` is the version before ``v``,
+# and its chunks' latest rows expired at the first moment ``v`` was held.
+_REPLACED_CHUNKS: LiteralString = """
+WITH held AS (
+    SELECT EXISTS (SELECT 1 FROM timestone.episodes WHERE group_id = %(g)s
+                   AND document_uri = %(uri)s AND expired_at IS NULL) AS any
+), written AS (
+    SELECT min(created_at) AS at FROM timestone.episodes
+    WHERE group_id = %(g)s AND document_uri = %(uri)s AND document_version = %(v)s
+), replaced AS (
+    SELECT max(document_version) AS version FROM timestone.episodes
+    WHERE group_id = %(g)s AND document_uri = %(uri)s AND document_version < %(v)s
+)
+SELECT latest.id, latest.expired_at FROM (
+    SELECT DISTINCT ON (e.id) e.id, e.expired_at FROM timestone.episodes AS e, replaced
+    WHERE e.group_id = %(g)s AND e.document_uri = %(uri)s
+      AND e.document_version = replaced.version
+    ORDER BY e.id, e.created_at DESC
+) AS latest, written, held
+WHERE NOT held.any AND latest.expired_at = written.at
+"""
+
+
+async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
+    """Make current again, with their mentions and assertions, the chunks of document
+    ``uri`` that its ``version`` retracted, when none of the document is current; then
+    recompute what they feed. None when there is nothing to bring back."""
+    cur = await w.conn.execute(_REPLACED_CHUNKS, {"g": w.group_id, "uri": uri, "v": version})
+    found = await cur.fetchall()
+    if not found:
+        return None
+    chunks, retracted_at = [row["id"] for row in found], found[0]["expired_at"]
+    for table, key in (
+        ("episodes", "id"),
+        ("mentions", "episode_id"),
+        ("assertions", "episode_id"),
+    ):
+        columns = sql.SQL(", ").join(map(sql.Identifier, await _copy_columns(w.conn, table)))
+        await w.conn.execute(
+            row_inserts(
+                w.conn,
+                sql.SQL(
+                    "INSERT INTO timestone.{t} ({cols}, created_at)"
+                    " SELECT {cols}, %s FROM timestone.{t}"
+                    " WHERE group_id = %s AND {k} = ANY(%s) AND expired_at = %s"
+                ).format(t=sql.Identifier(table), cols=columns, k=sql.Identifier(key)),
+            ),
+            (w.now, w.group_id, chunks, retracted_at),
+        )
+    cur = await w.conn.execute(
+        "SELECT source_id, relation, cardinality, valid_at FROM timestone.assertions"
+        " WHERE group_id = %s AND episode_id = ANY(%s) AND created_at = %s",
+        (w.group_id, chunks, w.now),
+    )
+    changes = await recompute_retracted(w, await cur.fetchall())
+    cur = await w.conn.execute(
+        "SELECT DISTINCT entity_id FROM timestone.mentions"
+        " WHERE group_id = %s AND episode_id = ANY(%s) AND created_at = %s",
+        (w.group_id, chunks, w.now),
+    )
+    changes.touched_entities |= {row["entity_id"] for row in await cur.fetchall()}
+    changes.entity_counts = await recompute_entities(w, changes.touched_entities)
+    return changes
+
+
 async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:
     latest = await _latest_episode(w.conn, w.group_id, episode_id)
     if latest["expired_at"] is not None:
@@ -89,7 +180,7 @@ async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:
             f"episode {episode_id} of group {w.group_id!r} was removed at "
             f"{latest['expired_at'].isoformat()}; nothing to do"
         )
-    changes = await retract_episodes(w, [episode_id])
+    changes = await retract_episode(w, episode_id)
     gone, changed = changes.entity_counts
     return RemovalReport(
         episode_id=episode_id,
@@ -143,37 +234,62 @@ async def rollback(w: Write, to: datetime) -> RollbackReport:
             (w.now, w.group_id, point, point),
         )
         restored[table] = cur.rowcount
+    await _settle_after_purges(w)
     return RollbackReport(to=point, rolled_back_at=w.now, expired=expired, restored=restored)
 
 
+async def _settle_after_purges(w: Write) -> None:
+    """In a group where episodes were purged, bring what a rollback restored to the state
+    its current assertions and mentions say.
+
+    A purge replays history without the episode, so the rows held at any moment are
+    already what their assertions and mentions make, and this changes nothing. A purge
+    made before that replay existed left versions the purged episode had shaped (its
+    sentences, an end date it put on another fact, a fact whose entities it deleted);
+    restored, they are recomputed here, so that none reaches the current graph. A group
+    that never purged is left exactly as the copy made it."""
+    cur = await w.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM timestone.purges WHERE group_id = %s) AS purged",
+        (w.group_id,),
+    )
+    row = await cur.fetchone()
+    if row is None or not row["purged"]:
+        return
+    # what the rollback wrote: rows created or expired at its clock
+    cur = await w.conn.execute(
+        "SELECT source_id, relation FROM timestone.assertions"
+        " WHERE group_id = %(g)s AND (created_at = %(t)s OR expired_at = %(t)s)"
+        " UNION SELECT source_id, relation FROM timestone.facts"
+        " WHERE group_id = %(g)s AND (created_at = %(t)s OR expired_at = %(t)s)",
+        {"g": w.group_id, "t": w.now},
+    )
+    pairs = [(row["source_id"], row["relation"]) for row in await cur.fetchall()]
+    changes = await recompute_slots(w, pairs)
+    cur = await w.conn.execute(
+        "SELECT entity_id AS id FROM timestone.mentions"
+        " WHERE group_id = %(g)s AND (created_at = %(t)s OR expired_at = %(t)s)"
+        " UNION SELECT id FROM timestone.entities"
+        " WHERE group_id = %(g)s AND (created_at = %(t)s OR expired_at = %(t)s)"
+        " UNION SELECT unnest(ARRAY[source_id, target_id]) FROM timestone.facts"
+        " WHERE group_id = %(g)s AND (created_at = %(t)s OR expired_at = %(t)s)",
+        {"g": w.group_id, "t": w.now},
+    )
+    entity_ids = {row["id"] for row in await cur.fetchall()}
+    await recompute_entities(w, entity_ids | changes.touched_entities)
+
+
 async def purge(w: Write, episode_id: uuid.UUID) -> int:
-    """Erase the episode and what only it supported, history included; return rows erased."""
+    """Erase the episode and what only it supported, history included; return rows erased.
+
+    The current graph first becomes the graph without it (``retract_episodes``); then its
+    rows go and the history of every slot and entity it fed is replayed without it
+    (``_purge.erase_episode``): no version of any table keeps its id, its sentences or
+    its attributes, nor an end date or a name only it gave."""
     latest = await _latest_episode(w.conn, w.group_id, episode_id)
     if latest["expired_at"] is None:
-        await retract_episodes(w, [episode_id])
-    cur = await w.conn.execute(
-        "SELECT DISTINCT entity_id FROM timestone.mentions WHERE group_id = %s AND episode_id = %s",
-        (w.group_id, episode_id),
-    )
-    mentioned = [row["entity_id"] for row in await cur.fetchall()]
-    erased = 0
-    for query in (
-        "DELETE FROM timestone.facts WHERE group_id = %(g)s AND episodes = ARRAY[%(e)s::uuid]",
-        "DELETE FROM timestone.assertions WHERE group_id = %(g)s AND episode_id = %(e)s",
-        "DELETE FROM timestone.mentions WHERE group_id = %(g)s AND episode_id = %(e)s",
-        "DELETE FROM timestone.episodes WHERE group_id = %(g)s AND id = %(e)s",
-    ):
-        cur = await w.conn.execute(query, {"g": w.group_id, "e": episode_id})
-        erased += cur.rowcount
+        await retract_episode(w, episode_id)
+    erased, mentioned = await erase_episode(w, episode_id)
     if mentioned:
-        # entities no other episode ever mentioned existed only through this one
-        cur = await w.conn.execute(
-            "DELETE FROM timestone.entities AS e WHERE e.group_id = %s AND e.id = ANY(%s)"
-            " AND NOT EXISTS (SELECT 1 FROM timestone.mentions AS m"
-            "   WHERE m.group_id = %s AND m.entity_id = e.id)",
-            (w.group_id, mentioned, w.group_id),
-        )
-        erased += cur.rowcount
         # communities are named after their members and summarized by their facts: every
         # version that held an entity the episode mentioned may quote it, history included
         # (the caller rebuilds the current ones)

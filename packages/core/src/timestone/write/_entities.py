@@ -8,7 +8,8 @@ episodes said of it) and its current facts:
   type: the first label, or ``Entity``;
 - attributes: merged in recording order, later values winning;
 - summary: the latest explicit summary. Reads add the sentences of the
-  entity's open facts held at the read's ``as_of``, newest first, cut at
+  entity's facts true now (world time) as held at the read's ``as_of``, newest
+  first, cut at
   ``SUMMARY_CHARS``: a summary is exact at any system time, and removals and
   rollbacks repair it by construction, without a version per fact.
 
@@ -31,11 +32,12 @@ from psycopg import sql
 from .._arrays import IntArray, TextArray, UuidArray
 from .._names import fold, fuzzy_eligible, near_identical, normalize
 from .._records import Entity, EntityInput
+from .._time import utcnow
 from .._vectors import VectorArray
 from ..db._database import Conn
 from ..db._distributed import row_inserts
 from ..ontology import Ontology
-from ._facts import held_clause
+from ._facts import held_clause, valid_clause
 from ._ids import new_ids
 from ._transaction import (
     Write,
@@ -51,6 +53,7 @@ __all__ = [
     "EntityReads",
     "MentionInsert",
     "Mentioned",
+    "entity_state",
     "insert_mentions",
     "read_entities",
     "recompute_entities",
@@ -76,8 +79,22 @@ def _spellings(name: str) -> tuple[str, str]:
 
 def lock_keys(entities: Iterable[EntityInput]) -> list[str]:
     """The advisory lock keys of names: their folded spelling, so variants meet."""
-    spellings = [_spellings(n) for n in {e.name for e in entities}]
+    return name_keys(e.name for e in entities)
+
+
+def name_keys(names: Iterable[str]) -> list[str]:
+    spellings = [_spellings(n) for n in set(names)]
     return sorted({"entity\x1f" + (folded or norm) for norm, folded in spellings})
+
+
+def stored_keys(w: Write, ids: Iterable[uuid.UUID]) -> set[str]:
+    """The lock keys of the current names of stored entities ``ids``."""
+    cur = w.conn.execute(
+        "SELECT name FROM timestone.entities WHERE group_id = %s AND id = ANY(%s)"
+        " AND expired_at IS NULL",
+        (w.group_id, list(ids)),
+    )
+    return set(name_keys(row["name"] for row in cur.fetchall()))
 
 
 def resolve_entities(
@@ -86,9 +103,11 @@ def resolve_entities(
     ontology: Ontology,
     decided: Mapping[tuple[str, str | None], uuid.UUID] | None = None,
     new: set[uuid.UUID] | None = None,
+    joined: set[uuid.UUID] | None = None,
 ) -> dict[tuple[str, str | None], uuid.UUID]:
     """Map each distinct (normalized name, type) to an entity id, cheapest tier first
-    (``new``, when given, receives the ids minted: entities nothing stored mentions yet).
+    (``new``, when given, receives the ids minted: entities nothing stored mentions yet;
+    ``joined`` those of stored entities reached by another spelling, tiers 2 and 3).
 
     1. exact normalized name (the unique index); an untyped name matches any type;
     2. ``decided``: what the LLM tier chose, before the write, for ambiguous names;
@@ -133,17 +152,22 @@ def resolve_entities(
         fresh = iter(new_ids(len(unmatched)))
         for key in unmatched:
             ident = known.exact(key)  # an earlier fuzzy or minted key may now match
+            other = False  # reached through another spelling
             if ident is None and decided:
                 ident = decided.get(key)
+                other = ident is not None
             if ident is None:
                 ident = known.same_fold(key)
             if ident is None:
                 ident = _pick_similar(names[key], key[1], fuzzy.get(normalize(names[key]), []))
+                other = ident is not None
             if ident is None:
                 ident = next(fresh)
                 if new is not None:
                     new.add(ident)
                 known.mint(key, ident)
+            elif other and joined is not None and not known.minted(ident):
+                joined.add(ident)
             resolved[key] = ident
     return resolved
 
@@ -159,6 +183,7 @@ class _Known:
         self.folds = folds
         self.by_name: dict[str, _Found] = {}
         self.by_fold: dict[str, _Found] = {}
+        self.new: set[uuid.UUID] = set()
 
     def add(self, norm: str, fold: str | None, ident: uuid.UUID, etype: str) -> None:
         self.by_name.setdefault(norm, []).append((ident, etype))
@@ -167,6 +192,10 @@ class _Known:
 
     def mint(self, key: tuple[str, str | None], ident: uuid.UUID) -> None:
         self.add(key[0], self.folds[key], ident, key[1] or "Entity")
+        self.new.add(ident)
+
+    def minted(self, ident: uuid.UUID) -> bool:
+        return ident in self.new
 
     def exact(self, key: tuple[str, str | None]) -> uuid.UUID | None:
         return _pick(self.by_name.get(key[0], []), key[1])
@@ -420,7 +449,7 @@ def write_entities(
             if row is not None:
                 expire.append(row["version_id"])
             continue
-        state = _state(rows)
+        state = entity_state(rows)
         if row is not None and state.same(row):
             if current is not None:
                 current[ident] = Entity(
@@ -485,7 +514,7 @@ def _folded_so_far(
     """The mentions to fold for each entity, where they need no read; and the entities
     whose mentions must be read.
 
-    An entity's current version is the fold (``_state``) of its current mentions in
+    An entity's current version is the fold (``entity_state``) of its current mentions in
     recording order. When a write only adds mentions that come after all of them, the
     fold continues from that version: the version stands for the mentions before, and
     an entity the write does not mention keeps its state. Reading every mention again
@@ -538,7 +567,8 @@ def _entity_params(
     }
 
 
-def _state(mentions: Sequence[Mapping[str, Any]]) -> _State:
+def entity_state(mentions: Sequence[Mapping[str, Any]]) -> _State:
+    """The state of an entity its ``mentions`` (in recording order) give."""
     labels: list[str] = []
     attributes: dict[str, Any] = {}
     explicit = ""
@@ -570,12 +600,13 @@ def compose_summary(explicit: str, sentences: Iterable[str]) -> str:
 
 
 def fact_sentences(
-    conn: Conn, group_id: str, entity_id: uuid.UUID, as_of: datetime | None
+    conn: Conn, group_id: str, entity_id: uuid.UUID, as_of: datetime | None, valid_at: datetime
 ) -> list[str]:
-    """The sentences of the entity's open facts held at ``as_of``, newest world time first."""
+    """The sentences of the entity's facts true at ``valid_at`` and held at ``as_of``, newest
+    world time first: a fact that starts later is not yet true, one closed later still is."""
     branch = sql.SQL(
         "(SELECT f.fact, f.valid_at, f.id FROM timestone.facts AS f"
-        " WHERE f.group_id = {g} AND f.{col} = {e} AND f.invalid_at IS NULL AND {held}"
+        " WHERE f.group_id = {g} AND f.{col} = {e} AND {valid} AND {held}"
         " ORDER BY f.valid_at DESC, f.fact, f.id LIMIT {n})"
     )
     parts = [
@@ -583,6 +614,7 @@ def fact_sentences(
             g=sql.Literal(group_id),
             col=sql.Identifier(col),
             e=sql.Literal(entity_id),
+            valid=valid_clause("f", valid_at),
             held=held_clause("f", as_of),
             n=sql.Literal(_SUMMARY_FACTS),
         )
@@ -635,30 +667,49 @@ def read_entity(
     if row is None:
         return None
     entity = entity_from_row(row)
-    sentences = fact_sentences(conn, group_id, entity.id, as_of)
+    sentences = fact_sentences(conn, group_id, entity.id, as_of, utcnow())
     return dataclasses.replace(entity, summary=compose_summary(entity.summary, sentences))
 
 
-def near_entity(conn: Conn, group_id: str, name: str) -> uuid.UUID | None:
-    """The id of a current entity of ``group_id`` (the transaction's group) whose name is
-    a near-identical spelling of ``name``."""
+def near_entity(
+    conn: Conn, group_id: str, name: str, as_of: datetime | None = None
+) -> uuid.UUID | None:
+    """The id of an entity of ``group_id`` (the transaction's group) held at ``as_of`` (now:
+    ``None``) whose name is a near-identical spelling of ``name``."""
     folded = fold(name)
     if folded:
         # the group named, not read from the setting: Citus routes by a value (_distributed)
         cur = conn.execute(
-            "SELECT id FROM timestone.entities WHERE group_id = %s"
-            " AND expired_at IS NULL AND fold_name = %s ORDER BY created_at, id LIMIT 1",
-            (group_id, folded),
+            sql.SQL(
+                "SELECT e.id FROM timestone.entities AS e WHERE e.group_id = {g}"
+                " AND {held} AND e.fold_name = {f} ORDER BY e.created_at, e.id LIMIT 1"
+            ).format(g=sql.Literal(group_id), held=held_clause("e", as_of), f=sql.Literal(folded))
         )
         row = cur.fetchone()
         if row is not None:
             return row["id"]
     if not fuzzy_eligible(name):
         return None
-    cur = conn.execute(
-        "SELECT id, name, similarity FROM timestone.similar_entities(%s, 5, %s::real)",
-        ([normalize(name)], _MIN_TRIGRAM),
-    )
+    if as_of is None:
+        cur = conn.execute(
+            "SELECT id, name, similarity FROM timestone.similar_entities(%s, 5, %s::real)",
+            ([normalize(name)], _MIN_TRIGRAM),
+        )
+    else:
+        # the names held then: the trigram index serves the current names only, so the
+        # group's rows held at ``as_of`` are compared one by one
+        cur = conn.execute(
+            sql.SQL(
+                "SELECT e.id, e.name FROM timestone.entities AS e WHERE e.group_id = {g}"
+                " AND {held} AND similarity(e.norm_name, {n}) >= {m}"
+                " ORDER BY similarity(e.norm_name, {n}) DESC, e.created_at, e.id LIMIT 5"
+            ).format(
+                g=sql.Literal(group_id),
+                held=held_clause("e", as_of),
+                n=sql.Literal(normalize(name)),
+                m=sql.Literal(_MIN_TRIGRAM),
+            )
+        )
     for row in cur.fetchall():
         if near_identical(name, row["name"]):
             return row["id"]

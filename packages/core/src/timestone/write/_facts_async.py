@@ -43,6 +43,7 @@ __all__ = [
     "read_facts",
     "read_slots",
     "recompute_slots",
+    "version_key",
     "write_slots",
 ]
 
@@ -160,7 +161,8 @@ def _slot_key(
     return (source, relation) if cardinality == "one" else (source, relation, target)
 
 
-def _row_key(row: Mapping[str, Any]) -> tuple[object, ...]:
+def version_key(row: Mapping[str, Any]) -> tuple[object, ...]:
+    """What a stored fact version holds, as ``Period.key`` compares it."""
     return (
         row["id"],
         row["target_id"],
@@ -475,7 +477,7 @@ def fight_slots(reads: SlotReads, asserted: Asserted | None = None) -> SlotPlan:
         by_key = {p.key(): p for p in periods}
         old_by_id = {row["id"]: row for row in existing.get(key, [])}
         for row in existing.get(key, []):
-            row_key = _row_key(row)
+            row_key = version_key(row)
             if row_key in by_key:
                 del by_key[row_key]
             else:

@@ -40,13 +40,11 @@ from .._records import (
 from .._time import aware
 from ..db._database_async import Database
 from ..embedders import Embedder, aembed_rows
-from ..errors import InvalidInput, InvalidPeriod
+from ..errors import ConflictError, InvalidInput, InvalidPeriod
 from ..extract._cardinality_async import Cardinalities
 from ..extract._extraction_async import (
-    Extracted,
     Ledger,
     Types,
-    build_types,
     extract,
     names_in_graph,
     previous_episodes,
@@ -57,9 +55,10 @@ from ..extract._extraction_async import (
 from ..extract._resolution_async import Plan, plan
 from ..llm import LLM
 from ..ontology import Ontology
-from ._chunks import Chunk, chunk_text, late_vectors
+from ._chunks import chunk_text, late_vectors
 from ._collector import paused
 from ._correct_async import retract_episodes
+from ._documents_async import CURRENT_CHUNKS, document_plans
 from ._entities_async import (
     MentionInsert,
     entity_key,
@@ -67,6 +66,7 @@ from ._entities_async import (
     lock_keys,
     read_entities,
     resolve_entities,
+    stored_keys,
     write_entities,
 )
 from ._episodes_async import (
@@ -114,7 +114,7 @@ from ._outcome_async import (
     ingest_outcome,
     send_relation_order,
 )
-from ._transaction_async import Write, begin_write, write_with_retry
+from ._transaction_async import Relock, Write, begin_write, write_with_retry
 
 if TYPE_CHECKING:
     from .._vectors import Row
@@ -136,18 +136,6 @@ PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the c
 LAST_DOCUMENT_VERSION: LiteralString = (
     "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
     " WHERE group_id = %s AND document_uri = %s"
-)
-
-
-# A document's current chunks, and whether the call's content, title and metadata are
-# theirs: the same content under a new title or metadata is a new version too (the title
-# is every chunk's context), so that a correction is not dropped.
-_CURRENT_CHUNKS: LiteralString = (
-    "SELECT id, document_version, (metadata->>'document_sha256' = %s"
-    " AND metadata->>'title' = %s AND metadata - 'document_sha256' - 'title'"
-    " = %s::jsonb - 'document_sha256' - 'title') IS TRUE AS same"
-    " FROM timestone.episodes WHERE group_id = %s AND document_uri = %s"
-    " AND expired_at IS NULL ORDER BY chunk_index"
 )
 
 
@@ -428,7 +416,13 @@ class Ingest:
             return Written(sent=sent, entity_ids=[], changes=SlotChanges())
         entities = [*entities_by_id, *(e for p in prepared for e in (p.source, p.target))]
         minted: set[uuid.UUID] = set()
-        ids = await resolve_entities(w, entities, self.ontology, decided, minted)
+        joined: set[uuid.UUID] = set()
+        ids = await resolve_entities(w, entities, self.ontology, decided, minted, joined)
+        if joined:
+            # a stored entity reached by another spelling: its writers lock its own name
+            unlocked = await stored_keys(w, joined) - w.keys
+            if unlocked:
+                raise Relock(unlocked)
         idents = [ids[entity_key(e)] for e in entities]  # the facts' ends: two per fact, last
         merged: dict[uuid.UUID, EntityInput] = {}
         attributes: dict[uuid.UUID, dict[str, Any]] = {}
@@ -517,8 +511,8 @@ class Ingest:
         chunks = chunk_text(content, max_chars=max_chunk_chars)
         ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
         if llm is not None:
-            ledger, plans = await self._document_plans(
-                group_id, llm, uri, (digest, title_, meta), chunks, ref
+            ledger, plans = await document_plans(
+                self, group_id, llm, uri, (digest, title_, meta), chunks, ref
             )
         prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
         names = [e for p, pre in zip(plans, prepared, strict=True) for e in named(p, pre)]
@@ -530,72 +524,92 @@ class Ingest:
                 *(e.name for e in names),
             ]
         )
-        async with self.db.transaction(group_id, "adding a document", pipeline=True) as conn:
-            w = await begin_write(
-                conn, group_id, self.embedder, keys=["document\x1f" + uri, *lock_keys(names)]
-            )
-            w.remember(vectors)
-            cur = await conn.execute(_CURRENT_CHUNKS, (digest, title_, Jsonb(meta), group_id, uri))
-            old = await cur.fetchall()
-            if old and old[0]["same"]:
-                await write_ledger(conn, group_id, ledger, None, w.now)
-                return await existing_document(conn, group_id, uri, int(old[0]["document_version"]))
-            cur = await conn.execute(LAST_DOCUMENT_VERSION, (group_id, uri))
-            last = await cur.fetchone()
-            version = int(last["v"]) + 1 if last is not None else 1
-            retracted = [row["id"] for row in old]
-            changes = await retract_episodes(w, retracted) if retracted else None
-            episodes: list[Episode] = []
-            entity_ids: list[uuid.UUID] = []
-            for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
-                row = EpisodeInsert(
-                    name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
-                    content=chunk.text,
-                    source="document",
-                    source_description=title_,
-                    reference_time=ref,
-                    saga=None,
-                    idempotency_key=f"document:{uri}:{digest}:{chunk.index}",
-                    document_uri=uri,
-                    document_version=version,
-                    chunk_index=chunk.index,
-                    char_start=chunk.start,
-                    char_end=chunk.end,
-                    metadata={**meta, "document_sha256": digest, "title": title_},
-                    llm_calls=ledger.calls if chunk.index == 0 else 0,
-                    llm_tokens=ledger.tokens if chunk.index == 0 else 0,
-                )
-                vector = vectors[chunk.text] if late is None else late[chunk.index]
-                written = await self._write_episode(w, row, vector, pre, p.entities, p.decided)
-                if chunk.index == 0:
-                    await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                episodes.append(await written.stored())
-                entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
-            invalidated: list[Fact] = []
-            if changes is not None and changes.expired:
-                invalidated = await read_facts(
+        # a new version retracts the chunks of the last one and recomputes every slot and
+        # entity they touched, names this write does not lock: it then holds the group alone,
+        # as a removal does
+        alone = False
+
+        async def write() -> DocumentResult:
+            nonlocal alone
+            async with self.db.transaction(group_id, "adding a document", pipeline=True) as conn:
+                w = await begin_write(
                     conn,
                     group_id,
-                    valid_at=None,
-                    as_of=None,
-                    read_time=w.now,
-                    limit=None,
-                    history=True,
-                    version_ids=[r["version_id"] for r in changes.expired.values()],
+                    self.embedder,
+                    exclusive=alone,
+                    keys=["document\x1f" + uri, *lock_keys(names)],
                 )
-            return DocumentResult(
-                uri=uri,
-                version=version,
-                episodes=episodes,
-                entities=await entities_by_id(conn, group_id, entity_ids),
-                facts=await episode_facts(w, [e.id for e in episodes]) if llm else [],
-                invalidated=invalidated,
-                retracted=retracted,
-                created=True,
-                recorded_at=w.now,
-                llm_calls=ledger.calls,
-                llm_tokens=ledger.tokens,
-            )
+                w.remember(vectors)
+                cur = await conn.execute(
+                    CURRENT_CHUNKS, (digest, title_, Jsonb(meta), group_id, uri)
+                )
+                old = await cur.fetchall()
+                if old and old[0]["same"]:
+                    await write_ledger(conn, group_id, ledger, None, w.now)
+                    return await existing_document(
+                        conn, group_id, uri, int(old[0]["document_version"])
+                    )
+                cur = await conn.execute(LAST_DOCUMENT_VERSION, (group_id, uri))
+                last = await cur.fetchone()
+                version = int(last["v"]) + 1 if last is not None else 1
+                retracted = [row["id"] for row in old]
+                if retracted and not alone:
+                    alone = True
+                    raise ConflictError("a new version of a document holds the group alone")
+                changes = await retract_episodes(w, retracted) if retracted else None
+                episodes: list[Episode] = []
+                entity_ids: list[uuid.UUID] = []
+                for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
+                    row = EpisodeInsert(
+                        name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
+                        content=chunk.text,
+                        source="document",
+                        source_description=title_,
+                        reference_time=ref,
+                        saga=None,
+                        idempotency_key=f"document:{uri}:{digest}:{chunk.index}",
+                        document_uri=uri,
+                        document_version=version,
+                        chunk_index=chunk.index,
+                        char_start=chunk.start,
+                        char_end=chunk.end,
+                        metadata={**meta, "document_sha256": digest, "title": title_},
+                        llm_calls=ledger.calls if chunk.index == 0 else 0,
+                        llm_tokens=ledger.tokens if chunk.index == 0 else 0,
+                    )
+                    vector = vectors[chunk.text] if late is None else late[chunk.index]
+                    written = await self._write_episode(w, row, vector, pre, p.entities, p.decided)
+                    if chunk.index == 0:
+                        await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
+                    episodes.append(await written.stored())
+                    entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
+                invalidated: list[Fact] = []
+                if changes is not None and changes.expired:
+                    invalidated = await read_facts(
+                        conn,
+                        group_id,
+                        valid_at=None,
+                        as_of=None,
+                        read_time=w.now,
+                        limit=None,
+                        history=True,
+                        version_ids=[r["version_id"] for r in changes.expired.values()],
+                    )
+                return DocumentResult(
+                    uri=uri,
+                    version=version,
+                    episodes=episodes,
+                    entities=await entities_by_id(conn, group_id, entity_ids),
+                    facts=await episode_facts(w, [e.id for e in episodes]) if llm else [],
+                    invalidated=invalidated,
+                    retracted=retracted,
+                    created=True,
+                    recorded_at=w.now,
+                    llm_calls=ledger.calls,
+                    llm_tokens=ledger.tokens,
+                )
+
+        return await write_with_retry(write)
 
     # -- add_episode (LLM ingestion: every call before the transaction) ---------------
 
@@ -730,62 +744,3 @@ class Ingest:
             return result
 
         return await _compat.agather(*[one(r) for r in rows])
-
-    async def _document_plans(
-        self,
-        group_id: str,
-        llm: LLM,
-        uri: str,
-        version: tuple[str, str, Mapping[str, Any]],
-        chunks: Sequence[Chunk],
-        ref: datetime,
-    ) -> tuple[Ledger, list[Plan]]:
-        """Extract every chunk in order, then resolve them all with one call per tier.
-        ``version``: the content's digest, the title and the metadata."""
-        digest, title, meta = version
-        async with self.db.transaction(group_id, "reading before extraction") as conn:
-            cur = await conn.execute(_CURRENT_CHUNKS, (digest, title, Jsonb(meta), group_id, uri))
-            row = await cur.fetchone()
-            budget, used = await read_budget(conn, group_id)
-        ledger = Ledger(budget=budget, used=used)
-        if row is not None and row["same"]:  # unchanged: nothing to extract
-            return ledger, [Plan([], [], {}) for _ in chunks]
-        types = build_types(self.ontology, None, None, None, None, None)
-        try:
-            extracted: list[Extracted] = []
-            known: list[str] = []
-            whole = "\n".join(c.text for c in chunks)
-            for i, chunk in enumerate(chunks):
-                context = {
-                    "title": title,
-                    "chunk": f"{i + 1} of {len(chunks)}",
-                    "previous chunk (end)": chunks[i - 1].text[-600:] if i > 0 else "",
-                    "next chunk (start)": chunks[i + 1].text[:600] if i + 1 < len(chunks) else "",
-                }
-                x = await extract(
-                    llm,
-                    ledger,
-                    content=chunk.text,
-                    source="document",
-                    reference_time=ref,
-                    source_description=title,
-                    previous=[],
-                    types=types,
-                    ontology=self.ontology,
-                    document=context,
-                    known_entities=known[-100:],
-                    document_text=whole,
-                )
-                extracted.append(x)
-                known.extend(e.name for e in x.entities if e.name not in known)
-            vectors = await self.vectors(
-                [
-                    *(e.name for x in extracted for e in x.entities),
-                    *(f.fact or "" for x in extracted for f in x.facts),
-                ]
-            )
-            plans = await plan(self.db, group_id, llm, ledger, extracted, self.ontology, vectors)
-        except BaseException:
-            await record_spent(self.db, group_id, ledger)
-            raise
-        return ledger, plans

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import decimal
 import json
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from .._vectors import Row
 
 __all__ = [
+    "Relock",
     "Write",
     "as_stored",
     "begin_write",
@@ -36,16 +38,50 @@ T = TypeVar("T")
 RETRIES = 3  # attempts of one write before its ConflictError reaches the caller
 
 
+class Relock(Exception):
+    """Raised inside a write that resolved a name to a stored entity spelled otherwise
+    ("Maximillian" to "Maximilian"), whose lock key it does not hold: ``write_with_retry``
+    runs the write again holding ``keys`` too, taken with the others before the clock is
+    read, so that the write meets every writer of that entity in commit order."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        super().__init__("a write met an entity under another spelling")
+        self.keys = frozenset(keys)
+
+
+# the keys ``Relock`` added, for the attempts of the write that raised it; past this many,
+# the names kept changing under the write, which then fails as a conflict
+_MAX_EXTRA_KEYS = 1000
+_EXTRA_KEYS: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "timestone_extra_keys", default=frozenset()
+)
+
+
 def write_with_retry(write: Work[T], *, attempts: int = RETRIES) -> T:
     """Run ``write`` (one transaction) again when a concurrent writer won a race for a
-    name, a key or a slot (``ConflictError``); the last attempt's error is raised."""
-    for attempt in range(attempts):
-        try:
-            return write()
-        except ConflictError:
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")
+    name, a key or a slot (``ConflictError``); the last attempt's error is raised. A
+    ``Relock`` runs it again with more lock keys (``begin_write`` adds them); it does
+    not count as an attempt while it adds keys."""
+    outer = _EXTRA_KEYS.get()
+    attempt = 0
+    try:
+        while True:
+            try:
+                return write()
+            except Relock as more:
+                keys = _EXTRA_KEYS.get()
+                if more.keys <= keys or len(keys) >= _MAX_EXTRA_KEYS:
+                    raise ConflictError(
+                        "a write kept meeting entities under names it had not locked "
+                        "(they were renamed while it ran); try it again"
+                    ) from more
+                _EXTRA_KEYS.set(keys | more.keys)
+            except ConflictError:
+                attempt += 1
+                if attempt >= attempts:
+                    raise
+    finally:
+        _EXTRA_KEYS.set(outer)
 
 
 def _no_vectors() -> dict[str, Row]:
@@ -61,6 +97,7 @@ class Write:
     now: datetime
     embedder: Embedder
     _vectors: dict[str, Row] = dataclasses.field(default_factory=_no_vectors)
+    keys: frozenset[str] = frozenset()  # the advisory lock keys it holds
 
     def embed(self, texts: Iterable[str]) -> dict[str, Row]:
         """Vectors for ``texts``, embedding only those not seen in this write, in one batch."""
@@ -164,7 +201,7 @@ def begin_write(
         sql.SQL("SELECT {}(hashtextextended(%s, 0))").format(sql.Identifier(group_lock)),
         ("timestone-group\x1f" + group_id,),
     )
-    ordered = sorted(set(keys))
+    ordered = sorted({*keys, *_EXTRA_KEYS.get()})
     if ordered:
         conn.execute(
             "SELECT pg_advisory_xact_lock(k) FROM ("
@@ -175,4 +212,6 @@ def begin_write(
     cur = conn.execute("SELECT clock_timestamp() AS now")
     row = cur.fetchone()
     assert row is not None
-    return Write(conn=conn, group_id=group_id, now=row["now"], embedder=embedder)
+    return Write(
+        conn=conn, group_id=group_id, now=row["now"], embedder=embedder, keys=frozenset(ordered)
+    )

@@ -1,0 +1,121 @@
+"""Removing a document's new version brings back the version it replaced: the graph is
+then what it would be had the new version never been added."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+import timestone
+from timestone import EdgeType, Ontology
+from timestone.llm import ReplayTransport, chat_completion, replay_llm
+
+URI = "doc://cv"
+V1 = "Mira works at Nord."
+V2 = "A revised curriculum vitae, with no employer. " * 3 + "\n\n" + "It lists her languages. " * 4
+
+
+def _year(y: int) -> datetime:
+    return datetime(y, 1, 1, tzinfo=UTC)
+
+
+def _extraction(facts: list[dict[str, Any]]) -> dict[str, Any]:
+    names = sorted({f[k] for f in facts for k in ("source", "target")})
+    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
+    reply: dict[str, Any] = {
+        "entities": [{"name": n, "type": "Entity", "attributes": []} for n in names],
+        "facts": [blank | f for f in facts],
+    }
+    return {"step": "extraction", "body": chat_completion(json.dumps(reply))}
+
+
+NORD = {
+    "source": "Mira",
+    "relation": "WORKS_AT",
+    "target": "Nord",
+    "fact": "Mira works at Nord.",
+    "valid_at": "2020-01-01T00:00:00Z",
+}
+
+
+@pytest.fixture
+def versions(
+    dsn: str, group: str
+) -> Iterator[tuple[timestone.Memory, Sequence[timestone.Episode]]]:
+    """Version 1 (one chunk, Mira works at Nord) replaced by version 2 (two chunks, no
+    facts); yields the memory and version 2's chunks."""
+    transport = ReplayTransport([_extraction([NORD]), _extraction([]), _extraction([])])
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    with timestone.Memory.open(
+        dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False
+    ) as mem:
+        mem.add_document(group, URI, V1, reference_time=_year(2020))
+        second = mem.add_document(group, URI, V2, reference_time=_year(2021), max_chunk_chars=160)
+        assert len(second.episodes) == 2
+        assert mem.facts(group, source="Mira") == []
+        yield mem, second.episodes
+        transport.check()
+
+
+def _current(mem: timestone.Memory, group: str) -> list[tuple[str, int]]:
+    """The current chunks: their text and the year of their version."""
+    return [(e.content, e.reference_time.year) for e in mem.episodes(group)]
+
+
+def test_removing_every_chunk_of_the_new_version_brings_back_the_old(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str
+) -> None:
+    mem, chunks = versions
+    mem.remove_episode(group, chunks[0].id)
+    assert [y for _, y in _current(mem, group)] == [2021]  # one chunk of it still stands
+    before = datetime.now(UTC)
+    report = mem.remove_episode(group, chunks[1].id)
+    assert _current(mem, group) == [(V1, 2020)]
+    assert [(f.target, f.valid_at) for f in mem.facts(group, source="Mira")] == [
+        ("Nord", _year(2020))
+    ]
+    assert report.facts_created == 1
+    assert mem.get_entity(group, "Mira") is not None
+    found = mem.search(group, "Where does Mira work?", scopes=("episodes",))
+    assert [e.content for e in found.episodes] == [V1]
+    # history stays: just before, the graph held the new version and no fact
+    assert mem.facts(group, source="Mira", as_of=before) == []
+    # the old version is a current episode again, and can be removed as any other
+    [old] = mem.episodes(group)
+    mem.remove_episode(group, old.id)
+    assert mem.episodes(group) == []
+    assert mem.facts(group, source="Mira") == []
+
+
+def test_purging_the_new_version_brings_back_the_old(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str
+) -> None:
+    mem, chunks = versions
+    for chunk in chunks:
+        mem.purge_episode(group, chunk.id)
+    assert _current(mem, group) == [(V1, 2020)]
+    assert [f.target for f in mem.facts(group, source="Mira")] == ["Nord"]
+
+
+def test_versions_come_back_one_by_one(memory: timestone.Memory, group: str) -> None:
+    for year, text in [(2020, "First text."), (2021, "Second text."), (2022, "Third text.")]:
+        memory.add_document(group, URI, text, reference_time=_year(year))
+    for expected in (["Second text."], ["First text."], []):
+        [current] = memory.episodes(group)
+        memory.remove_episode(group, current.id)
+        assert [e.content for e in memory.episodes(group)] == expected
+
+
+def test_a_version_removed_before_the_next_was_added_stays_removed(
+    memory: timestone.Memory, group: str
+) -> None:
+    first = memory.add_document(group, URI, "First text.", reference_time=_year(2020))
+    memory.remove_episode(group, first.episodes[0].id)
+    second = memory.add_document(group, URI, "Second text.", reference_time=_year(2021))
+    assert second.retracted == []
+    memory.remove_episode(group, second.episodes[0].id)
+    assert memory.episodes(group) == []
