@@ -255,3 +255,49 @@ def test_a_probe_vector_past_a_4_byte_float_is_refused(
 ) -> None:
     with pytest.raises(InvalidInput, match=f"vector holds {shown}, beyond what a vector's 4-byte"):
         memory.graph_nearest(group, vector=vector)
+
+
+def test_edges_page_by_offset(memory: timestone.Memory, group: str) -> None:
+    """``limit``/``offset`` page one order: the pages, read until one comes back short,
+    are the whole read, flat or walked (and an offset past the end gives nothing)."""
+    rnd = random.Random(7)
+    names = [f"P{i}" for i in range(25)]
+    chunk = GraphChunk("chunk-" + uuid.uuid4().hex, "text")
+    relations = [
+        GraphRelation(rnd.choice(names), f"R{rnd.randrange(3)}", rnd.choice(names))
+        for _ in range(70)
+    ]
+    relations += [GraphRelation(chunk.key, "MENTIONS", n) for n in names[:5]]
+    memory.graph_upsert(
+        group, entities=[EntityInput(n) for n in names], chunks=[chunk], relations=relations
+    )
+    for around, depth in ((None, 1), (["P0"], 3), ([chunk.key], 2)):
+        whole = memory.graph_edges(group, around=around, depth=depth, limit=1000)
+        assert len(whole) > 10
+        for limit in (1, 4, 7):
+            pages: list[timestone.GraphEdge] = []
+            while True:
+                page = memory.graph_edges(
+                    group, around=around, depth=depth, limit=limit, offset=len(pages)
+                )
+                pages += page
+                if len(page) < limit:
+                    break
+            assert pages == whole, (around, depth, limit)
+        assert memory.graph_edges(group, around=around, depth=depth, offset=len(whole)) == []
+    with pytest.raises(InvalidInput, match="offset must be an integer"):
+        memory.graph_edges(group, offset=-1)
+
+
+def test_one_name_twice_in_a_write_is_one_entity(memory: timestone.Memory, group: str) -> None:
+    """As if upserted one after the other: labels accumulate, later attributes win."""
+    memory.graph_upsert(
+        group,
+        entities=[
+            EntityInput("Apple", ("ORGANIZATION",), attributes={"a": 1}),
+            EntityInput("apple", ("PRODUCT",), attributes={"a": 2, "b": 3}),
+        ],
+    )
+    [apple] = memory.graph_nodes(group, ids=["Apple"]).entities
+    assert (apple.name, apple.labels) == ("Apple", ("ORGANIZATION", "PRODUCT"))
+    assert apple.attributes == {"a": 2, "b": 3}

@@ -7,7 +7,7 @@ tenancy, history, vectors; PropertyGraphIndex on top."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,16 +28,6 @@ from llama_index.graph_stores.timestone import TimestonePropertyGraphStore
 
 import timestone
 from timestone.errors import InvalidGroup, InvalidInput, NaiveDatetime
-
-
-@pytest.fixture(params=["simple", "timestone"])
-def store(
-    request: pytest.FixtureRequest, memory: timestone.Memory, group: str
-) -> Iterator[PropertyGraphStore]:
-    if request.param == "simple":
-        yield SimplePropertyGraphStore()
-    else:
-        yield TimestonePropertyGraphStore(memory, group)
 
 
 def _names(triplets: Sequence[tuple[object, Relation, object]]) -> set[tuple[str, str, str]]:

@@ -135,15 +135,21 @@ async def test_function_model_fabricated_citation_is_sent_back(
     assert result.output.citations == [_citation(memory, mira, "Mira works at Château Sud.")]
 
 
+@pytest.mark.parametrize("run_ids", ["kept", "stripped"])
 async def test_citations_from_an_earlier_run_do_not_count(
-    memory: timestone.Memory, mira: str
+    memory: timestone.Memory, mira: str, run_ids: str
 ) -> None:
+    """Nor do those of history stored without run ids: a request without one is not this
+    run's."""
     real = _citation(memory, mira, "Mira works at Château Sud.")
     first = await Agent(
         TestModel(call_tools=["search_memory"], custom_output_text="ok"),
         deps_type=TimestoneDeps,
         capabilities=[TimestoneMemory()],
     ).run("Where does Mira work?", deps=TimestoneDeps(memory, mira))
+    history = first.all_messages()
+    if run_ids == "stripped":
+        history = [dataclasses.replace(m, run_id=None) for m in history]
     agent = Agent(
         TestModel(call_tools=[], custom_output_args={"answer": "Sud", "citations": [real]}),
         deps_type=TimestoneDeps,
@@ -152,9 +158,7 @@ async def test_citations_from_an_earlier_run_do_not_count(
         retries=1,
     )
     with pytest.raises(Exception, match=r"Exceeded maximum (output )?retries"):
-        await agent.run(
-            "And now?", deps=TimestoneDeps(memory, mira), message_history=first.all_messages()
-        )
+        await agent.run("And now?", deps=TimestoneDeps(memory, mira), message_history=history)
 
 
 async def test_output_validator_on_its_own(memory: timestone.Memory, mira: str) -> None:

@@ -3,7 +3,9 @@
 A citation id is ``F-`` (a fact) or ``E-`` (an episode or document chunk) and 10 hex
 digits of its id, as ``Memory.context`` renders them (``citation_of``). What a run
 retrieved is read from the run's own messages: the returns of the memory tools
-in requests of this run (``run_id``), so the check needs no state of its own.
+in requests of this run (``run_id``), so the check needs no state of its own. A
+request without a run id (history stored without it, or built by hand) is not this
+run's; a context without a run id (a ``RunContext`` built by hand) counts every request.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ MEMORY_TOOLS = frozenset({"search_memory", "entity_timeline", "remember"})
 
 
 def retrieved_citations(ctx: RunContext[object], tools: Iterable[str] = MEMORY_TOOLS) -> set[str]:
-    """Every citation id that a memory tool returned in this run."""
+    """Every citation id that a memory tool returned in this run (requests whose
+    ``run_id`` is the context's)."""
     names = set(tools)
     found: set[str] = set()
     for message in ctx.messages:
         if not isinstance(message, ModelRequest):
             continue
-        if ctx.run_id is not None and message.run_id not in (None, ctx.run_id):
-            continue
+        if ctx.run_id is not None and message.run_id != ctx.run_id:
+            continue  # another run's, or one without a run id (history from elsewhere)
         for part in message.parts:
             if isinstance(part, ToolReturnPart) and part.tool_name in names:
                 found.update(CITATION.findall(part.model_response_str()))

@@ -39,6 +39,7 @@ from ._nodes import (
     check_relations,
     check_space,
     check_vector,
+    join_by_name,
 )
 from ._property_graph_async import graph_edges, graph_nearest, graph_nodes, uuid_form
 
@@ -68,7 +69,8 @@ class GraphAPI:
     ) -> GraphWrite:
         """Write graph nodes and edges in one transaction. ``entities`` upsert by name (an
         entity of that name, whatever its type, gets the labels and attributes, later values
-        winning) through one episode; ``relations`` between entities become facts true from
+        winning; two inputs of one name in one call are one entity, as if upserted one after
+        the other) through one episode; ``relations`` between entities become facts true from
         ``valid_at`` (default ``reference_time``, default now), those with a chunk end links;
         ``vectors`` (entity name to vector) are kept in ``vector_space`` for
         ``graph_nearest``. Node ids are per group: another group's ids are not seen."""
@@ -77,6 +79,7 @@ class GraphAPI:
             e if isinstance(e, EntityInput) else EntityInput(**check_mapping(e, "an entity"))
             for e in check_list(entities, "entities", "EntityInput records or dicts")
         ]
+        ents = join_by_name(ents)
         for e in ents:
             check_value(e.attributes, f"attributes of node {e.name!r:.80}")
         parts = [check_chunk(c) for c in check_list(chunks, "chunks", "GraphChunk records")]
@@ -142,16 +145,23 @@ class GraphAPI:
         valid_at: datetime | Now | None = NOW,
         as_of: datetime | None = None,
         limit: int = 100,
+        offset: int = 0,
     ) -> list[GraphEdge]:
         """Facts and links within ``depth`` hops of the nodes ``around`` names (either
         direction; nearest first; each edge once; cycles end the walk), by one recursive
-        query. ``skip_relations`` are not walked; ``around=None``: every edge."""
+        query. ``skip_relations`` are not walked; ``around=None``: every edge.
+
+        The edges come in one order (nearest first, then by relation, source, target and
+        id); ``limit``/``offset`` page it. A page shorter than ``limit`` is the last, so
+        ``offset=0, limit, 2 * limit, ...`` reads every edge (as of one moment: a write
+        between two pages may shift an edge from one page to the next)."""
 
         start = None if around is None else check_node_ids(around, "around")
         hops = check_depth(depth)
         only = None if relations is None else check_relations(relations, "relations")
         skip = check_relations(skip_relations, "skip_relations")
         world, system, n = check_valid_at(valid_at), check_as_of(as_of), check_limit(limit)
+        skipped = check_offset(offset)
         async with self._db.transaction(group_id, "walking the graph") as conn:
             return await graph_edges(
                 conn,
@@ -164,6 +174,7 @@ class GraphAPI:
                 as_of=system,
                 read_time=utcnow(),
                 limit=n,
+                offset=skipped,
             )
 
     async def graph_nearest(

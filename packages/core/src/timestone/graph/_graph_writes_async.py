@@ -53,7 +53,9 @@ def write_keys(
     relations: Sequence[GraphRelation],
 ) -> list[str]:
     """The advisory lock keys of a graph write: the names it may mint, the items it puts."""
-    names = [*entities, *(EntityInput(n) for r in relations for n in (r.source, r.target))]
+    # a relation end may be a chunk key, which is not checked as a name
+    ends = (held_entity(n) for r in relations for n in (r.source, r.target))
+    names = [*entities, *ends]
     items = ["item\x1f" + "\x1f".join((*GRAPH_CHUNKS, c.key)) for c in chunks]
     return [*lock_keys(names), *items, "graph-links"] if relations else [*lock_keys(names), *items]
 

@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from .._records import MAX_NAME_CHARS, Entity, Fact, check_relation, check_text
+from .._names import normalize
+from .._records import MAX_NAME_CHARS, Entity, EntityInput, Fact, check_relation, check_text
 from ..errors import InvalidInput
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "check_chunk",
     "check_node_ids",
     "check_vector",
+    "join_by_name",
     "link_key",
 ]
 
@@ -192,3 +194,24 @@ def check_relations(values: object, what: str) -> list[str]:
     if isinstance(values, str) or not isinstance(values, Sequence):
         raise InvalidInput(f"{what} must be a list of relation names, got {type(values).__name__}")
     return [check_relation(v) for v in cast(Sequence[object], values)]
+
+
+def join_by_name(entities: Sequence[EntityInput]) -> list[EntityInput]:
+    """The entity inputs of one write, one per name (its normalized form): what upserting
+    them one after another would give. The first spelling names it; labels accumulate in
+    order, each once (the first is the entity's type); attributes merge, later values
+    winning; a later summary replaces an earlier one."""
+    joined: dict[str, EntityInput] = {}
+    for e in entities:
+        key = normalize(e.name)
+        held = joined.get(key)
+        if held is None:
+            joined[key] = e
+            continue
+        joined[key] = dataclasses.replace(
+            held,
+            labels=tuple(dict.fromkeys((*held.labels, *e.labels))),
+            summary=held.summary if e.summary is None else e.summary,
+            attributes={**held.attributes, **e.attributes},
+        )
+    return list(joined.values())

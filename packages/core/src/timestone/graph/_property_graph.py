@@ -335,6 +335,25 @@ def _edges_touching(
         link_ends = sql.SQL(
             "((i.value ->> 'source') = ANY({f}) OR (i.value ->> 'target') = ANY({f}))"
         ).format(f=frontier)
+
+    def end_held(end: sql.Composable) -> sql.Composable:
+        """A link end that names a chunk or an entity names one held at ``as_of``, so a page
+        of the walk is not cut short by ends ``_materialize`` would drop."""
+        return sql.SQL(
+            "CASE left({end}, 2)"
+            " WHEN 'c:' THEN EXISTS (SELECT 1 FROM timestone.items AS c WHERE c.group_id = {g}"
+            " AND c.namespace = {ns} AND c.key = substr({end}, 3) AND {held_c})"
+            " WHEN 'e:' THEN EXISTS (SELECT 1 FROM timestone.entities AS n"
+            " WHERE n.group_id = {g} AND n.id = substr({end}, 3)::uuid AND {held_n})"
+            " ELSE true END"
+        ).format(
+            end=end,
+            g=literal(group_id),
+            ns=_texts(GRAPH_CHUNKS),
+            held_c=held_clause("c", as_of),
+            held_n=held_clause("n", as_of),
+        )
+
     return sql.SQL(
         "SELECT 'f:' || f.id::text AS eid, 'e:' || f.source_id::text AS src, f.relation,"
         " 'e:' || f.target_id::text AS dst, f.attributes, f.version_id"
@@ -345,6 +364,7 @@ def _edges_touching(
         " i.value ->> 'target', coalesce(i.value -> 'attributes', '{{}}'), NULL::uuid"
         " FROM timestone.items AS i"
         " WHERE i.group_id = {g} AND i.namespace = {ns} AND {held_i} AND {rel_i} AND {link_ends}"
+        " AND {src_held} AND {dst_held}"
     ).format(
         g=literal(group_id),
         held_f=held_clause("f", as_of),
@@ -355,6 +375,8 @@ def _edges_touching(
         held_i=held_clause("i", as_of),
         rel_i=relation_filter(sql.SQL("(i.value ->> 'relation')")),
         link_ends=link_ends,
+        src_held=end_held(sql.SQL("(i.value ->> 'source')")),
+        dst_held=end_held(sql.SQL("(i.value ->> 'target')")),
     )
 
 
@@ -370,9 +392,12 @@ def graph_edges(
     as_of: datetime | None,
     read_time: datetime,
     limit: int,
+    offset: int = 0,
 ) -> list[GraphEdge]:
     """Edges within ``depth`` hops of the nodes ``around`` names, nearest first, by one
-    recursive query; ``around=None``: every edge (``depth`` is then 1)."""
+    recursive query; ``around=None``: every edge (``depth`` is then 1). ``limit`` edges
+    from ``offset`` in one total order: the walk reaches as far as the ``offset + limit``
+    nearest edges need (ties broken by relation, source, target, id and version)."""
     opts: dict[str, Any] = {
         "relations": relations,
         "skip": skip,
@@ -381,9 +406,11 @@ def graph_edges(
     }
     if around is None:
         query = sql.SQL(
-            "SELECT e.*, 1 AS depth FROM ({edges}) AS e ORDER BY e.relation, e.src, e.dst, e.eid"
-            " LIMIT {n}"
-        ).format(edges=_edges_touching(group_id, None, **opts), n=literal(limit))
+            "SELECT e.*, 1 AS depth FROM ({edges}) AS e"
+            " ORDER BY e.relation, e.src, e.dst, e.eid, e.version_id LIMIT {n} OFFSET {skip}"
+        ).format(
+            edges=_edges_touching(group_id, None, **opts), n=literal(limit), skip=literal(offset)
+        )
     else:
         found = resolve_nodes(conn, group_id, around, as_of)
         start = sorted({k for i in around for k in found.keys(i)})
@@ -408,13 +435,15 @@ def graph_edges(
             "   FROM lvl AS l CROSS JOIN LATERAL ({edges}) AS e"
             "   WHERE l.depth = 1 OR cardinality(l.seen) < {enough}"
             "   ORDER BY e.eid, l.depth"
-            " ) AS hit ORDER BY hit.depth, hit.relation, hit.src, hit.dst, hit.eid LIMIT {n}"
+            " ) AS hit ORDER BY hit.depth, hit.relation, hit.src, hit.dst, hit.eid"
+            " LIMIT {n} OFFSET {skip}"
         ).format(
             start=_texts(start),
             edges=_edges_touching(group_id, frontier, **opts),
             depth=literal(depth),
-            enough=literal(len(start) + limit),
+            enough=literal(len(start) + offset + limit),
             n=literal(limit),
+            skip=literal(offset),
         )
     cur = conn.execute(query)
     rows = cur.fetchall()

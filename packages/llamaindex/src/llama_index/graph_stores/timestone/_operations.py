@@ -15,13 +15,16 @@ chunk also supports stays.
 
 When it was told: LlamaIndex copies a document's metadata into what it extracts from it,
 so a document with a ``reference_time`` (``Document(metadata={"reference_time":
-"2023-06-01"})``) dates its triplets: their facts hold from that time and their episode
-was told then. Without one, the store's ``valid_at`` (a datetime) or the write's time.
+"2023-06-01"})``, or a ``date`` or an aware ``datetime``) dates its triplets: their facts
+hold from that time and their episode was told then. Without one, the store's
+``valid_at`` (a datetime) or the write's time.
 
 Names as written: LlamaIndex's default triplet parser capitalises each name ("Château
 Sud" becomes "Château sud"); a name read from a chunk takes the spelling the chunk's text
-has, when the text holds it in another case.
-"""
+has, when the text holds it only in another case.
+
+Reads and deletes are whole: the core's reads return a page at a time, and every page is
+read."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import math
 import re
 import uuid
 from collections.abc import Generator, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, TypeVar, cast
 
 from llama_index.core.graph_stores.types import (
@@ -57,7 +60,7 @@ from timestone import (
     toolkit,
 )
 from timestone.errors import AlreadyRemoved, InvalidInput, NotFound
-from timestone.toolkit import check_aware, parse_when
+from timestone.toolkit import check_aware, check_text, parse_when
 
 __all__ = [
     "SOURCES",
@@ -87,6 +90,8 @@ _MAX_ID_CHARS = 512  # of a relation end, as Memory.graph_upsert takes it
 _MAX_PROPERTIES_CHARS = 100_000  # the JSON of one node's or relation's properties
 _MAX_DIMENSIONS = 16_000  # pgvector's
 _MAX_JSON_DEPTH = 64
+_MAX_CHUNK_CHARS = 1_000_000  # of a chunk's text, as Memory.graph_upsert takes it
+_MAX_LABEL_CHARS = 128  # of a chunk's label
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -165,12 +170,28 @@ def _check_json(value: object, what: str, depth: int = 0) -> None:
             _check_json(item, what, depth + 1)
 
 
+def _dates_as_text(value: object) -> object:
+    """``value`` with each ``datetime`` and ``date`` in it as its ISO 8601 text (LlamaIndex
+    copies a document's metadata, which may hold them, into what it extracts)."""
+    if isinstance(value, date):  # a datetime is a date too
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {k: _dates_as_text(v) for k, v in cast(dict[object, object], value).items()}
+    if isinstance(value, list | tuple):
+        return [_dates_as_text(v) for v in cast(Sequence[object], value)]
+    return value
+
+
 def _properties(value: object, what: str) -> dict[str, Any]:
-    """Properties as JSON can hold them, checked before anything is written (a store call
-    may make several writes)."""
+    """Properties as JSON can hold them (dates and times as ISO 8601 text), checked before
+    anything is written (a store call may make several writes)."""
     if not isinstance(value, dict):
         raise InvalidInput(f"{what} must be a dict, got {type(value).__name__}")
+    told = cast(dict[str, object], value).get(TIME_KEY)
+    if isinstance(told, datetime):  # a naive one is refused, not read as UTC
+        check_aware(told, f"{TIME_KEY} of {what}")
     _check_json(cast(object, value), what)
+    value = _dates_as_text(cast(object, value))
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -180,6 +201,22 @@ def _properties(value: object, what: str) -> dict[str, Any]:
             f"{what} are {len(text):,} characters of JSON; the limit is {_MAX_PROPERTIES_CHARS:,}"
         )
     return cast(dict[str, Any], value)
+
+
+def _filter(value: object) -> dict[str, Any] | None:
+    """The ``properties`` a read or a delete matches (every one equal; dates and times as
+    the ISO 8601 text they are stored as), checked as JSON; empty: no filter."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise InvalidInput(f"properties must be a dict, got {type(value).__name__}")
+    _check_json(cast(object, value), "properties")
+    wanted = cast(dict[str, Any], _dates_as_text(cast(object, value)))
+    try:
+        json.dumps(wanted, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"properties hold a value no property can have: {exc}") from None
+    return wanted or None
 
 
 def _embedding(value: Sequence[object], what: str) -> list[float]:
@@ -231,7 +268,9 @@ def node(end: timestone.Entity | GraphChunk | str) -> LabelledNode:
     if isinstance(end, timestone.Entity):
         return EntityNode(
             name=end.name,
-            label=end.labels[0] if end.labels else UNTYPED,
+            # the entity keeps every label it was given, each once, in the order first
+            # given (the first is its type): the last is the latest a write gave it
+            label=end.labels[-1] if end.labels else UNTYPED,
             properties=dict(end.attributes),
         )
     if isinstance(end, GraphChunk):
@@ -267,8 +306,6 @@ def _document_time(properties: dict[str, Any], what: str) -> datetime | None:
     value = properties.get(TIME_KEY)
     if value is None:
         return None
-    if isinstance(value, datetime):
-        return check_aware(value, f"{TIME_KEY} of {what}")
     if not isinstance(value, str):
         raise InvalidInput(
             f"{TIME_KEY} of {what} must be an ISO 8601 date or time, got {value!r:.80}"
@@ -277,17 +314,24 @@ def _document_time(properties: dict[str, Any], what: str) -> datetime | None:
 
 
 def as_written(name: str, text: str) -> str:
-    """``name`` as ``text`` spells it, when the text holds it in another case."""
+    """``name`` as ``text`` spells it, when the text holds it only in another case (a text
+    that holds the name as given keeps it: "Apple" stays "Apple" beside "an apple")."""
     if not name.strip():
         return name
-    found = re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE)
+    word = rf"(?<!\w){re.escape(name)}(?!\w)"
+    if re.search(word, text) is not None:
+        return name
+    found = re.search(word, text, re.IGNORECASE)
     return name if found is None else found.group(0)
 
 
-def _chunk_text(source: str | None) -> Operation[str]:
-    """The text of the chunk ``source`` names (empty if none is held)."""
+def _chunk_text(source: str | None, given: dict[str, str] | None = None) -> Operation[str]:
+    """The text of the chunk ``source`` names: one ``given`` in the same call, else the one
+    the group holds (empty if none)."""
     if source is None:
         return ""
+    if given is not None and source in given:
+        return given[source]
     page: GraphNodes = yield Call(
         "graph_nodes", {"ids": [source], "as_of": None, "limit": 1, "offset": 0}
     )
@@ -305,6 +349,7 @@ def _sources_namespace(source: str) -> tuple[str, ...]:
 def get(
     s: Settings, properties: dict[str, Any] | None, ids: list[str] | None
 ) -> Operation[list[LabelledNode]]:
+    wanted = _filter(properties)
     out: list[LabelledNode] = []
     offset = 0
     while True:
@@ -312,7 +357,7 @@ def get(
             "graph_nodes",
             {
                 "ids": ids or None,
-                "attributes": properties or None,
+                "attributes": wanted,
                 "as_of": s.as_of,
                 "limit": _PAGE,
                 "offset": offset,
@@ -332,6 +377,7 @@ def _edges(
     depth: int = 1,
     relations: list[str] | None = None,
     limit: int = _PAGE,
+    offset: int = 0,
 ) -> Call:
     return Call(
         "graph_edges",
@@ -342,8 +388,21 @@ def _edges(
             "valid_at": s.valid_at,
             "as_of": s.as_of,
             "limit": limit,
+            "offset": offset,
         },
     )
+
+
+def _every_edge(
+    s: Settings, around: list[str] | None, relations: list[str] | None
+) -> Operation[list[GraphEdge]]:
+    """Every edge at ``around`` (``None``: in the group), page after page."""
+    out: list[GraphEdge] = []
+    while True:
+        page: list[GraphEdge] = yield _edges(s, around, relations=relations, offset=len(out))
+        out.extend(page)
+        if len(page) < _PAGE:
+            return out
 
 
 def _matching(
@@ -358,10 +417,11 @@ def _matching(
     relations = _ids(
         relation_names, "relation_names", "relation labels", "a relation in relation_names"
     )
+    properties = _filter(properties)
     if not held and not properties and not names and not relations:
         return []
     around = names or held
-    edges: list[GraphEdge] = yield _edges(s, around or None, relations=relations or None)
+    edges = yield from _every_edge(s, around or None, relations or None)
     found = [(e, triplet(e)) for e in edges]
     if names and held:  # both filters, as SimplePropertyGraphStore applies them
         found = [(e, t) for e, t in found if t[0].id in held or t[2].id in held]
@@ -406,13 +466,16 @@ def get_rel_map(
     if not nodes or depth < 1 or limit < 1:
         return []
     around = list(dict.fromkeys(cast(LabelledNode, n).id for n in nodes))
-    wanted = min(limit, _PAGE)
-    asked = wanted
+    kept: list[GraphEdge] = []
+    asked, offset = min(limit, _PAGE), 0
     while True:
-        edges: list[GraphEdge] = yield _edges(s, around, depth=min(depth, _MAX_DEPTH), limit=asked)
-        kept = [e for e in edges if e.relation not in ignored]
-        if len(kept) >= wanted or len(edges) < asked or asked == _PAGE:
-            return [triplet(e) for e in kept[:wanted]]
+        edges: list[GraphEdge] = yield _edges(
+            s, around, depth=min(depth, _MAX_DEPTH), limit=asked, offset=offset
+        )
+        kept += [e for e in edges if e.relation not in ignored]
+        if len(kept) >= limit or len(edges) < asked:
+            return [triplet(e) for e in kept[:limit]]
+        offset += asked
         asked = min(asked * 4, _PAGE)
 
 
@@ -463,7 +526,25 @@ def _noted(source: str | None, write: GraphWrite) -> Operation[None]:
         )
 
 
+def _chunk(n: ChunkNode) -> GraphChunk:
+    key = _node_id(n.id, "a chunk id")
+    check_text(
+        n.text, f"the text of chunk {key!r:.80}", max_chars=_MAX_CHUNK_CHARS, allow_empty=True
+    )
+    check_text(n.label, f"the label of chunk {key!r:.80}", max_chars=_MAX_LABEL_CHARS)
+    return GraphChunk(
+        key=key,
+        text=n.text,
+        label=n.label,
+        attributes=_properties(n.properties, f"properties of chunk {n.id!r:.80}"),
+    )
+
+
 def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
+    """Chunks in one write, the entities of each chunk (``triplet_source_id``) in one more.
+    Every node is checked before the first write; the write that carries the call's node
+    embeddings goes first, so an embedding of a dimension the store does not hold is
+    refused before anything is written."""
     s.writable()
     chunks: list[GraphChunk] = []
     # the entities read from each chunk (None: from none) at its document's time, with
@@ -472,14 +553,7 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
     dimensions: set[int] = set()
     for n in _nodes_list(nodes, "nodes", "EntityNode and ChunkNode records"):
         if isinstance(n, ChunkNode):
-            chunks.append(
-                GraphChunk(
-                    key=_node_id(n.id, "a chunk id"),
-                    text=n.text,
-                    label=n.label,
-                    attributes=_properties(n.properties, f"properties of chunk {n.id!r:.80}"),
-                )
-            )
+            chunks.append(_chunk(n))
         elif isinstance(n, EntityNode):
             props = _properties(n.properties, f"properties of node {n.name!r:.80}")
             labels = () if n.label == UNTYPED else (n.label,)
@@ -498,10 +572,17 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
             f"the node embeddings have {', '.join(map(str, sorted(dimensions)))} dimensions: "
             "one store keeps the vectors of one embedding model"
         )
-    if chunks:
-        yield Call("graph_upsert", {"chunks": chunks, "valid_at": s.valid_from()})
-    for (source, told), (entities, vectors) in by_source.items():
-        text = yield from _chunk_text(source)
+    texts = {c.key: c.text for c in chunks}
+    # the entity writes that carry vectors first (the core checks their dimension against
+    # the store's vectors), then the chunks, then the other entity writes
+    groups = [g for g in by_source.items() if g[1][1]] + [
+        g for g in by_source.items() if not g[1][1]
+    ]
+    for (source, told), (entities, vectors) in groups:
+        if chunks and not vectors:
+            yield Call("graph_upsert", {"chunks": chunks, "valid_at": s.valid_from()})
+            chunks = []
+        text = yield from _chunk_text(source, texts)
         names = {e.name: as_written(e.name, text) for e in entities}
         write: GraphWrite = yield Call(
             "graph_upsert",
@@ -514,31 +595,61 @@ def upsert_nodes(s: Settings, nodes: Sequence[LabelledNode]) -> Operation[None]:
             },
         )
         yield from _noted(source, write)
+    if chunks:
+        yield Call("graph_upsert", {"chunks": chunks, "valid_at": s.valid_from()})
+
+
+def _check_ends(given: list[tuple[Relation, GraphRelation]]) -> Operation[None]:
+    """Every relation end names a chunk the group holds or is a name an entity may have
+    (``timestone.EntityInput`` checks it), before the first write of a call."""
+    refused: dict[str, tuple[str, InvalidInput]] = {}
+    for r, g in given:
+        for end, field in ((g.source, "source_id"), (g.target, "target_id")):
+            if end in refused:
+                continue
+            try:
+                EntityInput(end)
+            except InvalidInput as exc:
+                refused[end] = (f"the {field} of relation {r.label!r:.80}", exc)
+    ends = list(refused)
+    for start in range(0, len(ends), _PAGE):
+        page: GraphNodes = yield Call(
+            "graph_nodes",
+            {"ids": ends[start : start + _PAGE], "as_of": None, "limit": _PAGE, "offset": 0},
+        )
+        for c in page.chunks:
+            refused.pop(c.key, None)
+    for what, exc in refused.values():
+        raise InvalidInput(f"{what} names no chunk and cannot name an entity: {exc}") from None
 
 
 def upsert_relations(s: Settings, relations: list[Relation]) -> Operation[None]:
+    """The relations of each chunk (``triplet_source_id``) in one write; every relation is
+    checked before the first."""
     s.writable()
     by_source: dict[_Told, list[GraphRelation]] = {}
+    given: list[tuple[Relation, GraphRelation]] = []
     for r in _nodes_list(relations, "relations", "Relation records"):
         if not isinstance(r, Relation):
             raise TypeError(f"TimestonePropertyGraphStore stores Relation records, got {r!r:.80}")
         what = f"relation {r.label!r:.80}"
         props = _properties(r.properties, f"properties of {what}")
-        by_source.setdefault((_source_of(props), _document_time(props, what)), []).append(
-            GraphRelation(
-                source=_node_id(r.source_id, "a relation's source_id"),
-                relation=relation_name(r.label),
-                target=_node_id(r.target_id, "a relation's target_id"),
-                attributes=dict(props),
-            )
+        relation = GraphRelation(
+            source=_node_id(r.source_id, "a relation's source_id"),
+            relation=relation_name(r.label),
+            target=_node_id(r.target_id, "a relation's target_id"),
+            attributes=dict(props),
         )
-    for (source, told), given in by_source.items():
+        given.append((r, relation))
+        by_source.setdefault((_source_of(props), _document_time(props, what)), []).append(relation)
+    yield from _check_ends(given)
+    for (source, told), group in by_source.items():
         text = yield from _chunk_text(source)
         written = [
             dataclasses.replace(
                 r, source=as_written(r.source, text), target=as_written(r.target, text)
             )
-            for r in given
+            for r in group
         ]
         write: GraphWrite = yield Call(
             "graph_upsert",
@@ -572,11 +683,18 @@ def delete(
     ids: list[str] | None,
 ) -> Operation[None]:
     s.writable()
+    properties = _filter(properties)
     if _ids(relation_names, "relation_names", "relation labels", "a relation in relation_names"):
-        found = yield from _matching(s, entity_names, relation_names, properties, ids)
-        if found:
-            yield Call("graph_retract", {"edges": [e.id for e, _ in found]})
-        return
+        # until nothing new matches: a retraction may reopen a relation it had closed, and
+        # one written meanwhile is found by the next round
+        retracted: set[uuid.UUID | str] = set()
+        while True:
+            found = yield from _matching(s, entity_names, relation_names, properties, ids)
+            fresh = list(dict.fromkeys(e.id for e, _ in found if e.id not in retracted))
+            if not fresh:
+                return
+            yield Call("graph_retract", {"edges": fresh})
+            retracted.update(fresh)
     nodes: list[str] = [
         _node_id(n, "a node id to delete")
         for n in [
