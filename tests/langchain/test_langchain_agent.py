@@ -154,6 +154,86 @@ async def test_middleware_on_async_memory(amemory: timestone.AsyncMemory, mira: 
     )
 
 
+def test_a_system_prompt_of_blocks_keeps_them_and_gets_the_evidence_as_one_more(
+    memory: timestone.Memory, mira: str
+) -> None:
+    blocks: list[str | dict[str, Any]] = [
+        {"type": "text", "text": "You are a wine assistant.", "cache_control": {"type": "x"}},
+        {"type": "text", "text": "Answer briefly."},
+    ]
+    model = _model([AIMessage("At Château Sud.")])
+    agent = create_agent(
+        model,
+        system_prompt=SystemMessage(content=blocks),
+        middleware=[TimestoneMemoryMiddleware(memory, mira, record=False)],
+    )
+    agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+    content = model.seen[0][0].content
+    assert isinstance(content, list)
+    assert content[:2] == blocks  # as given, the cache mark included
+    [added] = content[2:]
+    assert isinstance(added, dict)
+    assert "Mira works at Château Sud." in str(added["text"])
+
+
+def test_the_parts_of_a_message_are_recorded_apart(memory: timestone.Memory, group: str) -> None:
+    agent = create_agent(
+        _model([AIMessage("From the Loire.")]),
+        middleware=[TimestoneMemoryMiddleware(memory, group)],
+    )
+    parts: list[str | dict[str, Any]] = [
+        {"type": "text", "text": "Here is a label."},
+        {"type": "image", "url": "https://example.invalid/label.png"},
+        {"type": "text", "text": "Which estate is it from?"},
+    ]
+    agent.invoke({"messages": [HumanMessage(content=parts)]})
+    [episode] = memory.episodes(group)
+    assert episode.content == (
+        "User: Here is a label.\nWhich estate is it from?\nAssistant: From the Loire."
+    )
+
+
+def _with_model(dsn: str, responses: list[dict[str, Any]]) -> tuple[timestone.Memory, Any]:
+    from timestone.llm import ReplayTransport, replay_llm
+
+    transport = ReplayTransport(responses)
+    return timestone.Memory.open(dsn, llm=replay_llm(transport, backoff=0.0), warm=False), transport
+
+
+def test_a_model_that_fails_to_record_does_not_fail_the_run(
+    dsn: str, group: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = {"status": 401, "body": {"error": {"message": "Incorrect API key provided"}}}
+    mem, transport = _with_model(dsn, [refused])
+    with mem:
+        agent = create_agent(
+            _model([AIMessage("At Château Sud.")]),
+            middleware=[TimestoneMemoryMiddleware(mem, group)],
+        )
+        out = agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+        assert out["messages"][-1].content == "At Château Sud."
+        [kept] = mem.episodes(group)  # as a passage, as without a model
+        assert kept.content.endswith("Assistant: At Château Sud.")
+    assert "kept as a passage" in caplog.text
+    transport.check()
+
+
+def test_an_exchange_recorded_twice_through_a_model_is_one_episode(dsn: str, group: str) -> None:
+    from timestone.llm import chat_completion
+
+    reply = '{"entities": [{"name": "Mira", "type": "Entity", "attributes": []}], "facts": []}'
+    mem, transport = _with_model(dsn, [{"step": "extraction", "body": chat_completion(reply)}])
+    with mem:
+        for _ in range(2):
+            agent = create_agent(
+                _model([AIMessage("At Château Sud.")]),
+                middleware=[TimestoneMemoryMiddleware(mem, group)],
+            )
+            agent.invoke({"messages": [HumanMessage("Where does Mira work now?")]})
+        assert len(mem.episodes(group)) == 1
+    transport.check()  # one extraction, not two
+
+
 @tool
 def remember(fact: str, runtime: ToolRuntime) -> str:
     """Save a fact about the user."""

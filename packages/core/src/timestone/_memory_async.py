@@ -385,9 +385,13 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         reference_time: datetime,
         metadata: Mapping[str, Any] | None = None,
         max_chunk_chars: int = 1500,
+        extract: bool = True,
     ) -> DocumentResult:
         """A long document as chunk episodes; the same uri with new content, title or metadata is
-        a new version (the same again: ``created`` False, nothing written)."""
+        a new version (the same again: ``created`` False, nothing written). With a model,
+        every chunk is extracted into facts; ``extract=False`` keeps the chunks only."""
+        if not isinstance(cast(object, extract), bool):
+            raise InvalidInput(f"extract must be True or False, got {extract!r:.80}")
         result = await self._ingest.add_document(
             group_id,
             uri,
@@ -396,7 +400,7 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             reference_time=reference_time,
             metadata=metadata,
             max_chunk_chars=max_chunk_chars,
-            llm=self.llm,
+            llm=self.llm if extract else None,
         )
         await self._follow(group_id)
         return result

@@ -31,6 +31,16 @@ DEFAULT_TOKEN_BUDGET = 1200
 """The evidence one ``search_memory`` call returns, in tokens."""
 
 
+def _text(tool: str, what: str, value: object, *, optional: bool = False) -> str | None:
+    """An argument a model sends as text (a model may send null or a number where the
+    schema says text, and not every toolkit checks it first)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise ToolRefused(f"{tool} needs {what} as text, got {type(value).__name__}")
+    return value
+
+
 def search_memory(
     mem: Memory,
     group_id: str,
@@ -42,7 +52,7 @@ def search_memory(
 ) -> str:
     """Evidence for ``query`` under ``token_budget`` tokens, rendered with dates and
     citation ids, or a sentence saying nothing matches."""
-    if not query.strip():
+    if not (_text("search_memory", "the query", query) or "").strip():
         raise ToolRefused("search_memory needs a non-empty query")
     try:
         context = mem.context(
@@ -67,8 +77,10 @@ def entity_timeline(
 ) -> str:
     """Every period of every fact about ``entity``, oldest first, one line each;
     ``since`` and ``until`` are ISO 8601 dates as a model writes them."""
-    if not entity.strip():
+    if not (_text("entity_timeline", "the entity name", entity) or "").strip():
         raise ToolRefused("entity_timeline needs an entity name")
+    for what, value in (("relation", relation), ("since", since), ("until", until)):
+        _text("entity_timeline", what, value, optional=True)
     try:
         facts = mem.timeline(
             group_id,
@@ -98,6 +110,8 @@ def remember(
 ) -> str:
     """Store ``subject -relation-> object``, true from ``valid_from`` (an ISO 8601 date,
     default now), as one episode; returns the facts it now holds for that relation."""
+    for what, value in (("sentence", sentence), ("valid_from", valid_from)):
+        _text("remember", what, value, optional=True)
     try:
         now = datetime.now(UTC)
         fact = FactInput.parse(

@@ -5,14 +5,19 @@ latest user message (``Memory.context``: facts and passages with citation ids,
 under a token budget) and appends it to the system message of that call only;
 the agent's state is not changed. After the agent finishes, the exchange (the
 last user message and what followed it) is recorded as an episode: extracted
-into facts by the memory's LLM when one is configured, else kept verbatim as a
-searchable conversation passage (``add_document``), so recall works offline too.
+into facts by the memory's LLM when one is configured (once: the exchange's
+digest is its idempotency key), else kept verbatim as a searchable conversation
+passage (``add_document``), so recall works offline too. A model that fails to
+extract it does not fail the run, whose answer is given: the exchange is kept as a
+passage, with a warning. The evidence joins the system message: appended to its
+text, or as one more block when it is blocks (theirs, a cache mark included, kept).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -23,6 +28,7 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.runtime import Runtime
 
 import timestone
+from timestone.errors import LLMError
 from timestone.toolkit import (
     MAX_DOCUMENT_CHARS,
     MAX_EPISODE_CHARS,
@@ -33,6 +39,8 @@ from timestone.toolkit import (
 )
 
 __all__ = ["TimestoneMemoryMiddleware"]
+
+_log = logging.getLogger("langchain_timestone")
 
 # an exchange is recorded under ``<conversation>:<digest>``: the name of its episode, or the
 # uri and title of its document
@@ -56,7 +64,8 @@ def _text(message: AnyMessage) -> str:
             typed = cast(dict[str, Any], block)
             if typed.get("type") == "text":
                 parts.append(str(typed.get("text", "")))
-    return "".join(parts)
+    # parts are blocks of their own (text, an image, more text): kept apart
+    return "\n".join(p for p in parts if p)
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -149,13 +158,18 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     # -- recall ----------------------------------------------------------------------
 
     def _with_evidence(self, request: ModelRequest[Any], evidence: str) -> ModelRequest[Any]:
+        """The request with the evidence after its system message: a block of its own when
+        the system message is blocks (theirs kept as given, a cache mark included)."""
         base = request.system_message
-        prefix = _text(base) + "\n\n" if base is not None else ""
-        return request.override(
-            system_message=SystemMessage(
-                content=prefix + "Long-term memory (Timestone):\n" + evidence
-            )
-        )
+        added = "Long-term memory (Timestone):\n" + evidence
+        if base is None:
+            return request.override(system_message=SystemMessage(content=added))
+        content: Any = base.content
+        if isinstance(content, str):
+            merged: str | list[str | dict[str, Any]] = content + "\n\n" + added
+        else:
+            merged = [*cast(list[str | dict[str, Any]], content), {"type": "text", "text": added}]
+        return request.override(system_message=SystemMessage(content=merged))
 
     def _recall(self, request: ModelRequest[Any]) -> str | None:
         mem = self.memory
@@ -220,9 +234,23 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         uri, text = episode
         now = datetime.now(UTC)
         if mem.llm is not None and len(text) <= MAX_EPISODE_CHARS:
-            mem.add_episode(self.group_id, text, reference_time=now, name=uri, source="message")
-        else:
-            mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
+            try:
+                mem.add_episode(
+                    self.group_id,
+                    text,
+                    reference_time=now,
+                    name=uri,
+                    source="message",
+                    idempotency_key=uri,
+                )
+                return None
+            except LLMError as exc:
+                _model_failed(uri, exc)
+                mem.add_document(
+                    self.group_id, uri, text, title=uri, reference_time=now, extract=False
+                )
+                return None
+        mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
         return None
 
     async def aafter_agent(
@@ -238,9 +266,27 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         uri, text = episode
         now = datetime.now(UTC)
         if mem.llm is not None and len(text) <= MAX_EPISODE_CHARS:  # else chunked, as a document
-            await mem.add_episode(
-                self.group_id, text, reference_time=now, name=uri, source="message"
-            )
-        else:
-            await mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
+            try:
+                await mem.add_episode(
+                    self.group_id,
+                    text,
+                    reference_time=now,
+                    name=uri,
+                    source="message",
+                    idempotency_key=uri,
+                )
+                return None
+            except LLMError as exc:
+                _model_failed(uri, exc)
+                await mem.add_document(
+                    self.group_id, uri, text, title=uri, reference_time=now, extract=False
+                )
+                return None
+        await mem.add_document(self.group_id, uri, text, title=uri, reference_time=now)
         return None
+
+
+def _model_failed(uri: str, exc: LLMError) -> None:
+    """The answer is given: a model that fails to extract the exchange does not fail the
+    run. The exchange is kept as a conversation passage instead (as without a model)."""
+    _log.warning("recording %s through the memory's model failed (%s): kept as a passage", uri, exc)

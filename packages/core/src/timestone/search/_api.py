@@ -17,7 +17,7 @@ from .._records import (
 )
 from .._results import Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
-from ..db._database import Database
+from ..db._database import Conn, Database
 from ..embedders import Embedder
 from ..errors import InvalidInput, InvalidPeriod
 from ..write._entities import near_entity, read_entity
@@ -57,17 +57,24 @@ class RetrievalAPI:
         if relation is not None:
             relation = check_relation(relation)
         with self._db.transaction(group_id, "reading facts") as conn:
-            return read_facts(
-                conn,
-                group_id,
-                source=src,
-                relation=relation,
-                target=tgt,
-                valid_at=world,
-                as_of=system,
-                read_time=utcnow(),
-                limit=n,
-            )
+
+            def read(ends: tuple[_Ref, ...]) -> list[Fact]:
+                return read_facts(
+                    conn,
+                    group_id,
+                    source=ends[0],
+                    relation=relation,
+                    target=ends[1],
+                    valid_at=world,
+                    as_of=system,
+                    read_time=utcnow(),
+                    limit=n,
+                )
+
+            found = read((src, tgt))
+            if not found and (near := _near(conn, group_id, system, (src, tgt))):
+                found = read(near)
+            return found
 
     def timeline(
         self,
@@ -98,18 +105,25 @@ class RetrievalAPI:
         if relation is not None:
             relation = check_relation(relation)
         with self._db.transaction(group_id, "reading a timeline") as conn:
-            return read_facts(
-                conn,
-                group_id,
-                entity=ref,
-                relation=relation,
-                valid_at=None,
-                as_of=system,
-                read_time=utcnow(),
-                order="timeline",
-                limit=n,
-                during=(start, end),
-            )
+
+            def read(ends: tuple[_Ref, ...]) -> list[Fact]:
+                return read_facts(
+                    conn,
+                    group_id,
+                    entity=ends[0],
+                    relation=relation,
+                    valid_at=None,
+                    as_of=system,
+                    read_time=utcnow(),
+                    order="timeline",
+                    limit=n,
+                    during=(start, end),
+                )
+
+            found = read((ref,))
+            if not found and (near := _near(conn, group_id, system, (ref,))):
+                found = read(near)
+            return found
 
     def get_entity(
         self, group_id: str, name_or_id: str | uuid.UUID, *, as_of: datetime | None = None
@@ -201,3 +215,19 @@ class RetrievalAPI:
             valid_at=valid_at,
             as_of=as_of,
         )
+
+
+_Ref = str | uuid.UUID | None
+
+
+def _near(
+    conn: Conn, group_id: str, as_of: datetime | None, refs: tuple[_Ref, ...]
+) -> tuple[_Ref, ...] | None:
+    """For a read that found nothing: each name of ``refs`` as the entity held at ``as_of``
+    it is a near spelling of ("Chateau Sud", '"Mira"'), the tiers ``get_entity`` reads;
+    None when that names no other entity."""
+    held: list[_Ref] = []
+    for r in refs:
+        near = near_entity(conn, group_id, r, as_of) if isinstance(r, str) else None
+        held.append(r if near is None else near)
+    return tuple(held) if tuple(held) != refs else None

@@ -16,7 +16,7 @@ from .._records import (
 )
 from .._results import Context, SearchResults
 from .._time import NOW, Now, aware, utcnow
-from ..db._database_async import Database
+from ..db._database_async import Conn, Database
 from ..embedders import Embedder
 from ..errors import InvalidInput, InvalidPeriod
 from ..write._entities_async import near_entity, read_entity
@@ -56,17 +56,24 @@ class RetrievalAPI:
         if relation is not None:
             relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading facts") as conn:
-            return await read_facts(
-                conn,
-                group_id,
-                source=src,
-                relation=relation,
-                target=tgt,
-                valid_at=world,
-                as_of=system,
-                read_time=utcnow(),
-                limit=n,
-            )
+
+            async def read(ends: tuple[_Ref, ...]) -> list[Fact]:
+                return await read_facts(
+                    conn,
+                    group_id,
+                    source=ends[0],
+                    relation=relation,
+                    target=ends[1],
+                    valid_at=world,
+                    as_of=system,
+                    read_time=utcnow(),
+                    limit=n,
+                )
+
+            found = await read((src, tgt))
+            if not found and (near := await _near(conn, group_id, system, (src, tgt))):
+                found = await read(near)
+            return found
 
     async def timeline(
         self,
@@ -97,18 +104,25 @@ class RetrievalAPI:
         if relation is not None:
             relation = check_relation(relation)
         async with self._db.transaction(group_id, "reading a timeline") as conn:
-            return await read_facts(
-                conn,
-                group_id,
-                entity=ref,
-                relation=relation,
-                valid_at=None,
-                as_of=system,
-                read_time=utcnow(),
-                order="timeline",
-                limit=n,
-                during=(start, end),
-            )
+
+            async def read(ends: tuple[_Ref, ...]) -> list[Fact]:
+                return await read_facts(
+                    conn,
+                    group_id,
+                    entity=ends[0],
+                    relation=relation,
+                    valid_at=None,
+                    as_of=system,
+                    read_time=utcnow(),
+                    order="timeline",
+                    limit=n,
+                    during=(start, end),
+                )
+
+            found = await read((ref,))
+            if not found and (near := await _near(conn, group_id, system, (ref,))):
+                found = await read(near)
+            return found
 
     async def get_entity(
         self, group_id: str, name_or_id: str | uuid.UUID, *, as_of: datetime | None = None
@@ -200,3 +214,19 @@ class RetrievalAPI:
             valid_at=valid_at,
             as_of=as_of,
         )
+
+
+_Ref = str | uuid.UUID | None
+
+
+async def _near(
+    conn: Conn, group_id: str, as_of: datetime | None, refs: tuple[_Ref, ...]
+) -> tuple[_Ref, ...] | None:
+    """For a read that found nothing: each name of ``refs`` as the entity held at ``as_of``
+    it is a near spelling of ("Chateau Sud", '"Mira"'), the tiers ``get_entity`` reads;
+    None when that names no other entity."""
+    held: list[_Ref] = []
+    for r in refs:
+        near = await near_entity(conn, group_id, r, as_of) if isinstance(r, str) else None
+        held.append(r if near is None else near)
+    return tuple(held) if tuple(held) != refs else None
