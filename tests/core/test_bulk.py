@@ -538,12 +538,13 @@ with mem.bulk_load(workers=0):
 
 
 def _building_pid(dsn: str) -> int:
-    """The server session of the loader, once it waits to build an index of facts."""
+    """The server session of the loader, once its final build waits for the tables it
+    builds on (it locks them all first, then builds)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for _ in range(300):
             row = conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND query LIKE 'CREATE INDEX%'"
+                " AND wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE %IN SHARE MODE'"
             ).fetchone()
             if row is not None:
                 return int(row[0])

@@ -16,6 +16,7 @@ from psycopg import sql
 import timestone
 from timestone import FactInput, GraphChunk, GraphRelation
 from timestone.errors import InvalidGroup, InvalidInput, NaiveDatetime, SchemaTooNew
+from timestone.write._episodes import idempotency_key
 
 REF = datetime(2020, 1, 1, tzinfo=UTC)
 Line = dict[str, Any]
@@ -294,16 +295,19 @@ def test_a_number_past_the_digit_limit_is_refused_by_line(
     _refused(memory, lines, group + "-copy", f"line {line}: NaN is not a JSON number")
 
 
-def _stored(dsn: str, group: str, tables: list[str]) -> dict[str, list[tuple[object, ...]]]:
-    """Every stored column but ``group_id`` of every row of the group in ``tables``, as text."""
+def _stored(
+    dsn: str, group: str, tables: list[str], skip: tuple[str, ...] = ()
+) -> dict[str, list[tuple[object, ...]]]:
+    """Every stored column but ``group_id`` (and ``skip``) of every row of the group in
+    ``tables``, as text."""
     out: dict[str, list[tuple[object, ...]]] = {}
     with psycopg.connect(dsn) as conn:
         held = conn.execute(
             "SELECT table_name, array_agg(column_name::text ORDER BY column_name) AS cols"
             " FROM information_schema.columns WHERE table_schema = 'timestone'"
-            " AND is_generated = 'NEVER' AND column_name <> 'group_id'"
+            " AND is_generated = 'NEVER' AND column_name <> ALL(%s)"
             " AND table_name = ANY(%s) GROUP BY table_name",
-            (tables,),
+            (["group_id", *skip], tables),
         ).fetchall()
         for table, cols in held:
             query = sql.SQL("SELECT {cols} FROM timestone.{t} WHERE group_id = %s").format(
@@ -314,6 +318,16 @@ def _stored(dsn: str, group: str, tables: list[str]) -> dict[str, list[tuple[obj
             )
             out[table] = sorted(conn.execute(query, (group,)).fetchall(), key=repr)
     return out
+
+
+def _keys(dsn: str, group: str) -> list[tuple[uuid.UUID, tuple[str, str, datetime]]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT id, idempotency_key, content, reference_time"
+            " FROM timestone.episodes WHERE group_id = %s",
+            (group,),
+        ).fetchall()
+    return [(r[0], (r[1], r[2], r[3].astimezone(UTC))) for r in rows]
 
 
 def test_an_export_still_imports_exactly(memory: timestone.Memory, dsn: str, group: str) -> None:
@@ -344,6 +358,17 @@ def test_an_export_still_imports_exactly(memory: timestone.Memory, dsn: str, gro
     assert memory.import_group(out.getvalue().splitlines(), group_id=copy) == {
         t: n for t, n in written.items() if n
     }
-    before, after = _stored(dsn, group, list(written)), _stored(dsn, copy, list(written))
+    skip = ("idempotency_key",)
+    before, after = _stored(dsn, group, list(written)), _stored(dsn, copy, list(written), skip)
     assert sum(len(rows) for rows in before.values()) == sum(written.values())
-    assert after == before
+    assert after == _stored(dsn, group, list(written), skip)
+    # a default idempotency key is made again for the copy's group, a chosen one kept
+    keys = {
+        group: dict(_keys(dsn, group)),
+        copy: dict(_keys(dsn, copy)),
+    }
+    assert keys[copy].keys() == keys[group].keys()
+    for episode, (key, content, told) in keys[group].items():
+        default = idempotency_key(group, content, told)
+        want = idempotency_key(copy, content, told) if key == default else key
+        assert keys[copy][episode][0] == want

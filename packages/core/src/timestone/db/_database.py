@@ -572,8 +572,13 @@ class Database:
             self.pool.putconn(conn)
 
     @contextmanager
-    def transaction(self, group_id: str, doing: str, *, pipeline: bool = False) -> Generator[Conn]:
+    def transaction(
+        self, group_id: str, doing: str, *, pipeline: bool = False, snapshot: bool = False
+    ) -> Generator[Conn]:
         """One transaction that sees only ``group_id``; psycopg errors become Timestone's.
+
+        ``snapshot``: a read-only transaction whose statements all read one snapshot
+        (``REPEATABLE READ``), for a read of many statements that must agree (an export).
 
         ``pipeline``: statements are sent without waiting for each other's results; one
         waits only where a result is read (and at the end, where any error surfaces, before
@@ -584,6 +589,8 @@ class Database:
         group = check_group(group_id)
         try:
             with self.pool.connection() as conn, conn.transaction():
+                if snapshot:
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 if pipeline:
                     with conn.pipeline() as statements:
                         # queued with what follows: no round trip of its own

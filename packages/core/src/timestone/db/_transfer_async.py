@@ -27,7 +27,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 import psycopg
@@ -35,7 +35,7 @@ from psycopg import sql
 
 from .._records import Episode, Fact
 from ..errors import EmbedderMismatch, InvalidInput, SchemaTooNew
-from ..write._episodes_async import EPISODE_COLUMNS, episode_from_row
+from ..write._episodes_async import EPISODE_COLUMNS, episode_from_row, idempotency_key
 from ..write._facts_async import held_clause, read_facts
 from ..write._transaction_async import Write
 from ._database_async import Conn
@@ -300,6 +300,7 @@ async def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
         if row.get("source") == "facts":
             check_facts_record(row, line)
     renamed = normal_relations(rows, parsed.lines)
+    _rekey(rows.get("episodes", []), header.get("group_id"), w.group_id)
     counts = await count_rows(conn, w.group_id)
     held = sum(c["versions"] for c in counts.values())
     if held:
@@ -330,6 +331,22 @@ async def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
                 raise refusal from exc
         done[name] = len(given)
     return done
+
+
+def _rekey(episodes: list[dict[str, Any]], exported: object, group_id: str) -> None:
+    """Episodes imported into another group: a default idempotency key (a hash of the
+    group, the content and the reference time) made again for the new group, so that the
+    same call repeated there is recognised, as it is in the exported group. A key the
+    caller chose is kept."""
+    if not isinstance(exported, str) or exported == group_id:
+        return
+    for row in episodes:
+        content, told = row.get("content"), row.get("reference_time")
+        if not isinstance(content, str) or not isinstance(told, str):
+            continue
+        when = datetime.fromisoformat(told).astimezone(UTC)
+        if row.get("idempotency_key") == idempotency_key(exported, content, when):
+            row["idempotency_key"] = idempotency_key(group_id, content, when)
 
 
 async def _find_refused(

@@ -113,7 +113,8 @@ class UpkeepAPI:
                 f"out is a binary stream ({type(out).__name__}); the export is text: open the "
                 "file with 'w', or wrap it in io.TextIOWrapper(..., encoding='utf-8')"
             )
-        with self._db.transaction(group_id, "exporting a group") as conn:
+        # every table read from one snapshot: a write committed meanwhile is in all or none
+        with self._db.transaction(group_id, "exporting a group", snapshot=True) as conn:
             return export_rows(conn, group_id, out)
 
     def import_group(self, lines: Iterable[str], *, group_id: str | None = None) -> dict[str, int]:

@@ -114,7 +114,8 @@ class UpkeepAPI:
                 f"out is a binary stream ({type(out).__name__}); the export is text: open the "
                 "file with 'w', or wrap it in io.TextIOWrapper(..., encoding='utf-8')"
             )
-        async with self._db.transaction(group_id, "exporting a group") as conn:
+        # every table read from one snapshot: a write committed meanwhile is in all or none
+        async with self._db.transaction(group_id, "exporting a group", snapshot=True) as conn:
             return await export_rows(conn, group_id, out)
 
     async def import_group(

@@ -104,6 +104,9 @@ def upsert(
     def write() -> GraphWrite:
         with db.transaction(group_id, "writing graph nodes") as conn:
             keys = write_keys(entities, chunks, relations)
+            if vectors:
+                # the space's dimension is read, then written: one writer of a space at a time
+                keys.append("vector-space\x1f" + space)
             w = begin_write(conn, group_id, ingest.embedder, keys=keys)
             return graph_upsert(
                 w,

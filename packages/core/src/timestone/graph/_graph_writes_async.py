@@ -103,6 +103,9 @@ async def upsert(
     async def write() -> GraphWrite:
         async with db.transaction(group_id, "writing graph nodes") as conn:
             keys = write_keys(entities, chunks, relations)
+            if vectors:
+                # the space's dimension is read, then written: one writer of a space at a time
+                keys.append("vector-space\x1f" + space)
             w = await begin_write(conn, group_id, ingest.embedder, keys=keys)
             return await graph_upsert(
                 w,

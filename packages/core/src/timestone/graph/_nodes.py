@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import re
 import uuid
+from array import array
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -29,6 +30,7 @@ from typing import Any, cast
 from .._names import normalize
 from .._records import MAX_NAME_CHARS, Entity, EntityInput, Fact, check_relation, check_text
 from ..errors import InvalidInput
+from ..items._item import GRAPH_NAMESPACES
 
 __all__ = [
     "GRAPH_CHUNKS",
@@ -46,9 +48,7 @@ __all__ = [
     "link_key",
 ]
 
-GRAPH_CHUNKS = ("graph", "chunks")
-GRAPH_LINKS = ("graph", "links")
-GRAPH_VECTORS = ("graph", "vectors")
+GRAPH_CHUNKS, GRAPH_LINKS, GRAPH_VECTORS = GRAPH_NAMESPACES
 MAX_DEPTH = 10
 MAX_CHUNK_CHARS = 1_000_000
 MAX_VECTOR_DIMENSION = 16_000
@@ -179,7 +179,7 @@ def check_vector(value: object, what: str) -> list[float]:
         if not abs(number) <= _FLOAT32_MAX:  # infinity, or past a 4-byte float
             raise InvalidInput(f"{what} holds {x!r:.40}, beyond what a vector's 4-byte floats hold")
         out.append(number)
-    if not any(out):
+    if not any(array("f", out)):  # as stored, in 4-byte floats (1e-46 is 0 there)
         raise InvalidInput(f"{what} is all zeros: it has no direction to compare")
     return out
 

@@ -16,6 +16,7 @@ from ..embedders import Embedder, embed_vectors
 from ._batch import run_batch
 from ._item import (
     Item,
+    check_address,
     check_depth,
     check_filter,
     check_index,
@@ -56,6 +57,7 @@ class ItemsAPI:
         """
         ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
+        check_address(ns, ident)
         data = check_value(value)
         texts = index_texts(data, check_index(index))
         return store_item(self._db, self.embedder, group_id, ns, ident, data, texts)
@@ -64,6 +66,7 @@ class ItemsAPI:
         """Expire the item (history keeps it for ``as_of``); False when there was none."""
         ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
+        check_address(ns, ident)
         return remove_item(self._db, self.embedder, group_id, ns, ident)
 
     def get_item(

@@ -15,6 +15,7 @@ from ..embedders import Embedder, aembed_vectors
 from ._batch_async import run_batch
 from ._item import (
     Item,
+    check_address,
     check_depth,
     check_filter,
     check_index,
@@ -55,6 +56,7 @@ class ItemsAPI:
         """
         ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
+        check_address(ns, ident)
         data = check_value(value)
         texts = index_texts(data, check_index(index))
         return await store_item(self._db, self.embedder, group_id, ns, ident, data, texts)
@@ -63,6 +65,7 @@ class ItemsAPI:
         """Expire the item (history keeps it for ``as_of``); False when there was none."""
         ns = check_namespace(namespace, allow_empty=True)
         ident = check_key(key)
+        check_address(ns, ident)
         return await remove_item(self._db, self.embedder, group_id, ns, ident)
 
     async def get_item(

@@ -17,10 +17,13 @@ from .._records import check_json, check_json_size, check_text
 from ..errors import InvalidInput
 
 __all__ = [
+    "GRAPH_NAMESPACES",
+    "MAX_ADDRESS_BYTES",
     "MAX_KEY_CHARS",
     "MAX_NAMESPACE_DEPTH",
     "MAX_OFFSET",
     "Item",
+    "check_address",
     "check_filter",
     "check_key",
     "check_namespace",
@@ -36,6 +39,8 @@ __all__ = [
 MAX_KEY_CHARS = 1024
 MAX_LABEL_CHARS = 256
 MAX_NAMESPACE_DEPTH = 32
+MAX_ADDRESS_BYTES = 2200
+"""The namespace's labels and the key of an item put, in UTF-8 bytes together."""
 MAX_VALUE_CHARS = 1_000_000
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 
@@ -84,6 +89,28 @@ def _check_name(value: object, what: str, max_chars: int) -> str:
 
 def check_key(key: object) -> str:
     return _check_name(key, "item key", MAX_KEY_CHARS)
+
+
+# the namespaces the graph keeps its chunks, links and vectors in (``timestone.graph``):
+# written through the graph's methods only
+GRAPH_NAMESPACES = (("graph", "chunks"), ("graph", "links"), ("graph", "vectors"))
+
+
+def check_address(namespace: tuple[str, ...], key: str) -> None:
+    """Where an item is put or deleted: not in a namespace of the graph's, and its
+    namespace's labels and its key share one entry of a database index with the group,
+    which Postgres caps (about 2,700 bytes)."""
+    if any(namespace[: len(own)] == own for own in GRAPH_NAMESPACES):
+        raise InvalidInput(
+            f"the namespace {namespace!r:.120} is the graph's own (its chunks, links and "
+            "vectors): write them with graph_upsert and graph_retract, or use another namespace"
+        )
+    size = sum(len(label.encode()) for label in namespace) + len(key.encode())
+    if size > MAX_ADDRESS_BYTES:
+        raise InvalidInput(
+            f"the namespace and the key take {size:,} bytes in UTF-8 together; at most "
+            f"{MAX_ADDRESS_BYTES:,} (a database index holds them): shorten the key or a label"
+        )
 
 
 def check_value(value: object, what: str = "item value") -> dict[str, Any]:

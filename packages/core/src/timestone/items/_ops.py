@@ -11,6 +11,7 @@ from .._records import check_text
 from ..errors import InvalidInput
 from ._item import (
     Item,
+    check_address,
     check_depth,
     check_filter,
     check_index,
@@ -102,6 +103,7 @@ def check_op(op: object) -> Checked:
         return Checked("get", check_namespace(op.namespace, allow_empty=True), check_key(op.key))
     if isinstance(op, ItemPut):
         ns, key = check_namespace(op.namespace, allow_empty=True), check_key(op.key)
+        check_address(ns, key)
         if op.value is None:
             return Checked("delete", ns, key)
         data = check_value(op.value)

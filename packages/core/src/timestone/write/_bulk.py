@@ -44,7 +44,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager, suppress
-from typing import cast
+from typing import LiteralString, cast
 
 import psycopg
 from psycopg import sql
@@ -74,6 +74,23 @@ __all__ = [
 
 
 _VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
+# the tables whose indexes a load drops and builds, in the order writers reach them (a
+# write's episode first): locked in that order, all at once, before the first index is
+# touched, so that a writer holding one is waited for, never waiting on the load in turn
+_INDEXED_TABLES = tuple(
+    t
+    for t in ("episodes", "entities", "mentions", "assertions", "facts", "communities", "items")
+    if t == "facts" or any(index.table == t for index in VECTOR_INDEXES)
+)
+
+
+def _lock_tables(conn: Conn, mode: LiteralString) -> None:
+    conn.execute(
+        sql.SQL("LOCK TABLE {} IN {} MODE").format(
+            sql.SQL(", ").join(sql.Identifier("timestone", t) for t in _INDEXED_TABLES),
+            sql.SQL(mode),
+        )
+    )
 
 
 def check_index_names(value: object) -> tuple[str, ...]:
@@ -221,6 +238,7 @@ def bulk_load(
     ) as conn:
         try:
             with conn.transaction():
+                _lock_tables(conn, "ACCESS EXCLUSIVE")
                 drop_vector_indexes(conn)
                 drop_load_indexes(conn)
         except psycopg.Error as exc:
@@ -234,6 +252,7 @@ def bulk_load(
 def _rebuild(conn: Conn, memory: str | None, workers: int | None) -> None:
     try:
         with conn.transaction():
+            _lock_tables(conn, "SHARE")
             _build_settings(conn, _VECTOR_INDEX_NAMES, memory, workers, local=True)
             build_load_indexes(conn)
             build_vector_indexes(conn, size=False)

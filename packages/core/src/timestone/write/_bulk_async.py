@@ -43,7 +43,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager, suppress
-from typing import cast
+from typing import LiteralString, cast
 
 import psycopg
 from psycopg import sql
@@ -73,6 +73,23 @@ __all__ = [
 
 
 _VECTOR_INDEX_NAMES = tuple(name for name, *_ in VECTOR_INDEXES)
+# the tables whose indexes a load drops and builds, in the order writers reach them (a
+# write's episode first): locked in that order, all at once, before the first index is
+# touched, so that a writer holding one is waited for, never waiting on the load in turn
+_INDEXED_TABLES = tuple(
+    t
+    for t in ("episodes", "entities", "mentions", "assertions", "facts", "communities", "items")
+    if t == "facts" or any(index.table == t for index in VECTOR_INDEXES)
+)
+
+
+async def _lock_tables(conn: Conn, mode: LiteralString) -> None:
+    await conn.execute(
+        sql.SQL("LOCK TABLE {} IN {} MODE").format(
+            sql.SQL(", ").join(sql.Identifier("timestone", t) for t in _INDEXED_TABLES),
+            sql.SQL(mode),
+        )
+    )
 
 
 def check_index_names(value: object) -> tuple[str, ...]:
@@ -220,6 +237,7 @@ async def bulk_load(
     ) as conn:
         try:
             async with conn.transaction():
+                await _lock_tables(conn, "ACCESS EXCLUSIVE")
                 await drop_vector_indexes(conn)
                 await drop_load_indexes(conn)
         except psycopg.Error as exc:
@@ -233,6 +251,7 @@ async def bulk_load(
 async def _rebuild(conn: Conn, memory: str | None, workers: int | None) -> None:
     try:
         async with conn.transaction():
+            await _lock_tables(conn, "SHARE")
             await _build_settings(conn, _VECTOR_INDEX_NAMES, memory, workers, local=True)
             await build_load_indexes(conn)
             await build_vector_indexes(conn, size=False)
