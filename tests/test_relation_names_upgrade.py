@@ -55,6 +55,10 @@ def _earlier(dsn: str, ontology: Ontology | None = None) -> Generator[timestone.
         # the function files are the current schema's: an earlier one has its migrations'
         patch.setattr(sync_functions, "FUNCTIONS", ())
         mem = timestone.Memory.open(dsn, ontology=ontology)
+    # nor the column of the texts an item was embedded from (a later migration, which adds
+    # it only where it is missing): added here for the writes of this version's library
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE timestone.items ADD COLUMN IF NOT EXISTS index_texts text[]")
     # that schema has no table of answered relation cardinalities (a later migration): a
     # write of that version read none
     with pytest.MonkeyPatch.context() as patch:

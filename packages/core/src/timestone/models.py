@@ -237,6 +237,10 @@ class ItemRow(TimestoneModel, table=True):
     # of a value that jsonb would change (-0.0)
     field_embeddings: Any = Field(default=None, sa_column=Column(ARRAY(Vector()), nullable=True))
     value_exact: Any = Field(default=None, sa_column=Column(JSON, nullable=True))
+    # migration 0043: the texts the item's vectors were embedded from (empty: its JSON)
+    index_texts: list[str] | None = Field(
+        default=None, sa_column=Column(ARRAY(Text), nullable=True)
+    )
 
 
 class CommunityRow(TimestoneModel, table=True):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString, NamedTuple
 
 import psycopg
@@ -18,8 +18,12 @@ from ..embedders import Embedder, aembed_vectors
 from ..errors import (
     DatabaseError,
     EmbedderMismatch,
+    TimestoneError,
 )
+from ..items._reembed_async import check_item_texts, reembed_items
+from ..ontology import Ontology
 from ..search._request import TOLD
+from ..write._ingest_async import facts_text, prepare_facts
 from ._database_async import BULK_LOCK, MIGRATE_LOCK, Conn, connect_owner, wrap_db_error
 from ._index_build import build_memory_kb, need_kb, row_bytes, warn_spill
 
@@ -37,6 +41,7 @@ __all__ = [
     "describe",
     "drop_load_indexes",
     "drop_vector_indexes",
+    "embedded_text",
     "load_index_name",
     "reembed",
     "set_build_memory",
@@ -280,16 +285,38 @@ async def bind_embedder(dsn: str, embedder: Embedder) -> None:
             await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
 
 
+# The stored vectors of the embedder and what each was embedded from: the columns a
+# write read its text from (``embedded_text`` makes it again). The items' vectors move
+# too (``items._reembed``).
 REEMBED_SOURCES = (
-    ("episodes", "embedding", "content"),
-    ("entities", "name_embedding", "name"),
-    ("facts", "embedding", "fact"),
-    ("communities", "name_embedding", "name"),
+    ("episodes", "embedding", ("content", "source", "reference_time")),
+    ("entities", "name_embedding", ("name",)),
+    ("facts", "embedding", ("fact",)),
+    ("communities", "name_embedding", ("name",)),
 )
 
 
+def embedded_text(columns: Sequence[str], row: Mapping[str, Any]) -> str:
+    """The text the write that stored ``row`` embedded, from its ``columns`` (those of
+    ``REEMBED_SOURCES``): the name, the fact, or the episode's content; for a record of an
+    ``add_facts`` call (source 'facts'), its facts' sentences joined as that call joined
+    them, each made again by the ingestion's ``prepare`` from the stored JSON. A record
+    whose JSON is of another shape keeps its content."""
+    text = str(row[columns[0]])
+    if row.get("source") != "facts":
+        return text
+    try:
+        _, prepared = prepare_facts(Ontology(), json.loads(text), row["reference_time"])
+    except (ValueError, TimestoneError):
+        return text
+    return facts_text(prepared)
+
+
 async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
-    """Move every stored vector, of every group and every version, to ``embedder``.
+    """Move every stored vector, of every group and every version, to ``embedder``: each
+    embedded again from the text its write embedded (``embedded_text``), the items' from
+    the texts their puts kept (``items._reembed``, which refuses first when a current
+    item's are not known).
 
     One transaction, as the schema owner, whom row level security does not
     apply to (migration 0018). Returns the number of rows re-embedded.
@@ -301,18 +328,19 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
         await conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
             async with conn.transaction():
+                await check_item_texts(conn)
                 await type_vectors(conn, embedder.dimension)
-                for table, column, text_column in REEMBED_SOURCES:
+                for table, column, columns in REEMBED_SOURCES:
                     ident = sql.Identifier(table)
                     cur = await conn.execute(
-                        sql.SQL("SELECT group_id, version_id, {} AS text FROM timestone.{}").format(
-                            sql.Identifier(text_column), ident
+                        sql.SQL("SELECT group_id, version_id, {} FROM timestone.{}").format(
+                            sql.SQL(", ").join(map(sql.Identifier, columns)), ident
                         )
                     )
                     rows = await cur.fetchall()
                     for start in range(0, len(rows), batch_size):
                         batch = rows[start : start + batch_size]
-                        texts = [str(r["text"]) for r in batch]
+                        texts = [embedded_text(columns, r) for r in batch]
                         vectors = await aembed_vectors(embedder, texts)
                         async with conn.cursor() as wcur:
                             await wcur.executemany(
@@ -326,6 +354,7 @@ async def reembed(dsn: str, embedder: Embedder, batch_size: int = 512) -> int:
                                 ],
                             )
                         total += len(batch)
+                total += await reembed_items(conn, embedder, batch_size)
                 await build_vector_indexes(conn)
                 await conn.execute(
                     "INSERT INTO timestone.meta (key, value) VALUES ('embedder', %s) "

@@ -15,6 +15,7 @@ one flat array of labels and, per operation, the bounds of its slice.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -35,6 +36,7 @@ from ._store_async import (
     search_items,
     vector_text,
 )
+from ._texts import kept_texts
 
 __all__ = ["delete_many", "get_many", "put_many", "run_batch"]
 
@@ -91,17 +93,27 @@ def _vectors_literal(vectors: Sequence[Sequence[float]]) -> str | None:
     return "{" + ",".join('"' + str(vector_text(v)) + '"' for v in vectors) + "}"
 
 
+def _texts_json(put: Checked) -> str | None:
+    """The JSON of what the put keeps of its texts (``kept_texts``; None for none)."""
+    assert put.value is not None
+    kept = kept_texts(put.value, put.texts)
+    return None if kept is None else json.dumps(kept)
+
+
 _PUT = sql.SQL(
     "WITH q AS (SELECT * FROM unnest(%(lo)s::int[], %(hi)s::int[], %(key)s::text[],"
-    "  %(value)s::text[], %(exact)s::text[], %(vector)s::text[], %(fields)s::text[])"
-    "  WITH ORDINALITY AS q(lo, hi, key, value, exact, vector, fields, n)),"
+    "  %(value)s::text[], %(exact)s::text[], %(vector)s::text[], %(fields)s::text[],"
+    "  %(texts)s::text[]) WITH ORDINALITY AS q(lo, hi, key, value, exact, vector, fields,"
+    "  texts, n)),"
     " old AS (UPDATE timestone.items AS i SET expired_at = %(now)s FROM q"
     "  WHERE i.group_id = %(group)s AND i.namespace = (%(labels)s::text[])[q.lo:q.hi]"
     "  AND i.key = q.key AND i.expired_at IS NULL RETURNING q.n, i.item_created_at)"
     " INSERT INTO timestone.items (group_id, namespace, key, value, value_exact,"
-    "  item_created_at, embedding, field_embeddings, created_at)"
+    "  item_created_at, embedding, field_embeddings, index_texts, created_at)"
     " SELECT %(group)s, (%(labels)s::text[])[q.lo:q.hi], q.key, q.value::jsonb, q.exact::json,"
     "  coalesce(old.item_created_at, %(now)s), q.vector::vector, q.fields::text[]::vector[],"
+    "  CASE WHEN q.texts IS NOT NULL THEN ARRAY(SELECT t.t FROM"
+    "  jsonb_array_elements_text(q.texts::jsonb) WITH ORDINALITY AS t(t, o) ORDER BY t.o) END,"
     "  %(now)s FROM q LEFT JOIN old ON old.n = q.n"
 )
 
@@ -129,6 +141,7 @@ async def put_many(
             "exact": exact,
             "vector": [vector_text(v[0]) if len(v) == 1 else None for v in vectors],
             "fields": [_vectors_literal(v) for v in vectors],
+            "texts": [_texts_json(p) for p in puts],
             "now": w.now,
             "group": w.group_id,
             "labels": labels,

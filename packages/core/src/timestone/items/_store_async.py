@@ -19,6 +19,7 @@ from ..embedders import Embedder, aembed_vectors
 from ..write._facts_async import held_clause
 from ..write._transaction_async import Write, begin_write
 from ._item import Item, matches_filter, matches_namespace, negative_zero, value_json
+from ._texts import kept_texts
 
 __all__ = [
     "ITEM_COLUMNS",
@@ -63,10 +64,12 @@ async def put_item(
     value: Mapping[str, Any],
     vector: Sequence[float] | None,
     field_vectors: Sequence[Sequence[float]] = (),
+    texts: Sequence[str] = (),
 ) -> Item:
     """Write a new version of the item (the first, or one that replaces the current), with
     the vector of its indexed text, or the vectors of its indexed texts when it has several
-    (``field_vectors``, migration 0033)."""
+    (``field_vectors``, migration 0033), and those ``texts`` (``kept_texts``, migration
+    0043): none for vectors the caller gave."""
     cur = await w.conn.execute(
         "UPDATE timestone.items SET expired_at = %s"
         " WHERE group_id = %s AND namespace = %s AND key = %s AND expired_at IS NULL"
@@ -79,8 +82,8 @@ async def put_item(
     cur = await w.conn.execute(
         sql.SQL(
             "INSERT INTO timestone.items AS i (group_id, namespace, key, value, value_exact,"
-            " item_created_at, embedding, field_embeddings, created_at)"
-            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::vector, %s::text[]::vector[], %s)"
+            " item_created_at, embedding, field_embeddings, index_texts, created_at)"
+            " VALUES (%s, %s, %s, %s, %s::json, %s, %s::vector, %s::text[]::vector[], %s, %s)"
             " RETURNING {}"
         ).format(ITEM_COLUMNS),
         (
@@ -92,6 +95,7 @@ async def put_item(
             first,
             vector_text(vector),
             [vector_text(v) for v in field_vectors] if field_vectors else None,
+            kept_texts(value, texts),
             w.now,
         ),
     )
@@ -242,7 +246,8 @@ async def store_item(
     async with db.transaction(group_id, "putting an item") as conn:
         w = await begin_write(conn, group_id, embedder, keys=lock_keys(namespace, key))
         one = vectors[0] if len(vectors) == 1 else None
-        return await put_item(w, namespace, key, value, one, vectors if len(vectors) > 1 else ())
+        several = vectors if len(vectors) > 1 else ()
+        return await put_item(w, namespace, key, value, one, several, texts)
 
 
 async def remove_item(

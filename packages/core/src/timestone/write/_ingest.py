@@ -125,7 +125,9 @@ __all__ = [
     "MAX_FACTS_PER_CALL",
     "Ingest",
     "default_sentence",
+    "facts_text",
     "ingest_outcome",
+    "prepare_facts",
 ]
 
 MAX_CONTENT_CHARS = 1_000_000
@@ -138,6 +140,59 @@ LAST_DOCUMENT_VERSION: LiteralString = (
     "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
     " WHERE group_id = %s AND document_uri = %s"
 )
+
+
+def prepare_facts(
+    ontology: Ontology, facts: object, reference_time: datetime
+) -> tuple[list[FactInput], list[Prepared]]:
+    """An ``add_facts`` call's facts checked against ``ontology`` and made ready to write:
+    each with its ends, sentence, period and attributes."""
+    kind = type(facts).__name__
+    if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
+        raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
+    items = cast(Iterable[FactInput | Mapping[str, Any]], facts)
+    parsed = [FactInput.parse(f) for f in items]
+    if not parsed:
+        raise InvalidInput("facts is empty: add_facts needs at least one fact")
+    if len(parsed) > MAX_FACTS_PER_CALL:
+        raise InvalidInput(
+            f"{len(parsed):,} facts in one call; the limit is {MAX_FACTS_PER_CALL:,} "
+            "(split the batch: each call is one transaction)"
+        )
+    prepared: list[Prepared] = []
+    for f in parsed:
+        source, target = fact_end(f.source), fact_end(f.target)
+        attributes = ontology.check_relation(
+            f.relation,
+            f.attributes,
+            source.entity_type if source.labels else None,
+            target.entity_type if target.labels else None,
+        )
+        ontology.check_entity(source.entity_type, source.attributes, source.name)
+        ontology.check_entity(target.entity_type, target.attributes, target.name)
+        valid_at = f.valid_at or reference_time
+        if f.invalid_at is not None and f.invalid_at <= valid_at:
+            raise InvalidPeriod(
+                f"{f.relation} fact: invalid_at {f.invalid_at.isoformat()} is not after its "
+                f"valid_at {valid_at.isoformat()} (valid_at defaults to the reference_time)"
+            )
+        prepared.append(
+            Prepared(
+                source=source,
+                relation=f.relation,
+                target=target,
+                sentence=f.fact or default_sentence(source.name, f.relation, target.name),
+                valid_at=valid_at,
+                invalid_at=f.invalid_at,
+                attributes=attributes,
+            )
+        )
+    return parsed, prepared
+
+
+def facts_text(prepared: Sequence[Prepared]) -> str:
+    """The text an ``add_facts`` call's episode is embedded from: its facts' sentences."""
+    return " ".join(p.sentence for p in prepared)
 
 
 class Ingest:
@@ -156,47 +211,7 @@ class Ingest:
     def prepare(
         self, facts: object, reference_time: datetime
     ) -> tuple[list[FactInput], list[Prepared]]:
-        kind = type(facts).__name__
-        if isinstance(facts, (str, bytes, Mapping)) or not isinstance(facts, Iterable):
-            raise InvalidInput(f"facts must be a list of FactInput or dicts, got {kind}")
-        items = cast(Iterable[FactInput | Mapping[str, Any]], facts)
-        parsed = [FactInput.parse(f) for f in items]
-        if not parsed:
-            raise InvalidInput("facts is empty: add_facts needs at least one fact")
-        if len(parsed) > MAX_FACTS_PER_CALL:
-            raise InvalidInput(
-                f"{len(parsed):,} facts in one call; the limit is {MAX_FACTS_PER_CALL:,} "
-                "(split the batch: each call is one transaction)"
-            )
-        prepared: list[Prepared] = []
-        for f in parsed:
-            source, target = fact_end(f.source), fact_end(f.target)
-            attributes = self.ontology.check_relation(
-                f.relation,
-                f.attributes,
-                source.entity_type if source.labels else None,
-                target.entity_type if target.labels else None,
-            )
-            self.ontology.check_entity(source.entity_type, source.attributes, source.name)
-            self.ontology.check_entity(target.entity_type, target.attributes, target.name)
-            valid_at = f.valid_at or reference_time
-            if f.invalid_at is not None and f.invalid_at <= valid_at:
-                raise InvalidPeriod(
-                    f"{f.relation} fact: invalid_at {f.invalid_at.isoformat()} is not after its "
-                    f"valid_at {valid_at.isoformat()} (valid_at defaults to the reference_time)"
-                )
-            prepared.append(
-                Prepared(
-                    source=source,
-                    relation=f.relation,
-                    target=target,
-                    sentence=f.fact or default_sentence(source.name, f.relation, target.name),
-                    valid_at=valid_at,
-                    invalid_at=f.invalid_at,
-                    attributes=attributes,
-                )
-            )
-        return parsed, prepared
+        return prepare_facts(self.ontology, facts, reference_time)
 
     def vectors(self, texts: Iterable[str]) -> dict[str, Row]:
         unique = list(dict.fromkeys(texts))
@@ -345,7 +360,7 @@ class Ingest:
             saga=optional_text(saga, "saga", MAX_NAME_CHARS),
             idempotency_key=key,
         )
-        episode_text = " ".join(p.sentence for p in prepared)
+        episode_text = facts_text(prepared)
         # names are embedded inside the transaction, and only for entities it mints
         vectors = self.vectors([episode_text, *(p.sentence for p in prepared)])
         return FactBatch(group_id, episode, prepared, episode_text, vectors)
