@@ -11,7 +11,10 @@ into a community. Groups of two or more entities are communities.
 Each community gets a name (its most connected members) and an extractive
 summary (the sentences of its most central facts); with an LLM configured, one
 batched call per build names and summarizes the new or changed communities
-instead (counted against the group's LLM budget). Its name is embedded,
+instead (counted against the group's LLM budget). Should that call fail (the model
+down, the budget spent, answers that cannot be used), the build logs a warning and
+keeps the extractive names: a community repair that follows a committed write never
+fails that write's caller for the model's sake. Its name is embedded,
 so ``search(..., scopes=("communities",))`` finds it. Communities are versioned
 in system time like facts: a rebuild keeps what did not change, expires what
 did, and reuses the id of the old community that shares most members.
@@ -25,8 +28,9 @@ component, so the result equals a full rebuild.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, LiteralString
 
@@ -38,7 +42,7 @@ from .._results import CommunityReport
 from ..db._database import Conn, Database
 from ..db._distributed import HIDDEN_GROUP, ROUTED_GROUP, routed
 from ..embedders import Embedder
-from ..errors import InvalidInput
+from ..errors import InvalidInput, LLMError
 from ..extract._extraction import Ledger, call, read_budget, write_ledger
 from ..llm import LLM, LLMRequest
 from ..write._ids import new_ids
@@ -63,6 +67,8 @@ MAX_LLM_MEMBERS = 12
 MAX_LLM_FACTS = 10
 
 Edge = tuple[uuid.UUID, uuid.UUID, str]
+
+_log = logging.getLogger("timestone")
 
 
 def propagate_labels(edges: Iterable[tuple[Any, Any]]) -> dict[Any, Any]:
@@ -166,6 +172,9 @@ def _edges(conn: Conn, group_id: str, seeds: Sequence[uuid.UUID] | None) -> list
 def _describe(
     members: Sequence[uuid.UUID], edges: Sequence[Edge], names: Mapping[uuid.UUID, str]
 ) -> tuple[str, str, int]:
+    """Extractive name, summary and fact count of a community. ``edges`` may be the
+    whole graph, but a build passes the community's own facts (``_internal``), so that
+    describing every community reads each fact once."""
     inside = set(members)
     internal = [e for e in edges if e[0] in inside and e[1] in inside]
     degree = Counter(n for s, t, _ in internal for n in (s, t))
@@ -185,6 +194,17 @@ def _describe(
     return name, summary, len(internal)
 
 
+def _internal(labels: Mapping[Any, Any], edges: Iterable[Edge]) -> dict[Any, list[Edge]]:
+    """The facts inside each label's community (both ends carry the label), in the order
+    of ``edges``: one pass over the graph instead of one per community."""
+    out: dict[Any, list[Edge]] = defaultdict(list)
+    for e in edges:
+        lab = labels.get(e[0])
+        if lab is not None and labels.get(e[1]) == lab:
+            out[lab].append(e)
+    return out
+
+
 @dataclasses.dataclass(slots=True)
 class _New:
     id: uuid.UUID
@@ -193,6 +213,7 @@ class _New:
     summary: str
     basis: str
     fact_count: int
+    facts: Sequence[Edge] = ()  # the community's own facts, for the naming prompt
 
 
 class _Named(pydantic.BaseModel):
@@ -214,18 +235,18 @@ _NAMING_PROMPT = (
 
 
 def _llm_names(
-    w: Write,
-    llm: LLM,
-    inserts: list[_New],
-    names: Mapping[uuid.UUID, str],
-    edges: Sequence[Edge],
+    w: Write, llm: LLM, inserts: list[_New], names: Mapping[uuid.UUID, str]
 ) -> list[_New]:
     """One batched call names and summarizes every new or changed community; the call is
-    checked against the group's LLM budget and recorded in its ledger."""
+    checked against the group's LLM budget and recorded in its ledger.
+
+    A failed call (``LLMError``: the model unreachable or refusing, the budget spent,
+    malformed answers past the re-asks) leaves the extractive names and summaries, with a
+    logged warning: the communities are still rebuilt, and a write whose repair this is
+    still returns. What the failed call spent is in the ledger all the same."""
     blocks: list[str] = []
     for i, n in enumerate(inserts):
-        inside = set(n.members)
-        sentences = [e[2] for e in edges if e[0] in inside and e[1] in inside][:MAX_LLM_FACTS]
+        sentences = [e[2] for e in n.facts][:MAX_LLM_FACTS]
         members = ", ".join(names.get(m, str(m)) for m in n.members[:MAX_LLM_MEMBERS])
         facts = "\n".join(f"- {s}" for s in sentences)
         blocks.append(f"Community {i}\nmembers: {members}\nfacts:\n{facts}")
@@ -241,7 +262,18 @@ def _llm_names(
     )
     budget, used = read_budget(w.conn, w.group_id)
     ledger = Ledger(budget=budget, used=used)
-    answer = call(llm, ledger, request, _Names)
+    try:
+        answer = call(llm, ledger, request, _Names)
+    except LLMError as exc:
+        write_ledger(w.conn, w.group_id, ledger, None, w.now)
+        _log.warning(
+            "group %r: the model did not name the new or changed communities (%d), which"
+            " keep their extractive names and summaries: %s",
+            w.group_id,
+            len(inserts),
+            str(exc).removesuffix("; nothing was written"),
+        )
+        return inserts
     write_ledger(w.conn, w.group_id, ledger, None, w.now)
     out = list(inserts)
     for named in answer.communities:
@@ -262,7 +294,8 @@ def _rebuild(
     groups: dict[Any, list[uuid.UUID]] = defaultdict(list)
     for node, lab in labels.items():
         groups[lab].append(node)
-    found = [sorted(m, key=str) for m in groups.values() if len(m) >= 2]
+    internal = _internal(labels, edges)
+    found = [(lab, sorted(m, key=str)) for lab, m in groups.items() if len(m) >= 2]
     scope = set(labels) | set(seeds or ())
     cur = conn.execute(
         "SELECT version_id, id, name, summary, basis, members FROM timestone.communities"
@@ -270,40 +303,38 @@ def _rebuild(
         (group_id,),
     )
     current = [r for r in cur.fetchall() if seeds is None or scope & set(r["members"])]
-    ids = sorted({m for members in found for m in members}, key=str)
+    ids = sorted({m for _, members in found for m in members}, key=str)
     cur = conn.execute(
         "SELECT id, name FROM timestone.entities WHERE group_id = %s AND expired_at IS NULL"
         " AND id = ANY(%s)",
         (group_id, ids),
     )
     names = {r["id"]: r["name"] for r in cur.fetchall()}
-    wanted: list[tuple[list[uuid.UUID], str, str, int]] = sorted(
-        ((members, *_describe(members, edges, names)) for members in found),
+    wanted: list[tuple[list[uuid.UUID], str, str, int, list[Edge]]] = sorted(
+        (
+            (members, *_describe(members, internal[lab], names), internal[lab])
+            for lab, members in found
+        ),
         key=lambda c: (c[1], c[2]),
     )
+    # the current versions by members and basis: a wanted community that finds one there
+    # is unchanged (each version matches once, the first in ``current`` first)
+    held: dict[tuple[tuple[uuid.UUID, ...], str], deque[Mapping[str, Any]]] = defaultdict(deque)
+    for r in current:
+        held[tuple(sorted(r["members"], key=str)), r["basis"]].append(r)
+    reuse = _Reuse(current)
     unchanged: set[uuid.UUID] = set()
     inserts: list[_New] = []
-    taken: set[uuid.UUID] = set()
-    for members, name, summary, fact_count in wanted:
-        same = next(
-            (
-                r
-                for r in current
-                if sorted(r["members"], key=str) == members
-                and r["basis"] == summary
-                and r["version_id"] not in unchanged
-            ),
-            None,
-        )
-        if same is not None:
-            unchanged.add(same["version_id"])
-            taken.add(same["id"])
+    for members, name, summary, fact_count, facts in wanted:
+        same = held.get((tuple(members), summary))
+        if same:
+            r = same.popleft()
+            unchanged.add(r["version_id"])
+            reuse.taken.add(r["id"])
             continue
-        inserts.append(
-            _New(_reuse(members, current, taken), members, name, summary, summary, fact_count)
-        )
+        inserts.append(_New(reuse(members), members, name, summary, summary, fact_count, facts))
     if llm is not None and inserts:
-        inserts = _llm_names(w, llm, inserts, names, edges)
+        inserts = _llm_names(w, llm, inserts, names)
     expired = [r["version_id"] for r in current if r["version_id"] not in unchanged]
     if expired:
         conn.execute(
@@ -349,22 +380,36 @@ def _rebuild(
     )
 
 
-def _reuse(
-    members: Sequence[uuid.UUID], current: Sequence[Mapping[str, Any]], taken: set[uuid.UUID]
-) -> uuid.UUID:
-    """The id of the old community sharing most members (at least half), else a new one."""
-    mine = set(members)
-    best, best_share = None, 0.5
-    for r in current:
-        if r["id"] in taken:
-            continue
-        theirs = set(r["members"])
-        share = len(mine & theirs) / len(mine | theirs)
-        if share >= best_share:
-            best, best_share = r["id"], share
-    ident = best if best is not None else new_ids(1)[0]
-    taken.add(ident)
-    return ident
+class _Reuse:
+    """The id a new community version takes: that of the old community sharing most
+    members (at least half of the two together; on a tie, the later in ``current``), else
+    a new one. Each id is taken once. Only old communities sharing a member can share
+    half, so each lookup reads those, found through an index of members."""
+
+    def __init__(self, current: Sequence[Mapping[str, Any]]) -> None:
+        self.current = current
+        self.members = [set(r["members"]) for r in current]
+        self.by_member: dict[uuid.UUID, list[int]] = defaultdict(list)
+        for i, theirs in enumerate(self.members):
+            for m in theirs:
+                self.by_member[m].append(i)
+        self.taken: set[uuid.UUID] = set()
+
+    def __call__(self, members: Sequence[uuid.UUID]) -> uuid.UUID:
+        mine = set(members)
+        near = sorted({i for m in mine for i in self.by_member.get(m, ())})
+        best, best_share = None, 0.5
+        for i in near:
+            r = self.current[i]
+            if r["id"] in self.taken:
+                continue
+            theirs = self.members[i]
+            share = len(mine & theirs) / len(mine | theirs)
+            if share >= best_share:
+                best, best_share = r["id"], share
+        ident = best if best is not None else new_ids(1)[0]
+        self.taken.add(ident)
+        return ident
 
 
 def build_communities(
