@@ -15,7 +15,7 @@ import pytest
 import timestone
 from timestone import EntityInput, FactInput, Item, ItemPut, ItemSearch
 from timestone.embedders import HashEmbedder
-from timestone.errors import DatabaseError
+from timestone.errors import DatabaseError, EmbedderMismatch
 
 REF = datetime(2020, 1, 1, tzinfo=UTC)
 NOTES = ("notes",)
@@ -177,3 +177,19 @@ def test_reembed_embeds_a_facts_episode_as_add_facts_does(fresh_dsn: str) -> Non
         fresh = mem.add_facts("fresh", facts, reference_time=REF)
     after = _episode_vector(fresh_dsn, moved.episode.id)
     assert _cos(after, _episode_vector(fresh_dsn, fresh.episode.id)) == pytest.approx(1.0)
+
+
+def test_a_memory_left_on_the_old_embedder_is_told_why(fresh_dsn: str) -> None:
+    """Another memory re-embedded the database: this one's vectors are of the old
+    dimension, and its writes and searches say so instead of a raw database error."""
+    with (
+        timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(64)) as mover,
+        timestone.Memory.open(fresh_dsn, embedder=HashEmbedder(64)) as stale,
+    ):
+        mover.add_facts("g", [FactInput("Ada", "KNOWS", "Bo")], reference_time=REF)
+        mover.reembed(HashEmbedder(32))
+        with pytest.raises(EmbedderMismatch, match="open the memory again with the embedder"):
+            stale.add_facts("g", [FactInput("Cy", "KNOWS", "Bo")], reference_time=REF)
+        with pytest.raises(EmbedderMismatch, match="differ in dimension"):
+            stale.search("g", "Who knows Bo?")
+        assert [f.source for f in mover.facts("g")] == ["Ada"]

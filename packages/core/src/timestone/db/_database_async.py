@@ -35,6 +35,7 @@ from ..errors import (
     ConflictError,
     ConnectionFailed,
     DatabaseError,
+    EmbedderMismatch,
     InvalidInput,
     MissingExtension,
     SchemaTooNew,
@@ -165,7 +166,17 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
         return ConnectionFailed(f"{doing}: {detail}")
     if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
         return DatabaseError(f"{doing}: the database refused it as too large: {detail}")
+    if isinstance(exc, psycopg.errors.DataException) and _OTHER_DIMENSIONS.search(detail):
+        return EmbedderMismatch(
+            f"{doing}: {detail}: the database's vectors and this memory's embedder differ in "
+            "dimension (the database was re-embedded since this memory opened, or by another "
+            "embedder): open the memory again with the embedder the database uses"
+        )
     return DatabaseError(f"{doing}: {detail}")
+
+
+# pgvector's words for vectors of two dimensions met in one statement
+_OTHER_DIMENSIONS = re.compile(r"expected \d+ dimensions, not \d+|different vector dimensions")
 
 
 # Of psycopg's OperationalError, the ones that mean the connection or the server is gone or
