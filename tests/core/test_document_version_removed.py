@@ -119,3 +119,31 @@ def test_a_version_removed_before_the_next_was_added_stays_removed(
     assert second.retracted == []
     memory.remove_episode(group, second.episodes[0].id)
     assert memory.episodes(group) == []
+
+
+def test_a_version_removed_again_after_a_rollback_brings_the_old_back_again(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str
+) -> None:
+    mem, chunks = versions
+    mem.remove_episode(group, chunks[0].id)
+    between = datetime.now(UTC)
+    mem.remove_episode(group, chunks[1].id)
+    assert _current(mem, group) == [(V1, 2020)]
+    mem.rollback(group, to=between)  # the new version's second chunk held again
+    assert [y for _, y in _current(mem, group)] == [2021]
+    assert mem.facts(group, source="Mira") == []
+    mem.remove_episode(group, chunks[1].id)
+    assert _current(mem, group) == [(V1, 2020)]
+    assert [f.target for f in mem.facts(group, source="Mira")] == ["Nord"]
+
+
+def test_removing_a_version_brings_back_the_one_it_replaced_not_the_one_numbered_before(
+    memory: timestone.Memory, group: str
+) -> None:
+    memory.add_document(group, URI, "First text.", reference_time=_year(2020))
+    second = memory.add_document(group, URI, "Second text.", reference_time=_year(2021))
+    memory.remove_episode(group, second.episodes[0].id)  # the first comes back
+    third = memory.add_document(group, URI, "Third text.", reference_time=_year(2022))
+    assert third.version == 3
+    memory.remove_episode(group, third.episodes[0].id)  # it replaced the first
+    assert [e.content for e in memory.episodes(group)] == ["First text."]

@@ -108,9 +108,11 @@ def retract_episode(w: Write, episode_id: uuid.UUID) -> SlotChanges:
     return back
 
 
-# The chunks of a document's version ``u`` that the next version retracted when it was
-# written, once no chunk of the document is current: ``u`` is the version before ``v``,
-# and its chunks' latest rows expired at the first moment ``v`` was held.
+# The chunks a document's version ``v`` retracted when it was written, once no chunk of
+# the document is current: the chunks, of any version, one of whose rows expired at the
+# first moment ``v`` was held (its write retracted them then, and nothing else expired at
+# that moment). Found by that moment, not by a version number, so a chunk brought back
+# before (a new row of it) or held again by a rollback is found all the same.
 _REPLACED_CHUNKS: LiteralString = """
 WITH held AS (
     SELECT EXISTS (SELECT 1 FROM timestone.episodes WHERE group_id = %(g)s
@@ -118,24 +120,17 @@ WITH held AS (
 ), written AS (
     SELECT min(created_at) AS at FROM timestone.episodes
     WHERE group_id = %(g)s AND document_uri = %(uri)s AND document_version = %(v)s
-), replaced AS (
-    SELECT max(document_version) AS version FROM timestone.episodes
-    WHERE group_id = %(g)s AND document_uri = %(uri)s AND document_version < %(v)s
 )
-SELECT latest.id, latest.expired_at FROM (
-    SELECT DISTINCT ON (e.id) e.id, e.expired_at FROM timestone.episodes AS e, replaced
-    WHERE e.group_id = %(g)s AND e.document_uri = %(uri)s
-      AND e.document_version = replaced.version
-    ORDER BY e.id, e.created_at DESC
-) AS latest, written, held
-WHERE NOT held.any AND latest.expired_at = written.at
+SELECT DISTINCT e.id, e.expired_at FROM timestone.episodes AS e, written, held
+WHERE e.group_id = %(g)s AND e.document_uri = %(uri)s AND e.document_version <> %(v)s
+  AND e.expired_at = written.at AND NOT held.any
 """
 
 
 def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
-    """Make current again, with their mentions and assertions, the chunks of document
-    ``uri`` that its ``version`` retracted, when none of the document is current; then
-    recompute what they feed. None when there is nothing to bring back."""
+    """Make current again, with their mentions and assertions as they were retracted, the
+    chunks of document ``uri`` that its ``version`` retracted, when none of the document is
+    current; then recompute what they feed. None when there is nothing to bring back."""
     cur = w.conn.execute(_REPLACED_CHUNKS, {"g": w.group_id, "uri": uri, "v": version})
     found = cur.fetchall()
     if not found:
