@@ -50,6 +50,7 @@ from ._transaction_async import (
 __all__ = [
     "SUMMARY_CHARS",
     "EntityReads",
+    "EntityState",
     "MentionInsert",
     "Mentioned",
     "entity_state",
@@ -321,7 +322,7 @@ async def insert_mentions(
 
 
 @dataclasses.dataclass(slots=True)  # made per fact: not frozen, whose __init__ costs 2.6x
-class _State:
+class EntityState:
     name: str
     entity_type: str
     labels: tuple[str, ...]
@@ -440,7 +441,7 @@ async def write_entities(
     read: in a pipeline the statements run while the write goes on)."""
     ids, rows_now, mentions = reads.ids, reads.rows_now, reads.mentions
     expire: list[uuid.UUID] = []
-    insert: list[tuple[uuid.UUID, _State, uuid.UUID | None]] = []
+    insert: list[tuple[uuid.UUID, EntityState, uuid.UUID | None]] = []
     for ident in ids:
         rows = mentions.get(ident)
         row = rows_now.get(ident)
@@ -541,7 +542,7 @@ def _folded_so_far(
 
 
 def _entity_params(
-    w: Write, insert: Sequence[tuple[uuid.UUID, _State, uuid.UUID | None]]
+    w: Write, insert: Sequence[tuple[uuid.UUID, EntityState, uuid.UUID | None]]
 ) -> dict[str, Any]:
     labels: list[str] = []
     first: list[int] = []
@@ -566,7 +567,7 @@ def _entity_params(
     }
 
 
-def entity_state(mentions: Sequence[Mapping[str, Any]]) -> _State:
+def entity_state(mentions: Sequence[Mapping[str, Any]]) -> EntityState:
     """The state of an entity its ``mentions`` (in recording order) give."""
     labels: list[str] = []
     attributes: dict[str, Any] = {}
@@ -578,7 +579,7 @@ def entity_state(mentions: Sequence[Mapping[str, Any]]) -> _State:
         attributes.update(m["attributes"])
         if m["summary"]:
             explicit = m["summary"]
-    return _State(
+    return EntityState(
         name=mentions[0]["name"],
         entity_type=labels[0] if labels else "Entity",
         labels=tuple(labels),

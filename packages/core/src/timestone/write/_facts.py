@@ -37,6 +37,7 @@ __all__ = [
     "SlotPlan",
     "SlotReads",
     "asserted_spans",
+    "assertion_from_row",
     "fact_from_row",
     "fight_slots",
     "held_clause",
@@ -158,6 +159,21 @@ def _slot_key(
     cardinality: str, source: uuid.UUID, relation: str, target: uuid.UUID
 ) -> tuple[Any, ...]:
     return (source, relation) if cardinality == "one" else (source, relation, target)
+
+
+def assertion_from_row(row: Mapping[str, Any]) -> Assertion:
+    """An assertion as the date fight reads it, from a stored row (attributes as text)."""
+    return Assertion(
+        id=row["id"],
+        episode_id=row["episode_id"],
+        recorded_at=row["recorded_at"],
+        position=row["position"],
+        target_id=row["target_id"],
+        valid_at=row["valid_at"],
+        invalid_at=row["invalid_at"],
+        fact=row["fact"],
+        attributes=json_object(row["attributes"]),
+    )
 
 
 def version_key(row: Mapping[str, Any]) -> tuple[object, ...]:
@@ -421,19 +437,7 @@ def read_slots(
                 continue
             seen.add(row["id"])
             key = _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
-            reads.assertions.setdefault(key, []).append(
-                Assertion(
-                    id=row["id"],
-                    episode_id=row["episode_id"],
-                    recorded_at=row["recorded_at"],
-                    position=row["position"],
-                    target_id=row["target_id"],
-                    valid_at=row["valid_at"],
-                    invalid_at=row["invalid_at"],
-                    fact=row["fact"],
-                    attributes=json_object(row["attributes"]),
-                )
-            )
+            reads.assertions.setdefault(key, []).append(assertion_from_row(row))
         bcur.execute(slot_facts, window)
         reads.fact_rows = list({row["version_id"]: row for row in bcur.fetchall()}.values())
     return reads

@@ -39,8 +39,8 @@ from .._names import fold, normalize
 from .._vectors import VectorArray
 from ..db._distributed_async import row_inserts
 from ._date_fight import Assertion, Period, attributes_key, compute_slot
-from ._entities_async import entity_state
-from ._facts_async import version_key
+from ._entities_async import EntityState, entity_state
+from ._facts_async import assertion_from_row, version_key
 from ._ids import new_ids
 from ._transaction_async import Write, json_object, json_text, vector_inserts
 
@@ -235,20 +235,6 @@ def _slot(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return (row["source_id"], row["relation"], "many", row["target_id"])
 
 
-def _assertion(row: Mapping[str, Any]) -> Assertion:
-    return Assertion(
-        id=row["id"],
-        episode_id=row["episode_id"],
-        recorded_at=row["recorded_at"],
-        position=row["position"],
-        target_id=row["target_id"],
-        valid_at=row["valid_at"],
-        invalid_at=row["invalid_at"],
-        fact=row["fact"],
-        attributes=json_object(row["attributes"]),
-    )
-
-
 def _fight(held: list[Assertion]) -> dict[tuple[object, ...], Period]:
     return {p.key(): p for p in compute_slot(held)} if held else {}
 
@@ -319,7 +305,7 @@ async def _replay_slots(w: Write, episode_id: uuid.UUID) -> int:
         key = _slot(row)
         if key in touched:
             assertions.setdefault(key, []).append(
-                (_assertion(row), row["created_at"], row["expired_at"])
+                (assertion_from_row(row), row["created_at"], row["expired_at"])
             )
     facts: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     cur = await w.conn.execute(_SLOT_FACTS, (sources, relations, w.group_id))
@@ -377,15 +363,6 @@ _INSERT_ENTITIES_EMBEDDED, _INSERT_ENTITIES_KEPT = vector_inserts(
 _EntityKey = tuple[str, str, tuple[str, ...], str, str]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _EntityState:
-    name: str
-    entity_type: str
-    labels: tuple[str, ...]
-    attributes: Mapping[str, Any]
-    summary: str
-
-
 def _entity_key(row: Mapping[str, Any]) -> _EntityKey:
     return (
         row["name"],
@@ -396,25 +373,23 @@ def _entity_key(row: Mapping[str, Any]) -> _EntityKey:
     )
 
 
-def _fold(held: list[dict[str, Any]]) -> dict[_EntityKey, _EntityState]:
+def _fold(held: list[dict[str, Any]]) -> dict[_EntityKey, EntityState]:
     if not held:
         return {}
     s = entity_state(held)
-    state = _EntityState(s.name, s.entity_type, s.labels, dict(s.attributes), s.summary)
-    key = (s.name, s.entity_type, s.labels, attributes_key(s.attributes), s.summary)
-    return {key: state}
+    return {(s.name, s.entity_type, s.labels, attributes_key(s.attributes), s.summary): s}
 
 
 def _mention_order(m: Mapping[str, Any]) -> tuple[datetime, int, uuid.UUID]:
     return (m["recorded_at"], m["position"], m["id"])
 
 
-def _name(s: _EntityState) -> str:
+def _name(s: EntityState) -> str:
     return s.name
 
 
 def _entity_params(
-    w: Write, inserts: Sequence[tuple[Any, Version[_EntityKey, _EntityState], uuid.UUID | None]]
+    w: Write, inserts: Sequence[tuple[Any, Version[_EntityKey, EntityState], uuid.UUID | None]]
 ) -> dict[str, Any]:
     labels: list[str] = []
     first: list[int] = []
@@ -466,7 +441,7 @@ async def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
     cur = await w.conn.execute(_ENTITY_VERSIONS, (w.group_id, ids))
     for row in await cur.fetchall():
         versions.setdefault(row["id"], []).append(row)
-    plan: _Plan[_EntityKey, _EntityState] = _Plan()
+    plan: _Plan[_EntityKey, EntityState] = _Plan()
     for ident in ids:
         stored = versions.get(ident, [])
         replayed = replay(
