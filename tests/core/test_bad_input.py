@@ -568,6 +568,16 @@ OVERSIZED: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
 OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
     (
         lambda m, g: m.add_document(
+            g,
+            "u://a",
+            "Ada met Bo.",
+            reference_time=REF,
+            extract="no",  # pyright: ignore[reportArgumentType]
+        ),
+        "extract must be True or False, got 'no'",
+    ),
+    (
+        lambda m, g: m.add_document(
             g, "u://a", "Ada met Bo.", reference_time=REF, max_chunk_chars=0
         ),
         "max_chunk_chars must be an integer of at least 100, got 0",
@@ -666,6 +676,7 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
     ("call", "message"),
     OTHER_BAD + OVERSIZED,
     ids=[
+        "extract str",
         "chunk 0",
         "chunk True",
         "metadata datetime",
