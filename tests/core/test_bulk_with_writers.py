@@ -17,7 +17,7 @@ def test_writers_and_bulk_loads_wait_for_each_other(fresh_dsn: str) -> None:
     start = datetime(2020, 1, 1, tzinfo=UTC)
     stop = threading.Event()
     errors: list[BaseException] = []
-    written: list[int] = []
+    writing = threading.Semaphore(0)  # released once by each writer, at its first write
 
     def writer(k: int) -> None:
         with timestone.Memory.open(fresh_dsn, ontology=ONTOLOGY, warm=False) as mem:
@@ -30,16 +30,20 @@ def test_writers_and_bulk_loads_wait_for_each_other(fresh_dsn: str) -> None:
                 ]
                 try:
                     mem.add_facts("g", facts, reference_time=start + timedelta(seconds=i))
-                    written.append(k)
                 except BaseException as exc:
                     errors.append(exc)
+                    writing.release()
                     return
+                if i == 1:
+                    writing.release()
 
     with timestone.Memory.open(fresh_dsn, ontology=ONTOLOGY, warm=False) as loader:
         threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
         for t in threads:
             t.start()
         try:
+            for _ in threads:  # every writer under way before the first load
+                assert writing.acquire(timeout=60)
             for n in range(LOADS):
                 with loader.bulk_load(workers=0):
                     loader.add_facts(
@@ -53,5 +57,4 @@ def test_writers_and_bulk_loads_wait_for_each_other(fresh_dsn: str) -> None:
                 t.join(timeout=120)
         assert not any(t.is_alive() for t in threads), "a writer is stuck"
         assert errors == []
-        assert written
         assert len(loader.facts("g", relation="LIVES_IN", limit=1000)) == LOADS * 30
