@@ -14,6 +14,8 @@ from psycopg import sql
 
 import timestone
 from timestone import EdgeType, EntityInput, FactInput, Ontology
+from timestone.write import _purge as purge
+from timestone.write._date_fight import compute_slot
 
 VERSIONED = ("episodes", "entities", "mentions", "assertions", "facts", "communities", "items")
 # words only the purged episode says: its sentence, an attribute value, an entity summary
@@ -264,3 +266,66 @@ async def test_an_async_purge_erases_shared_versions(
     ]
     await amem.rollback(group, to=plain.recorded_at)
     assert _traces(dsn, group, secret.episode.id) == {}
+
+
+def test_a_purge_replays_from_the_episodes_first_moment(
+    mem: timestone.Memory, group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The history before the purged episode is unchanged, so it is not folded again: a
+    purge of the latest of 40 periods folds its slot a few times, not once per period,
+    and reads as a group that never had it."""
+    said = [
+        [
+            FactInput(
+                "Ann", "WORKS_AT", f"Firm {i % 7}", valid_at=datetime(2000 + i, 1, 1, tzinfo=UTC)
+            )
+        ]
+        for i in range(40)
+    ]
+    results = [mem.add_facts(group, facts, reference_time=_year(2050)) for facts in said]
+    fresh = group + "-fresh"
+    alone = [mem.add_facts(fresh, facts, reference_time=_year(2050)) for facts in said[:-1]]
+    folds: list[int] = []
+
+    def counted(assertions: Any) -> Any:
+        folds.append(len(assertions))
+        return compute_slot(assertions)
+
+    monkeypatch.setattr(purge, "compute_slot", counted)
+    mem.purge_episode(group, results[-1].episode.id)
+    assert 0 < len(folds) <= 3, folds
+    assert _shape(mem, group) == _shape(mem, fresh)
+    for mine, theirs in zip(results[:-1:13], alone[::13], strict=True):
+        assert _shape(mem, group, as_of=mine.recorded_at) == _shape(
+            mem, fresh, as_of=theirs.recorded_at
+        )
+    assert [f.target for f in mem.facts(group, source="Ann", valid_at=_year(2045))] == ["Firm 3"]
+
+
+def test_a_purge_replays_all_history_when_what_is_stored_differs(
+    mem: timestone.Memory, dsn: str, group: str
+) -> None:
+    """A purge of a later episode also repairs what is stored before it when that is not
+    what the episodes give (here what a purge made before history was replayed left)."""
+    secret = mem.add_facts(group, _secret(), reference_time=_year(2020))
+    mem.add_facts(group, _plain(), reference_time=_year(2021))
+    mem.add_facts(group, _plain(), reference_time=_year(2021), idempotency_key="again")
+    later = mem.add_facts(
+        group,
+        [FactInput("Ann", "KNOWS", "Bob", fact="Ann knows Bob well.")],
+        reference_time=_year(2022),
+    )
+    mem.remove_episode(group, secret.episode.id)
+    with psycopg.connect(dsn) as conn:
+        params = {"g": group, "e": secret.episode.id}
+        for statement in (
+            "DELETE FROM timestone.facts WHERE group_id = %(g)s AND episodes = ARRAY[%(e)s::uuid]",
+            "DELETE FROM timestone.assertions WHERE group_id = %(g)s AND episode_id = %(e)s",
+            "DELETE FROM timestone.mentions WHERE group_id = %(g)s AND episode_id = %(e)s",
+            "DELETE FROM timestone.episodes WHERE group_id = %(g)s AND id = %(e)s",
+        ):
+            conn.execute(statement, params)
+    assert "facts" in _traces(dsn, group, secret.episode.id)
+    mem.purge_episode(group, later.episode.id)
+    assert _traces(dsn, group, secret.episode.id) == {}
+    assert _attributes(mem, group) == [{}]

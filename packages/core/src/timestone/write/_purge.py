@@ -21,8 +21,11 @@ it. After the replay an ``as_of`` read of any moment gives what it would have
 given had the episode never been ingested. A version's vector is copied from a
 stored version of the same text, or embedded again when none has it.
 
-Replaying costs, per slot or entity touched, one fold of the rows held at each
-moment of its history: quadratic in the length of that history.
+The history before the first moment the episode's rows were held is unchanged by
+the purge: the versions that ended before it are kept, and replaying costs, per
+slot or entity touched, one fold of the rows held at each moment from then on
+(the whole history, quadratic in its length, only when what is stored just before
+that moment is not what the fold gives).
 """
 
 from __future__ import annotations
@@ -68,11 +71,17 @@ def replay(
     derive: Callable[[list[X]], dict[K, V]],
     order: Callable[[X], Any],
     splits: set[tuple[K, datetime]],
-) -> list[Version[K, V]]:
+    since: tuple[datetime, Mapping[K, datetime]] | None = None,
+) -> list[Version[K, V]] | None:
     """The versions ``derive`` gives over ``inputs`` (rows, each with its ``created_at`` and
     ``expired_at``) held at each moment, in ``order``. A version held across a moment
     stays one version, unless the stored history ended and began one of that content
-    there (``splits``: a rollback re-inserts what it restores)."""
+    there (``splits``: a rollback re-inserts what it restores).
+
+    With ``since`` (a moment, and the stored versions held just before it: their content
+    and ``created_at``) the history before that moment is taken as stored: the rows held
+    then are folded once, and only the versions held at that moment or after are
+    returned. None when what is stored just before it is not what the fold gives."""
     events: dict[datetime, tuple[list[int], list[int]]] = {}
     for i, (_, created, expired) in enumerate(inputs):
         if expired is not None and expired <= created:
@@ -81,14 +90,18 @@ def replay(
         if expired is not None:
             events.setdefault(expired, ([], []))[1].append(i)
     held: set[int] = set()
-    opened: dict[K, tuple[V, datetime]] = {}
+    opened: dict[K, tuple[V, datetime]] | None = None if since else {}
     out: list[Version[K, V]] = []
     for moment in sorted(events):
+        if opened is None and since and moment >= since[0]:
+            opened = _seed(derive(sorted((inputs[i][0] for i in held), key=order)), since[1])
+            if opened is None:
+                return None
         added, removed = events[moment]
-        if not added and not removed:
-            continue
         held.difference_update(removed)
         held.update(added)
+        if opened is None:
+            continue  # before ``since``: as stored
         state = derive(sorted((inputs[i][0] for i in held), key=order))
         for key in list(opened):
             if key not in state or (key, moment) in splits:
@@ -97,8 +110,21 @@ def replay(
         for key, value in state.items():
             if key not in opened:
                 opened[key] = (value, moment)
+    if opened is None and since:
+        opened = _seed(derive(sorted((inputs[i][0] for i in held), key=order)), since[1])
+        if opened is None:
+            return None
+    assert opened is not None
     out.extend(Version(key, value, start, None) for key, (value, start) in opened.items())
     return out
+
+
+def _seed(state: dict[K, V], stored: Mapping[K, datetime]) -> dict[K, tuple[V, datetime]] | None:
+    """The versions open at a moment, their values folded and their starts as stored; None
+    when the stored ones are not the fold's."""
+    if state.keys() != stored.keys():
+        return None
+    return {key: (value, stored[key]) for key, value in state.items()}
 
 
 # a version to insert: what it belongs to (slot, entity id), itself, the version whose
@@ -109,6 +135,41 @@ _Insert = tuple[Any, Version[K, V], uuid.UUID | None]
 def _splits(rows: Iterable[tuple[K, datetime, datetime | None]]) -> set[tuple[K, datetime]]:
     ends = {(key, expired) for key, _, expired in rows if expired is not None}
     return {(key, created) for key, created, _ in rows if (key, created) in ends}
+
+
+def _replay_stored(
+    inputs: Sequence[tuple[X, datetime, datetime | None]],
+    derive: Callable[[list[X]], dict[K, V]],
+    order: Callable[[X], Any],
+    stored: Sequence[Mapping[str, Any]],
+    stored_key: Callable[[Mapping[str, Any]], K],
+    start: datetime | None,
+) -> tuple[Sequence[Mapping[str, Any]], list[Version[K, V]]]:
+    """The stored versions a replay may change, and the versions it gives in their place.
+    From ``start`` (the first moment the purged rows were held) when one is known: the
+    history before it is unchanged, so the versions that ended before it are kept, and
+    the rows are folded at the moments from it on."""
+    if start is not None:
+        later = [r for r in stored if not _ended_before(r, start)]
+        open_then = [r for r in later if r["created_at"] < start and not _never_held(r)]
+        held = {stored_key(r): r["created_at"] for r in open_then}
+        if len(held) == len(open_then):  # one open version of each content, as written
+            keyed = [(stored_key(r), r["created_at"], r["expired_at"]) for r in later]
+            replayed = replay(inputs, derive, order, _splits(keyed), (start, held))
+            if replayed is not None:
+                return later, replayed
+    keyed = [(stored_key(r), r["created_at"], r["expired_at"]) for r in stored]
+    replayed = replay(inputs, derive, order, _splits(keyed))
+    assert replayed is not None
+    return stored, replayed
+
+
+def _never_held(row: Mapping[str, Any]) -> bool:
+    return row["expired_at"] is not None and row["expired_at"] <= row["created_at"]
+
+
+def _ended_before(row: Mapping[str, Any], moment: datetime) -> bool:
+    return not _never_held(row) and row["expired_at"] is not None and row["expired_at"] < moment
 
 
 @dataclasses.dataclass
@@ -291,9 +352,14 @@ def _replay_slots(w: Write, episode_id: uuid.UUID) -> int:
     )
     touched = {_slot(row) for row in cur.fetchall()}
     cur = w.conn.execute(
-        "DELETE FROM timestone.assertions WHERE group_id = %s AND episode_id = %s",
+        "DELETE FROM timestone.assertions WHERE group_id = %s AND episode_id = %s"
+        " RETURNING source_id, relation, target_id, cardinality, created_at",
         (w.group_id, episode_id),
     )
+    starts: dict[tuple[Any, ...], datetime] = {}
+    for row in cur.fetchall():
+        key = _slot(row)
+        starts[key] = min(starts.get(key, row["created_at"]), row["created_at"])
     erased = cur.rowcount
     if not touched:
         return erased
@@ -316,12 +382,13 @@ def _replay_slots(w: Write, episode_id: uuid.UUID) -> int:
             facts.setdefault(key, []).append(row)
     plan: _Plan[tuple[object, ...], Period] = _Plan()
     for key in touched:
-        stored = facts.get(key, [])
-        replayed = replay(
+        stored, replayed = _replay_stored(
             assertions.get(key, []),
             _fight,
             _assertion_order,
-            _splits((version_key(r), r["created_at"], r["expired_at"]) for r in stored),
+            facts.get(key, []),
+            version_key,
+            starts.get(key),
         )
         plan.diff(key, stored, version_key, replayed, _sentence)
     erased += _write(
@@ -423,12 +490,16 @@ def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
     rows deleted."""
     cur = w.conn.execute(
         "DELETE FROM timestone.mentions WHERE group_id = %s AND episode_id = %s"
-        " RETURNING entity_id",
+        " RETURNING entity_id, created_at",
         (w.group_id, episode_id),
     )
     rows = cur.fetchall()
     erased = len(rows)
-    ids = sorted({row["entity_id"] for row in rows})
+    starts: dict[uuid.UUID, datetime] = {}
+    for row in rows:
+        ident = row["entity_id"]
+        starts[ident] = min(starts.get(ident, row["created_at"]), row["created_at"])
+    ids = sorted(starts)
     if not ids:
         return erased
     mentions: dict[uuid.UUID, list[tuple[dict[str, Any], datetime, datetime | None]]] = {}
@@ -444,12 +515,13 @@ def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
         versions.setdefault(row["id"], []).append(row)
     plan: _Plan[_EntityKey, EntityState] = _Plan()
     for ident in ids:
-        stored = versions.get(ident, [])
-        replayed = replay(
+        stored, replayed = _replay_stored(
             mentions.get(ident, []),
             _fold,
             _mention_order,
-            _splits((_entity_key(r), r["created_at"], r["expired_at"]) for r in stored),
+            versions.get(ident, []),
+            _entity_key,
+            starts[ident],
         )
         plan.diff(ident, stored, _entity_key, replayed, _name)
     erased += _write(
