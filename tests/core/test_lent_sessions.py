@@ -4,6 +4,7 @@ group: each thing a block can leave in its session is tried, blocking and async.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime
 from typing import Any, LiteralString
@@ -133,6 +134,50 @@ async def test_an_async_lent_connection_leaves_nothing_to_the_next_borrower(
         await amem.add_facts(
             b, [timestone.FactInput("Mira", "OWNS", "Cellar")], reference_time=_WHEN
         )
+
+
+async def test_a_block_cancelled_while_its_connection_is_reset_gives_it_back(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task cancelled (a timeout) after its block ended, while the connection was being
+    reset, does not take it away from the pool: it is closed and the pool opens another,
+    clean, instead of waiting for it forever."""
+    from timestone.db import _tenant_async
+
+    with timestone.Memory.open(dsn, pool_size=1) as seeding:
+        a, b = _groups(seeding)
+    reset = _tenant_async._put_back_clean  # pyright: ignore[reportPrivateUsage]
+    resetting = asyncio.Event()
+
+    async def noted(conn: Any, lent: Any) -> None:
+        resetting.set()
+        await reset(conn, lent)
+
+    monkeypatch.setattr(_tenant_async, "_put_back_clean", noted)
+    amem = await timestone.AsyncMemory.open(dsn, pool_size=1)
+    async with amem:
+        async with amem.connection(b) as conn:
+            before = await (await conn.execute(_SESSION)).fetchone()
+        assert before is not None
+
+        async def block() -> None:
+            async with amem.connection(a) as conn:
+                await conn.execute("SELECT set_config('app.note', 'of the first group', false)")
+
+        async with asyncio.timeout(20):  # the pool's own wait is 30 s
+            for _ in range(3):
+                resetting.clear()
+                task = asyncio.ensure_future(block())
+                await resetting.wait()
+                await asyncio.sleep(0)  # inside the reset's first statement
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            async with amem.connection(b) as conn:
+                after = await (await conn.execute(_SESSION)).fetchone()
+            assert after is not None
+            _same_session(before, after, kept=False)
+            assert [f.target for f in await amem.facts(b)] == [f"Winery of {b}"]
 
 
 def test_a_lent_connection_whose_python_settings_changed_is_closed(dsn: str) -> None:

@@ -644,3 +644,31 @@ def test_a_sqlmodel_session_bound_to_a_group(dsn: str, two_groups: tuple[str, st
         owner.dispose()
     with pytest.raises(InvalidGroup):
         group_session(owner, "")
+
+
+def test_a_sqlmodel_session_in_autocommit_is_refused(dsn: str, two_groups: tuple[str, str]) -> None:
+    """In autocommit the group would end with the session's first statement and the rest
+    run as the owner, who sees every group: the session refuses to begin, reading nothing."""
+    from sqlmodel import select
+
+    from timestone.models import FactRow, engine, group_session
+
+    message = "group_session needs transactions: its connection is in AUTOCOMMIT"
+    owner = engine(dsn, isolation_level="AUTOCOMMIT")
+    try:
+        with (
+            group_session(owner, two_groups[1]) as session,
+            pytest.raises(InvalidInput, match=message),
+        ):
+            session.exec(select(FactRow.group_id)).all()
+    finally:
+        owner.dispose()
+    owner = engine(dsn)
+    try:
+        with (
+            group_session(owner, two_groups[1]) as session,
+            pytest.raises(InvalidInput, match=message),
+        ):
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+    finally:
+        owner.dispose()

@@ -340,7 +340,8 @@ def group_session(bind: Engine, group_id: str, **kwargs: Any) -> Session:
     the library role and the group, both local to the transaction, so that row level
     security binds it and nothing outlives it on the pooled connection. A write that
     the policies or the library role's privileges refuse (another group's rows, an
-    update in place) raises. ``kwargs`` go to ``Session``."""
+    update in place) raises. A connection in autocommit is refused when the session
+    begins. ``kwargs`` go to ``Session``."""
     given = cast(object, bind)
     if not isinstance(given, (Engine, Connection)):
         raise InvalidInput(
@@ -352,6 +353,14 @@ def group_session(bind: Engine, group_id: str, **kwargs: Any) -> Session:
 
     def bind_group(_: Session, transaction: SessionTransaction, connection: Connection) -> None:
         del transaction
+        # in autocommit each statement is its own transaction: the settings would end
+        # with the first, and the rest run as the owner, who sees every group
+        if getattr(connection.connection.driver_connection, "autocommit", False):
+            raise InvalidInput(
+                "group_session needs transactions: its connection is in AUTOCOMMIT"
+                " (isolation_level='AUTOCOMMIT'), where the group it binds would end with"
+                " the first statement; use the engine without it"
+            )
         connection.exec_driver_sql(TENANT_SETTINGS, (group,))
 
     event.listen(session, "after_begin", bind_group)

@@ -56,8 +56,15 @@ def tenant_connection(db: Database, group_id: str) -> Generator[Conn]:
                 raise wrap_db_error(exc, doing) from exc
             yield conn  # errors of the caller's own SQL are psycopg's, as raised
     finally:
-        _put_back_clean(conn, lent)
-        db.pool.putconn(conn)
+        try:
+            _put_back_clean(conn, lent)
+        except BaseException:
+            # interrupted while it was reset (a task cancelled then): what its session
+            # holds is unknown, so it is closed, and the pool opens another
+            conn.close()
+            raise
+        finally:
+            db.pool.putconn(conn)
 
 
 def _python_settings(conn: Conn) -> tuple[object, ...]:

@@ -55,8 +55,15 @@ async def tenant_connection(db: Database, group_id: str) -> AsyncGenerator[Conn]
                 raise wrap_db_error(exc, doing) from exc
             yield conn  # errors of the caller's own SQL are psycopg's, as raised
     finally:
-        await _put_back_clean(conn, lent)
-        await db.pool.putconn(conn)
+        try:
+            await _put_back_clean(conn, lent)
+        except BaseException:
+            # interrupted while it was reset (a task cancelled then): what its session
+            # holds is unknown, so it is closed, and the pool opens another
+            await conn.close()
+            raise
+        finally:
+            await db.pool.putconn(conn)
 
 
 def _python_settings(conn: Conn) -> tuple[object, ...]:
