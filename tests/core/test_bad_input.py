@@ -623,7 +623,15 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
     ),
     (
         lambda m, g: m.graph_upsert(g, entities=["Ada"]),  # pyright: ignore[reportArgumentType]
-        r"an entity must be a mapping \(a dict\), got str",
+        r"entities\[0\] must be an EntityInput or a dict of its fields, got str: 'Ada'",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities=[{"name": "Ada"}, {"name": "Bo", "group_id": "x"}]),
+        r"entities\[1\] \{'name': 'Bo', 'group_id': 'x'\} is malformed: group_id: Unexpected",
+    ),
+    (
+        lambda m, g: m.graph_upsert(g, entities=[{"name": "Ada", "entity_type": "Person"}]),
+        r"entities\[0\] .* is malformed: entity_type: Unexpected keyword argument",
     ),
     (
         lambda m, g: m.graph_upsert(g, chunks=None),  # pyright: ignore[reportArgumentType]
@@ -688,6 +696,8 @@ OTHER_BAD: list[tuple[Callable[[timestone.Memory, str], object], str]] = [
         "metadata str",
         "nodes str",
         "node str",
+        "node unknown key",
+        "node entity_type",
         "chunks None",
         "relations int",
         "vectors str",

@@ -369,6 +369,19 @@ _FACT_ADAPTER: pydantic.TypeAdapter[FactInput] = pydantic.TypeAdapter(FactInput)
 _ENTITY_ADAPTER: pydantic.TypeAdapter[EntityInput] = pydantic.TypeAdapter(EntityInput)
 
 
+def entity_input(value: object, what: str = "entity") -> EntityInput:
+    """An ``EntityInput`` from itself or from a mapping of its fields (JSON shape); a key
+    it has no field for, or a field of the wrong type, is named."""
+    if isinstance(value, EntityInput):
+        return value
+    if not isinstance(value, Mapping):
+        raise InvalidInput(
+            f"{what} must be an EntityInput or a dict of its fields, got "
+            f"{type(value).__name__}: {value!r:.80}"
+        )
+    return _validated(_ENTITY_ADAPTER, cast(Mapping[str, Any], value), what)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Entity:
     """An entity as the graph holds it (at the read's ``as_of``)."""

@@ -17,6 +17,7 @@ from .._records import (
     check_mapping,
     check_relation,
     check_text,
+    entity_input,
 )
 from .._results import CommunityReport
 from .._time import NOW, Now, aware, utcnow
@@ -77,8 +78,8 @@ class GraphAPI:
         ``graph_nearest``. Node ids are per group: another group's ids are not seen."""
 
         ents = [
-            e if isinstance(e, EntityInput) else EntityInput(**check_mapping(e, "an entity"))
-            for e in check_list(entities, "entities", "EntityInput records or dicts")
+            entity_input(e, f"entities[{i}]")
+            for i, e in enumerate(check_list(entities, "entities", "EntityInput records or dicts"))
         ]
         ents = join_by_name(ents)
         for e in ents:
