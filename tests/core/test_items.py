@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import timestone
-from timestone import ItemPut, ItemSearch
+from timestone import Item, ItemPut, ItemSearch
 from timestone.errors import InvalidGroup, InvalidInput
 
 
@@ -84,6 +84,8 @@ async def test_async_twin(amemory: timestone.AsyncMemory, group: str) -> None:
         (("a",), "k", {"\udc00": 1}, "a key of item value contains a lone surrogate"),
         (("a",), "k", {1: 1}, "item value has a key that is not a string: 1"),
         (("a",), "k\ud800", {}, "item key contains a lone surrogate"),
+        (b"users", "k", {}, "namespace must be a tuple of strings, got bytes"),
+        (bytearray(b"users"), "k", {}, "namespace must be a tuple of strings, got bytearray"),
     ],
 )
 def test_bad_input_is_refused_and_writes_nothing(
@@ -249,3 +251,94 @@ def test_check_item_ops_checks_as_batch_items_does_and_runs_none(
         assert str(caught.value) == "item value['v'] is nan, which JSON cannot hold"
         assert check(ops[:1]) is None
     assert memory.search_items(group, ()) == []
+
+
+def test_a_search_prefix_is_literal_a_star_is_a_label(memory: timestone.Memory, group: str) -> None:
+    """``*`` in a search's prefix is the label ``*`` (a user id may be one), as in
+    LangGraph's stores: ``("memories", "*")`` is that user's items, not every user's.
+    Only ``item_namespaces`` reads ``*`` as any label."""
+    for user in ("alice", "bob", "*"):
+        memory.put_item(group, ("memories", user), "m", {"user": user, "n": 1})
+    memory.put_item(group, ("memories", "*", "deep"), "d", {"user": "*", "n": 2})
+
+    def found(prefix: tuple[str, ...], **kwargs: Any) -> set[tuple[tuple[str, ...], str]]:
+        return {(i.namespace, i.key) for i in memory.search_items(group, prefix, **kwargs)}
+
+    star = {(("memories", "*"), "m"), (("memories", "*", "deep"), "d")}
+    assert found(("memories", "*")) == star
+    assert found(("memories", "*"), filter={"n": {"$gte": 1}}) == star  # filtered in Python
+    assert found(("memories", "*"), query="alice") == star
+    assert found(("memories", "*", "deep")) == {(("memories", "*", "deep"), "d")}
+    assert found(("*",)) == set()
+    assert found(("*", "*")) == set()
+    assert found(("memories", "alice")) == {(("memories", "alice"), "m")}
+    [batched] = memory.batch_items(group, [ItemSearch(("memories", "*"), filter={"n": 1})])
+    assert {(i.namespace, i.key) for i in cast(list[Item], batched)} == {(("memories", "*"), "m")}
+    assert memory.item_namespaces(group, prefix=("memories", "*"), max_depth=2) == [
+        ("memories", "*"),
+        ("memories", "alice"),
+        ("memories", "bob"),
+    ]
+
+
+def test_range_filters_read_booleans_as_numbers(memory: timestone.Memory, group: str) -> None:
+    """A boolean compares as 1 or 0 in a range, as equality already holds ``True == 1`` and
+    as LangGraph's InMemoryStore reads it; a missing field, null or a text that is no
+    number satisfies no range."""
+    values: dict[str, dict[str, Any]] = {
+        "true": {"x": True},
+        "false": {"x": False},
+        "two": {"x": 2},
+        "half": {"x": "0.5"},
+        "word": {"x": "abc"},
+        "null": {"x": None},
+        "missing": {"y": 1},
+    }
+    for key, value in values.items():
+        memory.put_item(group, ("b",), key, value)
+
+    def keys(filter_: dict[str, Any]) -> list[str]:
+        return sorted(i.key for i in memory.search_items(group, ("b",), filter=filter_))
+
+    assert keys({"x": {"$gt": 0}}) == ["half", "true", "two"]
+    assert keys({"x": {"$gte": 1}}) == ["true", "two"]
+    assert keys({"x": {"$lt": 1}}) == ["false", "half"]
+    assert keys({"x": {"$lte": True}}) == ["false", "half", "true"]
+    assert keys({"x": {"$gt": False, "$lt": True}}) == ["half"]
+    assert keys({"x": 1}) == ["true"]  # equality: True == 1, as in Python
+    assert keys({"y": {"$gt": 0}}) == ["missing"]
+    assert keys({"x": {"$ne": 5}, "y": {"$lt": 5}}) == ["missing"]
+
+
+def test_a_str_or_bytes_namespace_is_refused_everywhere(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A namespace given as text is not read as one label per character."""
+    texts: list[Any] = ["users", b"users"]
+    for namespace in texts:
+        kind = type(namespace).__name__
+        calls: list[tuple[str, Any]] = [
+            ("namespace", lambda ns=namespace: memory.put_item(group, ns, "k", {"v": 1})),
+            ("namespace", lambda ns=namespace: memory.get_item(group, ns, "k")),
+            ("namespace", lambda ns=namespace: memory.delete_item(group, ns, "k")),
+            ("namespace_prefix", lambda ns=namespace: memory.search_items(group, ns)),
+            ("prefix", lambda ns=namespace: memory.item_namespaces(group, prefix=ns)),
+            ("suffix", lambda ns=namespace: memory.item_namespaces(group, suffix=ns)),
+            (
+                "namespace",
+                lambda ns=namespace: memory.batch_items(
+                    group, [ItemPut(("ok",), "k", {"v": 1}), ItemPut(ns, "k", {"v": 1})]
+                ),
+            ),
+            (
+                "namespace_prefix",
+                lambda ns=namespace: memory.batch_items(
+                    group, [ItemPut(("ok",), "k", {"v": 1}), ItemSearch(ns)]
+                ),
+            ),
+        ]
+        for what, call in calls:
+            with pytest.raises(InvalidInput) as caught:
+                call()
+            assert str(caught.value).startswith(f"{what} must be a tuple of strings, got {kind}")
+    assert memory.item_namespaces(group) == []

@@ -162,7 +162,7 @@ def test_values_and_options_that_break_the_rules(memory: timestone.Memory, group
         store.put((group, "x"), "k", "plain text")  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="index must be False, None or a list of field paths"):
         store.put((group, "x"), "k", {"v": 1}, index=0)  # type: ignore[arg-type]
-    with pytest.raises(InvalidInput, match="max_depth must be a positive integer, got ''"):
+    with pytest.raises(InvalidInput, match="max_depth must be a non-negative integer, got ''"):
         store.list_namespaces(prefix=(group,), max_depth="")  # type: ignore[arg-type]
     assert store.search((group,)) == []
 

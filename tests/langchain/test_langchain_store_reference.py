@@ -11,11 +11,20 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from langgraph.store.base import BaseStore, InvalidNamespaceError
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
 from langgraph.store.memory import InMemoryStore
 
 import timestone
@@ -212,8 +221,6 @@ def test_limits_zero_and_above_a_page(pinned: TimestoneStore) -> None:
 
 
 def _put(ns: tuple[str, ...], key: str, value: dict[str, Any]) -> Any:
-    from langgraph.store.base import PutOp
-
     return PutOp(ns, key, value, index=False)
 
 
@@ -455,3 +462,183 @@ def test_namespace_listings(
     if listing.get("max_depth") is not None:
         whole["max_depth"] = listing["max_depth"] + 1
     assert TimestoneStore(memory).list_namespaces(**whole) == labelled.list_namespaces(**whole)
+
+
+# -- 6. search prefixes are literal; booleans in ranges; listings cut at depth 0 -----
+
+
+def _stars(store: BaseStore, base: tuple[str, ...]) -> list[Any]:
+    """LangMem's ("memories", user_id) where one user's id is "*"."""
+    for user in ("alice", "bob", "*"):
+        store.put((*base, "memories", user), "m", {"user": user, "n": 1})
+    store.put((*base, "memories", "*", "notes"), "n", {"user": "*", "n": 2})
+    out: list[Any] = []
+    searches: list[dict[str, Any]] = [{}, {"filter": {"n": {"$gte": 1}}}, {"query": "alice"}]
+    for prefix in [("memories", "*"), ("memories", "*", "notes"), ("*",), ("*", "*")]:
+        for kwargs in searches:
+            found = store.search((*base, *prefix), **kwargs)
+            out.append(sorted((i.namespace, i.key) for i in found))
+    out.append(store.list_namespaces(prefix=(*base, "memories", "*"), max_depth=len(base) + 2))
+    return out
+
+
+@pytest.mark.parametrize("pin", [True, False], ids=["pinned", "group-label"])
+def test_a_star_in_a_search_prefix_is_a_label(
+    memory: timestone.Memory, group: str, pin: bool
+) -> None:
+    """A search's prefix is matched as written, as by InMemoryStore and PostgresStore: the
+    user whose id is "*" reads their own items, not every user's. list_namespaces keeps
+    "*" as any label."""
+    config: Any = {"dims": DIMS, "embed": _words}
+    store = TimestoneStore(memory, group_id=group) if pin else TimestoneStore(memory)
+    base = () if pin else (group,)
+    expected = _stars(InMemoryStore(index=config), base)
+    assert _stars(store, base) == expected
+    mine = [((*base, "memories", "*"), "m"), ((*base, "memories", "*", "notes"), "n")]
+    assert expected[0] == mine
+    assert expected[-1] == [(*base, "memories", "*"), (*base, "memories", "alice"), (*base, "memories", "bob")]  # fmt: skip
+    [batched] = store.batch([SearchOp((*base, "memories", "*"), filter={"n": 1})])
+    assert [(i.namespace, i.key) for i in cast(list[SearchItem], batched)] == mine[:1]
+
+
+async def test_a_star_in_an_async_search_prefix_is_a_label(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    store = TimestoneStore(amemory, group_id=group)
+    for user in ("alice", "*"):
+        await store.aput(("memories", user), "m", {"user": user})
+    found = await store.asearch(("memories", "*"))
+    assert [(i.namespace, i.value) for i in found] == [(("memories", "*"), {"user": "*"})]
+
+
+RANGES: list[dict[str, Any]] = [
+    {"x": {"$gt": 0}},
+    {"x": {"$gte": 1}},
+    {"x": {"$lt": 1}},
+    {"x": {"$lte": True}},
+    {"x": {"$gt": False, "$lt": True}},
+    {"x": {"$gte": True}, "tag": "b"},
+]
+
+
+@pytest.mark.parametrize("filter_", RANGES, ids=repr)
+def test_ranges_read_booleans_as_numbers(pinned: TimestoneStore, filter_: dict[str, Any]) -> None:
+    """True compares as 1 and False as 0, as InMemoryStore's float() reads them."""
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("r",), "true", {"x": True, "tag": "b"})
+        s.put(("r",), "false", {"x": False, "tag": "b"})
+        s.put(("r",), "two", {"x": 2})
+        s.put(("r",), "half", {"x": "0.5"})
+    assert _found(pinned, ("r",), filter=filter_) == _found(reference, ("r",), filter=filter_)
+
+
+def test_a_range_on_a_missing_field_matches_nothing(pinned: TimestoneStore) -> None:
+    """Where InMemoryStore's float() raises on a missing field or a text that is no
+    number, the item simply does not match (as in Postgres, where the field is NULL)."""
+    reference = InMemoryStore()
+    for s in (reference, pinned):
+        s.put(("r",), "k", {"y": 1})
+    with pytest.raises(TypeError):
+        reference.search(("r",), filter={"x": {"$gt": 0}})
+    assert pinned.search(("r",), filter={"x": {"$gt": 0}}) == []
+    pinned.put(("r",), "word", {"x": "abc"})
+    assert pinned.search(("r",), filter={"x": {"$lt": 5}}) == []
+
+
+@pytest.mark.parametrize("pin", [True, False], ids=["pinned", "group-label"])
+def test_max_depth_zero_lists_the_root(memory: timestone.Memory, group: str, pin: bool) -> None:
+    """max_depth=0 cuts every namespace to no label: [()] when any matched, as in
+    InMemoryStore. A negative limit, offset or max_depth is refused (InMemoryStore reads
+    it as a Python slice from the end; Postgres refuses a negative LIMIT or OFFSET)."""
+    store = TimestoneStore(memory, group_id=group) if pin else TimestoneStore(memory)
+    base = () if pin else (group,)
+    reference = InMemoryStore()
+    for s in (reference, store):
+        s.put((*base, "a", "b"), "k", {"v": 1})
+    for calls in [{}, {"suffix": ("b",)}, {"suffix": ("x",)}, {"prefix": (*base, "a", "b", "c")}]:
+        whole: dict[str, Any] = {"prefix": base, **calls, "max_depth": 0}
+        assert store.list_namespaces(**whole) == reference.list_namespaces(**whole)
+    assert store.list_namespaces(prefix=base, max_depth=0) == [()]
+    assert store.list_namespaces(prefix=base, suffix=("x",), max_depth=0) == []
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"max_depth": -1}, "max_depth must be a non-negative integer, got -1"),
+        ({"limit": -1}, "limit must be a non-negative integer, got -1"),
+        ({"offset": -1}, "offset must be a non-negative integer, got -1"),
+    ]
+    for bad, says in refused:
+        with pytest.raises(InvalidInput) as caught:
+            store.list_namespaces(prefix=base, **bad)
+        assert str(caught.value) == says
+
+
+# -- 7. a namespace given as one string -----------------------------------------------
+
+
+def _text_calls(store: TimestoneStore, ns: Any) -> list[tuple[str, Any]]:
+    """Each store method given the namespace ``ns``, and the name its refusal gives it."""
+    good = PutOp(("ok",), "k", {"v": 1})
+    return [
+        ("namespace", lambda: store.put(ns, "k", {"v": 1})),
+        ("namespace", lambda: store.get(ns, "k")),
+        ("namespace", lambda: store.delete(ns, "k")),
+        ("search namespace_prefix", lambda: store.search(ns)),
+        ("list_namespaces prefix", lambda: store.list_namespaces(prefix=ns)),
+        ("list_namespaces suffix", lambda: store.list_namespaces(suffix=ns)),
+        ("namespace", lambda: store.batch([good, PutOp(ns, "k", {"v": 1})])),
+        ("namespace", lambda: store.batch([good, PutOp(ns, "k", None)])),
+        ("namespace", lambda: store.batch([good, GetOp(ns, "k")])),
+        ("search namespace_prefix", lambda: store.batch([good, SearchOp(ns)])),
+        (
+            "list_namespaces prefix",
+            lambda: store.batch([good, ListNamespacesOp((MatchCondition("prefix", ns),))]),
+        ),
+        (
+            "list_namespaces suffix",
+            lambda: store.batch([good, ListNamespacesOp((MatchCondition("suffix", ns),))]),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("pin", [True, False], ids=["pinned", "group-label"])
+def test_a_string_namespace_is_refused_not_split(
+    memory: timestone.Memory, group: str, pin: bool
+) -> None:
+    """put("users", ...) would be read as the namespace ("u", "s", "e", "r", "s"); it is
+    refused naming it, and nothing of its batch is written."""
+    store = TimestoneStore(memory, group_id=group) if pin else TimestoneStore(memory)
+    for what, call in _text_calls(store, "users"):
+        with pytest.raises(InvalidInput) as caught:
+            call()
+        assert str(caught.value) == (
+            f"{what} must be a tuple of strings, got str 'users': a namespace is a tuple of "
+            "labels, one label is ('users',), not 'users'"
+        )
+    assert TimestoneStore(memory, group_id=group).list_namespaces() == []
+
+
+def test_a_bytes_namespace_is_refused_not_split(pinned: TimestoneStore) -> None:
+    """Operations given to batch are checked by the store first. The store's own methods
+    (put, search, ...) check the labels before they build the operation: LangGraph's
+    check refuses the bytes there, naming them."""
+    for what, call in _text_calls(pinned, b"users"):
+        with pytest.raises((InvalidInput, InvalidNamespaceError)) as caught:
+            call()
+        assert "b'users'" in str(caught.value)
+        if caught.type is InvalidInput:
+            assert str(caught.value).startswith(f"{what} must be a tuple of strings, got bytes")
+    for op in (GetOp(b"users", "k"), SearchOp(b"users")):  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="got bytes b'users'"):
+            pinned.batch([op])
+    assert pinned.list_namespaces() == []
+
+
+async def test_a_string_namespace_is_refused_by_the_async_methods(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    store = TimestoneStore(amemory, group_id=group)
+    with pytest.raises(InvalidInput, match="namespace must be a tuple of strings, got str"):
+        await store.aput("users", "k", {"v": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="namespace_prefix must be a tuple of strings"):
+        await store.asearch("users")  # type: ignore[arg-type]
+    assert await store.alist_namespaces() == []

@@ -32,7 +32,7 @@ from timestone.toolkit import check_group
 
 from ._store_batch import Merger
 from ._store_index import EmbeddingsEmbedder, IndexPaths, check_index_config, check_paths
-from ._store_plans import Groups, Lockstep, plan_of
+from ._store_plans import Groups, Lockstep, check_namespaces, plan_of
 
 __all__ = ["TimestoneStore"]
 
@@ -193,6 +193,7 @@ class TimestoneStore(BaseStore):
         """The plans of ``ops``, started: every operation checked before any runs."""
         listed = list(ops)
         for op in listed:
+            check_namespaces(op)
             validate_op_namespace(op)
         groups = Groups(self.group_id, check_group)
         return Lockstep([plan_of(op, groups, self._index, self.as_of) for op in listed])

@@ -36,7 +36,7 @@ from timestone.errors import InvalidInput, TimestoneError
 from ._store_filters import NOTHING, settle, stand_in
 from ._store_index import IndexPaths
 
-__all__ = ["Groups", "Lockstep", "Plan", "plan_of"]
+__all__ = ["Groups", "Lockstep", "Plan", "check_namespaces", "plan_of"]
 
 ItemOp = timestone.ItemGet | timestone.ItemPut | timestone.ItemSearch | timestone.ItemNamespaces
 Call = tuple[str, ItemOp]
@@ -57,11 +57,15 @@ class Groups:
         self.pinned = None if pinned is None else check(pinned)
         self.check = check
 
-    def split(self, namespace: Sequence[str], what: str) -> tuple[str, Namespace]:
-        """(group, namespace inside the group)."""
+    def split(
+        self, namespace: Sequence[str], what: str, *, wildcards: bool = False
+    ) -> tuple[str, Namespace]:
+        """(group, namespace inside the group). ``wildcards``: ``namespace`` is a pattern of
+        ``list_namespaces``, where ``*`` is any label; elsewhere ``*`` is a label as written
+        (never a valid group id)."""
         if self.pinned is not None:
             return self.pinned, tuple(namespace)
-        if not namespace or namespace[0] == "*":
+        if not namespace or (wildcards and namespace[0] == "*"):
             raise InvalidNamespaceError(
                 f"{what} {tuple(namespace)!r} names no group: the first label of a Timestone "
                 "namespace is the group (tenant), and the database never reads across groups; "
@@ -79,6 +83,29 @@ class Groups:
     def full(self, group: str, inner: Sequence[str]) -> Namespace:
         """The LangGraph namespace of ``inner`` in ``group``."""
         return tuple(inner) if self.pinned is not None else (group, *inner)
+
+
+def check_namespaces(op: Op) -> None:
+    """Refuse a namespace (or a search prefix, or a listing's prefix or suffix) given as a
+    ``str`` or ``bytes``, which would be read as one label per character: before LangGraph's
+    label check, which reads it so too."""
+    given = cast(object, op)
+    if isinstance(given, (GetOp, PutOp)):
+        _whole(cast(object, given.namespace), "namespace")
+    elif isinstance(given, SearchOp):
+        _whole(cast(object, given.namespace_prefix), "search namespace_prefix")
+    elif isinstance(given, ListNamespacesOp):
+        for condition in given.match_conditions or ():
+            _whole(cast(object, condition.path), f"list_namespaces {condition.match_type}")
+
+
+def _whole(namespace: object, what: str) -> None:
+    if isinstance(namespace, (str, bytes, bytearray)):
+        raise InvalidInput(
+            f"{what} must be a tuple of strings, got {type(namespace).__name__} "
+            f"{namespace!r:.80}: a namespace is a tuple of labels, one label is "
+            "('users',), not 'users'"
+        )
 
 
 def _count(value: object, what: str) -> int:
@@ -158,7 +185,7 @@ def _search(op: SearchOp, groups: Groups) -> Plan:
             group,
             timestone.ItemSearch(
                 ns,
-                query=query if query and query.strip() else None,  # "": no query
+                query=query if query and query.strip() else None,  # "" or blanks: no query
                 filter=cast(Mapping[str, Any] | None, filter_),
                 limit=n,
                 offset=offset + len(found),
@@ -191,10 +218,10 @@ def _namespaces(op: ListNamespacesOp, groups: Groups) -> Plan:
         else:
             raise InvalidInput(f"unsupported match type {condition.match_type!r:.80}")
     depth = cast(object, op.max_depth)
-    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 1):
-        raise InvalidInput(f"max_depth must be a positive integer, got {depth!r:.80}")
+    if depth is not None and (not isinstance(depth, int) or isinstance(depth, bool) or depth < 0):
+        raise InvalidInput(f"max_depth must be a non-negative integer, got {depth!r:.80}")
     limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
-    group, inner = groups.split(prefix, "list_namespaces prefix")
+    group, inner = groups.split(prefix, "list_namespaces prefix", wildcards=True)
     # Inside a group a suffix can be matched only on the labels after the group: the
     # last label of it that would fall on the group is checked here, on the full names.
     inner_suffix = suffix if groups.pinned is not None else suffix[1:]
@@ -208,6 +235,7 @@ def _namespaces(op: ListNamespacesOp, groups: Groups) -> Plan:
         if len(page) < PAGE:
             break
     full = (groups.full(group, n) for n in names)
+    # max_depth=0 cuts every namespace to (): [()] when any matched, as in InMemoryStore
     cut = {n[:depth] if depth is not None else n for n in full if _matches(n, suffix)}
     return sorted(cut)[offset : offset + limit]
 

@@ -98,9 +98,14 @@ class ItemsAPI:
         and ``$eq $ne $gt $gte $lt $lte``); ranked by similarity to ``query`` (``score`` set),
         else newest first.
 
+        The prefix is matched as written, as in LangGraph's stores: ``*`` is a label like
+        any other (``("memories", "*")`` finds the items of the user whose id is ``*``,
+        not every user's); only ``item_namespaces`` reads ``*`` as any label.
+
         As in LangGraph's ``InMemoryStore``, a dict of the filter whose keys start with
         ``$`` holds operators only, and a dict without one matches a nested object field by
-        field; one that mixes the two is refused. The ranges compare numbers exactly.
+        field; one that mixes the two is refused. The ranges compare numbers exactly, a
+        boolean as 1 or 0; a missing field, or one that is not a number, satisfies none.
         ``offset`` is at most ``2**63 - 1``, what Postgres's ``bigint`` holds."""
 
         prefix = check_namespace(namespace_prefix, "namespace_prefix", allow_empty=True)

@@ -62,8 +62,9 @@ class Item:
 def check_namespace(
     namespace: object, what: str = "namespace", *, allow_empty: bool
 ) -> tuple[str, ...]:
-    """A tuple of non-empty labels (strings without NUL), at most ``MAX_NAMESPACE_DEPTH``."""
-    if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+    """A tuple of non-empty labels (strings without NUL), at most ``MAX_NAMESPACE_DEPTH``.
+    A string (or bytes) is refused, not read as a sequence of one-character labels."""
+    if isinstance(namespace, (str, bytes, bytearray)) or not isinstance(namespace, Sequence):
         raise InvalidInput(
             f"{what} must be a tuple of strings, got {type(namespace).__name__}: "
             "write ('users', 'alice'), not 'users/alice'"
@@ -178,8 +179,10 @@ def matches_filter(value: Mapping[str, Any], filter_: Mapping[str, Any] | None) 
     """JSONB-like matching, as in LangGraph's ``InMemoryStore``: equal values, nested
     objects field by field, lists element by element, and a mapping whose keys are the
     operators ``$eq $ne $gt $gte $lt $lte`` (``check_filter`` refuses one that mixes them
-    with plain keys). The ranges compare numbers exactly, and read a text as a float; a
-    value that is not a number satisfies none."""
+    with plain keys). The ranges compare numbers exactly, read a text as a float and a
+    boolean as 1 or 0 (as ``InMemoryStore``'s ``float()`` does, and as equality already
+    holds ``True == 1``); a missing field, or a value that is not a number, satisfies none
+    (where ``InMemoryStore`` raises)."""
     if not filter_:
         return True
     return all(_compare(value.get(k), v) for k, v in filter_.items())
@@ -208,9 +211,9 @@ def _compare(item_value: Any, wanted: Any) -> bool:
 def _number(value: Any) -> int | float | None:
     """``value`` as a number a range compares, or None. An int is kept as it is: Python
     compares ints and floats exactly, where ``float()`` overflows on an int of more than
-    308 digits (which ``jsonb`` holds)."""
+    308 digits (which ``jsonb`` holds). A boolean is 1 or 0, as ``float()`` reads it."""
     if isinstance(value, bool):
-        return None
+        return int(value)
     if isinstance(value, int):
         return value
     if not isinstance(value, (float, str)):

@@ -55,7 +55,8 @@ class ItemPut:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ItemSearch:
-    """``search_items`` (its answer: the list of items)."""
+    """``search_items`` (its answer: the list of items); ``namespace_prefix`` is matched
+    as written, ``*`` included."""
 
     namespace_prefix: Sequence[str] = ()
     query: str | None = None

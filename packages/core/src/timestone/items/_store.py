@@ -4,7 +4,8 @@
 A put expires the key's current version and inserts a new one; a delete only
 expires it. Reads take ``as_of``. Searches rank by the cosine similarity of
 the item's indexed text to the query when a query is given, else by recency;
-filters are applied to the candidates of the namespace prefix.
+filters are applied to the candidates of the namespace prefix. A search's prefix
+is literal; a namespace listing's prefix and suffix read ``*`` as any one label.
 """
 
 from __future__ import annotations
@@ -130,11 +131,13 @@ def get_item(
     return item_of_row(row) if row is not None else None
 
 
-def _prefix_clause(prefix: Sequence[str]) -> tuple[sql.Composable, list[Any]]:
-    """Rows whose namespace starts with ``prefix`` (labels up to the first ``*``)."""
+def _prefix_clause(prefix: Sequence[str], *, wildcards: bool) -> tuple[sql.Composable, list[Any]]:
+    """Rows whose namespace starts with ``prefix``, its labels as written; with
+    ``wildcards``, with its labels up to the first ``*`` (``matches_namespace`` then
+    reads the rest, each ``*`` any one label)."""
     concrete: list[str] = []
     for label in prefix:
-        if label == "*":
+        if wildcards and label == "*":
             break
         concrete.append(label)
     if not concrete:
@@ -154,8 +157,9 @@ def search_items(
     as_of: datetime | None,
 ) -> list[Item]:
     """Items under ``prefix`` matching ``filter_``; by similarity to the query, else newest
-    first."""
-    where, params = _prefix_clause(prefix)
+    first. The prefix is literal, as in LangGraph's stores: ``*`` is a label like any other
+    (a user id may be one), and matches only itself."""
+    where, params = _prefix_clause(prefix, wildcards=False)
     if query_vector is not None:
         score = sql.SQL(
             "CASE WHEN i.embedding IS NOT NULL AND vector_dims(i.embedding) = %s"
@@ -170,7 +174,7 @@ def search_items(
         score = sql.SQL("NULL::float8")
         score_params = []
         order = sql.SQL("i.created_at DESC, i.namespace, i.key")
-    in_python = bool(filter_) or "*" in prefix
+    in_python = bool(filter_)
     window = sql.SQL("")
     window_params: list[Any] = []
     if not in_python:
@@ -192,11 +196,7 @@ def search_items(
     )
     rows = [item_of_row(row) for row in cur.fetchall()]
     if in_python:
-        rows = [
-            r
-            for r in rows
-            if matches_namespace(r.namespace, prefix) and matches_filter(r.value, filter_)
-        ][offset : offset + limit]
+        rows = [r for r in rows if matches_filter(r.value, filter_)][offset : offset + limit]
     return rows
 
 
@@ -211,8 +211,9 @@ def item_namespaces(
     offset: int,
     as_of: datetime | None,
 ) -> list[tuple[str, ...]]:
-    """The distinct namespaces that hold items, sorted, cut at ``max_depth`` labels."""
-    where, params = _prefix_clause(prefix)
+    """The distinct namespaces that hold items, sorted, cut at ``max_depth`` labels; ``*`` in
+    ``prefix`` or ``suffix`` matches any one label."""
+    where, params = _prefix_clause(prefix, wildcards=True)
     cur = conn.execute(
         sql.SQL(
             "SELECT DISTINCT i.namespace FROM timestone.items AS i"
