@@ -182,6 +182,11 @@ def test_dates_without_a_zone_in_files_are_utc(run_here: Here, tmp_path: Path) -
     refused = run_here("ingest", str(path), check=3)
     assert "valid_at 'May 2020' is not a date; use ISO 8601" in refused.stderr
     assert "tzinfo" not in refused.stderr
+    episode["facts"][0]["valid_at"] = 2020  # JSON has no dates: a number is refused
+    path.write_text(json.dumps(episode) + "\n")
+    refused = run_here("ingest", str(path), check=3)
+    assert "facts[0]: valid_at must be a date as text, such as 2019-05-01" in refused.stderr
+    assert "got int 2020" in refused.stderr
 
 
 def test_an_empty_group_names_the_groups_that_hold_something(

@@ -1,9 +1,12 @@
 """What an MCP client may pass the tools: an argument a tool does not take, two memories in
-one call, a blank time or an empty entity are refused by their tool-argument names, and
-nothing is written. The server runs in this process, on the session's memory."""
+one call, a blank time, an empty entity, and what a tool's schema refuses (a limit out of
+its range, a missing or wrongly typed argument) are refused by their tool-argument names,
+in the server's own one-line words, and nothing is written. The server runs in this
+process, on the session's memory."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mcp import Client
@@ -100,3 +103,60 @@ async def test_errors_name_the_tool_arguments_and_blank_times_are_refused(
             "or 'now'"
         )
     await _nothing_written(amemory, group)
+
+
+REFUSED: list[tuple[str, dict[str, Any], str]] = [  # what the tool's schema refuses, and the server's words for it
+    ("search_facts", {"query": "Ada", "limit": 0}, "limit must be an integer from 1 to 100, got 0"),
+    ("search_entities", {"query": "Ada", "limit": 101}, "limit must be an integer from 1 to 100, got 101"),
+    ("get_episodes", {"limit": "ten"}, 'limit must be an integer from 1 to 100, got "ten"'),
+    ("facts_as_of", {"as_of": "now", "limit": 2.5}, "limit must be an integer from 1 to 1000, got 2.5"),
+    ("entity_timeline", {"entity": "Ada", "limit": 0}, "limit must be an integer from 1 to 1000, got 0"),
+    ("entity_timeline", {"entity": "Ada", "limit": 1001}, "limit must be an integer from 1 to 1000, got 1001"),
+    ("facts_as_of", {}, "as_of is required"),
+    ("remove_episode", {}, "episode_id is required"),
+    ("search_facts", {"query": None}, "query must be a string, got null"),
+    ("entity_timeline", {"entity": ["Ada"]}, 'entity must be a string, got the list ["Ada"]'),
+    ("add_memory", {"facts": "Ada works at Acme"}, 'facts must be a list, got the string "Ada works at Acme"'),
+    ("add_memory", {"facts": FACT}, "facts must be a list, got the object " + json.dumps(FACT)),
+    ("add_memory", {"facts": [FACT, 7]}, "facts[1] must be an object, got the number 7"),
+    ("get_episodes", {"episode_ids": ["x", 7]}, "episode_ids[1] must be a string, got the number 7"),
+    ("search_facts", {"query": 5, "limit": 0}, "query must be a string, got the number 5; limit must be an integer from 1 to 100, got 0"),
+]  # fmt: skip
+
+
+async def test_arguments_the_schema_refuses_are_refused_in_the_servers_words(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    async with Client(build_server(amemory, group_id=group)) as client:
+        for tool, arguments, why in REFUSED:
+            refused = _refusal(await client.call_tool(tool, arguments))
+            assert refused == f"Error executing tool {tool}: InvalidInput: {why}"
+            assert "\n" not in refused
+    await _nothing_written(amemory, group)
+    async with Client(build_server(amemory, group_id=None)) as client:
+        missing = await client.call_tool("status", {})
+        assert (
+            _refusal(missing) == "Error executing tool status: InvalidInput: group_id is required"
+        )
+        empty = await client.call_tool("add_memory", {"group_id": "", "facts": [FACT]})
+        assert _refusal(empty) == "Error executing tool add_memory: InvalidInput: group_id is empty"
+
+
+async def test_every_limit_has_its_range_in_the_schema(
+    amemory: timestone.AsyncMemory, group: str
+) -> None:
+    async with Client(build_server(amemory, group_id=group)) as client:
+        listed = (await client.list_tools()).tools
+    ranges: dict[str, tuple[int, int]] = {}
+    for tool in listed:
+        limit = tool.input_schema["properties"].get("limit")
+        if limit is not None:
+            [number] = [s for s in limit.get("anyOf", [limit]) if s["type"] == "integer"]
+            ranges[tool.name] = (number.get("minimum"), number.get("maximum"))
+    assert ranges == {
+        "search_facts": (1, 100),
+        "search_entities": (1, 100),
+        "entity_timeline": (1, 1000),
+        "facts_as_of": (1, 1000),
+        "get_episodes": (1, 100),
+    }

@@ -28,13 +28,14 @@ import contextlib
 import errno
 import functools
 import inspect
+import json
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, TypeAdapter, ValidationError
 
 from ._arguments import entity_ref
 from ._local_server import (
@@ -46,9 +47,9 @@ from ._local_server import (
     tokens_match,
 )
 from ._memory_async import AsyncMemory
-from ._records import Fact
-from ._time import NOW
-from .errors import InvalidInput, NotFound, TimestoneError
+from ._records import Fact, FactInput
+from ._time import NOW, parse_when
+from .errors import InvalidInput, InvalidPeriod, NotFound, TimestoneError
 
 __all__ = [
     "INSTRUCTIONS",
@@ -71,7 +72,9 @@ single-valued relations; nothing is ever lost: ask facts_as_of to see what the
 memory believed at an earlier moment. Record what you learn with add_memory
 (structured facts when you can: they need no extraction), look things up with
 search_facts / search_entities, and use entity_timeline to see how something
-changed over time. All times are ISO 8601 (2024-05-01 or 2024-05-01T12:00:00Z).
+changed over time. All times, a fact's valid_at and invalid_at included, are ISO
+8601 (2024, 2024-05, 2024-05-01 or 2024-05-01T12:00:00Z; without an offset, UTC)
+or now.
 """
 
 Opener = Callable[[], Awaitable[AsyncMemory]]
@@ -177,9 +180,61 @@ def run_http(server: Any, *, host: str, port: int, allow_hosts: Iterable[str] = 
 def _when(value: str | None, what: str) -> datetime | None:
     """The time an argument gives; None when it is not given. A blank one is refused by
     ``parse_when``, naming the argument: leaving it out is how to ask for the default."""
-    from ._time import parse_when
-
     return None if value is None else parse_when(value, what)
+
+
+def _shown(value: object) -> str:
+    """A value a client sent, as JSON, cut to 80 characters."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+_KINDS: tuple[tuple[type | tuple[type, ...], str], ...] = (
+    (str, "the string"),
+    ((int, float), "the number"),
+    (list, "the list"),
+    (dict, "the object"),
+)
+
+
+def _given(value: object) -> str:
+    """What a client sent, for a refusal: ``the string "x"``, ``the number 5``, ``null``."""
+    if value is None or isinstance(value, bool):
+        return _shown(value)
+    kind = next((kind for types, kind in _KINDS if isinstance(value, types)), "the value")
+    return f"{kind} {_shown(value)}"
+
+
+def _facts(facts: Sequence[Mapping[str, Any]], reference_time: datetime) -> list[FactInput]:
+    """``add_memory``'s facts, their dates read as every other time a tool takes (and as
+    ``timestone ingest`` reads a file's facts): ``parse_when``, so a date, a month, a
+    year or a datetime without an offset is UTC. A refusal names the fact by its place,
+    ``facts[2].valid_at``; nothing is written."""
+    read: list[FactInput] = []
+    for i, given in enumerate(facts):
+        where = f"facts[{i}]"
+        fields = dict(given)
+        for end in ("valid_at", "invalid_at"):
+            value = fields.get(end)
+            if isinstance(value, str):
+                fields[end] = parse_when(value, f"{where}.{end}")
+            elif value is not None:
+                raise InvalidPeriod(
+                    f"{where}.{end} is not a date: give it as text, such as 2019-05-01 or "
+                    f"2019-05-01T12:00:00Z; got {_given(value)}"
+                )
+        start, end = fields.get("valid_at"), fields.get("invalid_at")
+        if isinstance(end, datetime) and end <= (start or reference_time):
+            default = "" if start else " (valid_at defaults to reference_time)"
+            raise InvalidPeriod(
+                f"{where}.invalid_at {end.isoformat()} is not after its valid_at "
+                f"{(start or reference_time).isoformat()}{default}"
+            )
+        try:
+            read.append(FactInput.parse(fields))
+        except InvalidInput as exc:
+            raise type(exc)(f"{where}: {exc}") from exc
+    return read
 
 
 def _world(valid_at: str | None) -> Any:
@@ -242,7 +297,8 @@ class _Tools:
                 description=(
                     "Structured facts, preferred: each {source, relation, target, fact?, "
                     "valid_at?, invalid_at?}; relation in UPPER_SNAKE_CASE, e.g. WORKS_AT; "
-                    "valid_at is when it became true (default: reference_time). "
+                    "valid_at is when it became true (default: reference_time), "
+                    "invalid_at when it stopped; dates as reference_time takes them. "
                     "Not with content."
                 )
             ),
@@ -260,10 +316,11 @@ class _Tools:
                 "add_memory takes facts or content, not both: one call records one episode; "
                 "call it once for each"
             )
-        mem = await self.memory()
         when = _when(reference_time, "reference_time") or datetime.now(UTC)
         if facts:
-            res = await mem.add_facts(group_id, facts, reference_time=when, name=name)
+            read = _facts(facts, when)
+            mem = await self.memory()
+            res = await mem.add_facts(group_id, read, reference_time=when, name=name)
             return {
                 "episode_id": str(res.episode.id),
                 "created": res.created,
@@ -272,6 +329,7 @@ class _Tools:
             }
         if not content or not content.strip():
             raise InvalidInput("add_memory needs content or facts")
+        mem = await self.memory()
         if mem.llm is not None:
             res = await mem.add_episode(group_id, content, reference_time=when, name=name)
             return {
@@ -349,7 +407,7 @@ class _Tools:
             str | None, Field(description="Only periods that start before this date.")
         ] = None,
         limit: Annotated[
-            int | None, Field(description="Only the first periods (1 to 1000).")
+            int | None, Field(ge=1, le=1000, description="Only the first periods (1 to 1000).")
         ] = None,
     ) -> dict[str, Any]:
         """Every period of every fact about an entity, oldest first: how it changed over time.
@@ -503,20 +561,77 @@ def _unknown_arguments(
     return why
 
 
+def _bounds(params: Iterable[inspect.Parameter]) -> dict[str, tuple[Any, Any]]:
+    """The arguments with a range in the tool's input schema, with their least and most."""
+    found: dict[str, tuple[Any, Any]] = {}
+    for param in params:
+        schema = TypeAdapter(param.annotation).json_schema()
+        for branch in (schema, *schema.get("anyOf", ())):
+            if "minimum" in branch and "maximum" in branch:
+                found[param.name] = (branch["minimum"], branch["maximum"])
+    return found
+
+
+_NOT_AN_INTEGER = {"int_type", "int_parsing", "int_parsing_size", "int_from_float"}
+_OUT_OF_RANGE = {"greater_than_equal", "less_than_equal", "greater_than", "less_than"}
+_MUST_BE = {
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "bool_type": "true or false",
+}
+
+
+def _argument_error(error: Mapping[str, Any], bounds: Mapping[str, tuple[Any, Any]]) -> str:
+    """What is wrong with one argument, by its name (``facts[0]`` for an item of a list),
+    from one of the errors of the SDK's validation of the call against the tool's schema."""
+    where = ""
+    for part in error["loc"]:
+        where += f"[{part}]" if isinstance(part, int) else ("." if where else "") + str(part)
+    where = where or "the arguments"
+    kind, given = error["type"], error["input"]
+    if kind == "missing":
+        return f"{where} is required"
+    if kind == "string_too_short":
+        return f"{where} is empty"
+    if (kind in _NOT_AN_INTEGER or kind in _OUT_OF_RANGE) and where in bounds:
+        least, most = bounds[where]
+        return f"{where} must be an integer from {least} to {most}, got {_shown(given)}"
+    if kind in _NOT_AN_INTEGER:
+        return f"{where} must be an integer, got {_given(given)}"
+    if kind in _MUST_BE:
+        return f"{where} must be {_MUST_BE[kind]}, got {_given(given)}"
+    return f"{where}: {error['msg']}, got {_given(given)}"
+
+
+def _invalid_arguments(error: ValidationError, bounds: Mapping[str, tuple[Any, Any]]) -> str:
+    """Why the SDK's validation refused a call's arguments, one line naming each argument:
+    the server's own words, not the validation library's report."""
+    reasons: list[str] = []
+    for err in error.errors():
+        reason = _argument_error(err, bounds)
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons)
+
+
 def build_server(
     memory: Opener | AsyncMemory, *, group_id: str | None, token: str | None = None
 ) -> Any:
     """An ``MCPServer`` with Timestone's tools. ``group_id=None``: each call names its group.
     ``token``: HTTP requests must carry it as a bearer token (401 otherwise)."""
     from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
     from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
     accepted: dict[str, tuple[str, ...]] = {}
+    ranges: dict[str, dict[str, tuple[Any, Any]]] = {}
 
     class _Server(MCPServer[Mapping[str, Any]]):
         """The SDK's server, but a tool call with an argument the tool does not take is
-        refused, naming it, before the SDK's validation drops it."""
+        refused, naming it, before the SDK's validation drops it; and the arguments that
+        validation refuses (a limit out of range, a missing or wrongly typed argument) are
+        refused in the server's own words, ``InvalidInput: <argument> ...``."""
 
         async def call_tool(
             self,
@@ -528,7 +643,16 @@ def build_server(
                 why = _unknown_arguments(name, arguments, accepted[name], group_id)
                 if why is not None:
                     raise ToolError(f"Error executing tool {name}: InvalidInput: {why}")
-            return await super().call_tool(name, arguments, context)
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as exc:
+                # The SDK raises its refusal of the arguments as a ToolError caused by the
+                # ValidationError (a crash in the tool is an UnexpectedToolError).
+                cause = exc.__cause__
+                if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                    raise
+                why = _invalid_arguments(cause, ranges.get(name, {}))
+                raise ToolError(f"Error executing tool {name}: InvalidInput: {why}") from cause
 
     async def given() -> AsyncMemory:
         assert isinstance(memory, AsyncMemory)
@@ -560,7 +684,9 @@ def build_server(
     for name in _TOOLS:
         method = getattr(tools, name)
         tool = _bind(method, group_id)
-        accepted[name] = tuple(inspect.signature(tool).parameters)
+        params = inspect.signature(tool).parameters
+        accepted[name] = tuple(params)
+        ranges[name] = _bounds(params.values())
         server.add_tool(
             tool,
             name=name,

@@ -43,7 +43,7 @@ from .._jsontext import check_depth, loads
 from .._memory import Memory
 from .._records import FactInput, IngestResult
 from .._time import parse_when
-from ..errors import InvalidInput, TimestoneError
+from ..errors import InvalidInput, InvalidPeriod, TimestoneError
 from ._files import Limits, read_file, walk_folder
 
 __all__ = [
@@ -121,7 +121,14 @@ def _line_key(text: str) -> str:
 
 def _when(value: object, what: str) -> object:
     """A date of a file as the flags read one: without a zone, UTC (``parse_when``)."""
-    return parse_when(value, what) if isinstance(value, str) else value
+    if value is None:
+        return None
+    if not isinstance(value, str):  # JSON has no dates: a number is not read as one
+        raise InvalidPeriod(
+            f"{what} must be a date as text, such as 2019-05-01 or 2019-05-01T12:00:00Z,"
+            f" got {type(value).__name__} {value!r:.40}"
+        )
+    return parse_when(value, what)
 
 
 def parse_line(number: int, text: str) -> JsonlLine:
