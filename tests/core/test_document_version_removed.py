@@ -147,3 +147,56 @@ def test_removing_a_version_brings_back_the_one_it_replaced_not_the_one_numbered
     assert third.version == 3
     memory.remove_episode(group, third.episodes[0].id)  # it replaced the first
     assert [e.content for e in memory.episodes(group)] == ["First text."]
+
+
+def test_purging_the_new_version_leaves_the_old_held_all_along(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str
+) -> None:
+    """Had the new version never been written, the old one was held from its write on:
+    an as-of read of a moment the new one was held reads the old one, its fact too."""
+    mem, chunks = versions
+    during = datetime.now(UTC)
+    mem.purge_episode(group, chunks[0].id)  # the version stands by its other chunk
+    assert [e.content for e in mem.episodes(group, as_of=during)] == [chunks[1].content]
+    mem.purge_episode(group, chunks[1].id)
+    assert [(e.content, e.reference_time.year) for e in mem.episodes(group, as_of=during)] == [
+        (V1, 2020)
+    ]
+    assert [f.target for f in mem.facts(group, source="Mira", as_of=during)] == ["Nord"]
+    assert _current(mem, group) == [(V1, 2020)]
+    assert [f.target for f in mem.facts(group, source="Mira")] == ["Nord"]
+
+
+def test_purging_a_replaced_version_leaves_the_one_before_held_until_the_next(
+    memory: timestone.Memory, group: str
+) -> None:
+    first = memory.add_document(group, URI, "First text.", reference_time=_year(2020))
+    second = memory.add_document(group, URI, "Second text.", reference_time=_year(2021))
+    during = datetime.now(UTC)
+    third = memory.add_document(group, URI, "Third text.", reference_time=_year(2022))
+    memory.purge_episode(group, second.episodes[0].id)
+
+    def held(as_of: datetime | None) -> list[str]:
+        return [e.content for e in memory.episodes(group, as_of=as_of)]
+
+    assert held(first.recorded_at) == ["First text."]
+    assert held(during) == ["First text."]
+    assert held(third.recorded_at) == ["Third text."]
+    assert held(None) == ["Third text."]
+    # the third version retracted the first when it was written, as it would have
+    memory.remove_episode(group, third.episodes[0].id)
+    assert held(None) == ["First text."]
+
+
+def test_purging_a_removed_version_leaves_the_old_held_all_along(
+    memory: timestone.Memory, group: str
+) -> None:
+    memory.add_document(group, URI, "First text.", reference_time=_year(2020))
+    second = memory.add_document(group, URI, "Second text.", reference_time=_year(2021))
+    during = datetime.now(UTC)
+    memory.remove_episode(group, second.episodes[0].id)  # the first comes back
+    memory.purge_episode(group, second.episodes[0].id)
+    assert [e.content for e in memory.episodes(group, as_of=during)] == ["First text."]
+    assert [e.content for e in memory.episodes(group)] == ["First text."]
+    found = memory.search(group, "first", scopes=("episodes",), valid_at=None, as_of=during)
+    assert [e.content for e in found.episodes] == ["First text."]

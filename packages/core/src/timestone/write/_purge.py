@@ -34,7 +34,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, LiteralString, TypeVar
 
 from psycopg import sql
 
@@ -340,9 +340,16 @@ def _sentence(p: Period) -> str:
     return p.fact
 
 
-def _replay_slots(w: Write, episode_id: uuid.UUID) -> int:
+def _earliest(starts: dict[K, datetime], key: K, moment: datetime) -> None:
+    starts[key] = min(starts.get(key, moment), moment)
+
+
+def _replay_slots(
+    w: Write, episode_id: uuid.UUID, changed: Mapping[tuple[Any, ...], datetime]
+) -> int:
     """Delete the episode's assertions and replay the slots it asserted in (or that a fact
-    version naming it is in). Returns the rows deleted."""
+    version naming it is in), and those ``changed`` from the moment given. Returns the
+    rows deleted."""
     cur = w.conn.execute(
         "SELECT DISTINCT source_id, relation, target_id, cardinality FROM timestone.assertions"
         " WHERE group_id = %s AND episode_id = %s"
@@ -350,16 +357,15 @@ def _replay_slots(w: Write, episode_id: uuid.UUID) -> int:
         " WHERE group_id = %s AND %s = ANY(episodes)",
         (w.group_id, episode_id, w.group_id, episode_id),
     )
-    touched = {_slot(row) for row in cur.fetchall()}
+    touched = {_slot(row) for row in cur.fetchall()} | set(changed)
     cur = w.conn.execute(
         "DELETE FROM timestone.assertions WHERE group_id = %s AND episode_id = %s"
         " RETURNING source_id, relation, target_id, cardinality, created_at",
         (w.group_id, episode_id),
     )
-    starts: dict[tuple[Any, ...], datetime] = {}
+    starts = dict(changed)
     for row in cur.fetchall():
-        key = _slot(row)
-        starts[key] = min(starts.get(key, row["created_at"]), row["created_at"])
+        _earliest(starts, _slot(row), row["created_at"])
     erased = cur.rowcount
     if not touched:
         return erased
@@ -485,9 +491,9 @@ def _entity_params(
     }
 
 
-def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
-    """Delete the episode's mentions and replay the entities they were of. Returns the
-    rows deleted."""
+def _replay_entities(w: Write, episode_id: uuid.UUID, changed: Mapping[uuid.UUID, datetime]) -> int:
+    """Delete the episode's mentions and replay the entities they were of, and those
+    ``changed`` from the moment given. Returns the rows deleted."""
     cur = w.conn.execute(
         "DELETE FROM timestone.mentions WHERE group_id = %s AND episode_id = %s"
         " RETURNING entity_id, created_at",
@@ -495,10 +501,9 @@ def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
     )
     rows = cur.fetchall()
     erased = len(rows)
-    starts: dict[uuid.UUID, datetime] = {}
+    starts = dict(changed)
     for row in rows:
-        ident = row["entity_id"]
-        starts[ident] = min(starts.get(ident, row["created_at"]), row["created_at"])
+        _earliest(starts, row["entity_id"], row["created_at"])
     ids = sorted(starts)
     if not ids:
         return erased
@@ -535,17 +540,89 @@ def _replay_entities(w: Write, episode_id: uuid.UUID) -> int:
     return erased
 
 
+# -- a document's version ------------------------------------------------------------
+
+# The chunks of a document that the purged chunk's version retracted when it was written
+# (rows of other versions that expired at the version's first moment), when no other
+# chunk of that version is left: with the moment they were retracted, and the moment the
+# purged chunk's first row ended (its version replaced, removed or rolled back), when,
+# had the version never been written, they would have been.
+_RETRACTED_BY_VERSION: LiteralString = """
+WITH purged AS (
+    SELECT DISTINCT document_uri AS uri, document_version AS v FROM timestone.episodes
+    WHERE group_id = %(g)s AND id = %(e)s AND document_uri IS NOT NULL
+), written AS (
+    SELECT min(x.created_at) AS at FROM timestone.episodes AS x JOIN purged
+      ON x.document_uri = purged.uri AND x.document_version = purged.v
+    WHERE x.group_id = %(g)s
+      AND NOT EXISTS (SELECT 1 FROM timestone.episodes AS y
+                      WHERE y.group_id = %(g)s AND y.document_uri = purged.uri
+                        AND y.document_version = purged.v AND y.id <> %(e)s)
+), ended AS (
+    SELECT x.expired_at AS at FROM timestone.episodes AS x JOIN written
+      ON x.created_at = written.at
+    WHERE x.group_id = %(g)s AND x.id = %(e)s
+)
+SELECT DISTINCT x.id, written.at AS retracted_at, ended.at AS ended_at
+FROM timestone.episodes AS x JOIN purged ON x.document_uri = purged.uri
+  JOIN written ON x.expired_at = written.at CROSS JOIN ended
+WHERE x.group_id = %(g)s AND x.document_version <> purged.v AND ended.at IS NOT NULL
+"""
+
+
+# the tables of a chunk's rows: the column naming the chunk, and what an update returns
+_HELD_AGAIN: tuple[tuple[str, str, LiteralString], ...] = (
+    ("episodes", "id", "id"),
+    ("mentions", "episode_id", "entity_id"),
+    ("assertions", "episode_id", "source_id, relation, target_id, cardinality"),
+)
+
+
+def _hold_what_the_version_retracted(
+    w: Write, episode_id: uuid.UUID
+) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
+    """When the episode is the last chunk of a document's version, the chunks that version
+    retracted are held until the moment the version ended instead, as if it had never been
+    written: their rows (the episode, its mentions and assertions) that expired when it was
+    written expire then. Returns the slots and the entities those rows feed, each with the
+    moment its history changes from."""
+    cur = w.conn.execute(_RETRACTED_BY_VERSION, {"g": w.group_id, "e": episode_id})
+    found = cur.fetchall()
+    slots: dict[tuple[Any, ...], datetime] = {}
+    entities: dict[uuid.UUID, datetime] = {}
+    if not found:
+        return slots, entities
+    chunks = [row["id"] for row in found]
+    retracted_at, ended_at = found[0]["retracted_at"], found[0]["ended_at"]
+    for table, key, returned in _HELD_AGAIN:
+        cur = w.conn.execute(
+            sql.SQL(
+                "UPDATE timestone.{t} SET expired_at = %s"
+                " WHERE group_id = %s AND {k} = ANY(%s) AND expired_at = %s RETURNING {r}"
+            ).format(t=sql.Identifier(table), k=sql.Identifier(key), r=sql.SQL(returned)),
+            (ended_at, w.group_id, chunks, retracted_at),
+        )
+        for row in cur.fetchall():
+            if table == "mentions":
+                _earliest(entities, row["entity_id"], retracted_at)
+            elif table == "assertions":
+                _earliest(slots, _slot(row), retracted_at)
+    return slots, entities
+
+
 def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid.UUID]]:
     """Delete every version of the episode, its mentions and assertions, and replay the
     history of the slots and entities they fed. The episode must be retracted already.
-    Returns the rows deleted and the entities it mentioned."""
+    The last chunk of a document's version leaves the chunks that version retracted held
+    until it ended. Returns the rows deleted and the entities it mentioned."""
     cur = w.conn.execute(
         "SELECT DISTINCT entity_id FROM timestone.mentions WHERE group_id = %s AND episode_id = %s",
         (w.group_id, episode_id),
     )
     mentioned = [row["entity_id"] for row in cur.fetchall()]
-    erased = _replay_slots(w, episode_id)
-    erased += _replay_entities(w, episode_id)
+    slots, entities = _hold_what_the_version_retracted(w, episode_id)
+    erased = _replay_slots(w, episode_id, slots)
+    erased += _replay_entities(w, episode_id, entities)
     cur = w.conn.execute(
         "DELETE FROM timestone.episodes WHERE group_id = %s AND id = %s",
         (w.group_id, episode_id),
