@@ -225,6 +225,46 @@ def test_a_fact_id_given_as_text_retracts_the_fact(memory: timestone.Memory, gro
     assert memory.graph_edges(group) == []
 
 
+@pytest.mark.parametrize("cardinality", ["one", "many"])
+def test_retracting_a_fact_leaves_another_period_of_the_same_target(
+    dsn: str, group: str, cardinality: str
+) -> None:
+    """Lima until 2013 and Lima again from 2014 are two facts: retracting the first by its
+    id leaves the second (and the graph answers Lima now)."""
+
+    def year(y: int) -> datetime:
+        return datetime(y, 1, 1, tzinfo=UTC)
+
+    ontology = timestone.Ontology(
+        edge_types=[timestone.EdgeType("LIVES_IN", cardinality=cardinality)]
+    )
+    with timestone.Memory.open(dsn, ontology=ontology, warm=False) as mem:
+        mem.add_facts(
+            group,
+            [
+                timestone.FactInput(
+                    "Anna", "LIVES_IN", "Lima", valid_at=year(2011), invalid_at=year(2013)
+                ),
+                timestone.FactInput(
+                    "Anna", "LIVES_IN", "Oslo", valid_at=year(2013), invalid_at=year(2014)
+                ),
+                timestone.FactInput("Anna", "LIVES_IN", "Lima", valid_at=year(2014)),
+            ],
+            reference_time=year(2011),
+        )
+        periods = {
+            (e.fact.target, e.fact.valid_at.year): e.id
+            for e in mem.graph_edges(group, valid_at=None)
+        }
+        assert sorted(periods) == [("Lima", 2011), ("Lima", 2014), ("Oslo", 2013)]
+        gone = mem.graph_retract(group, edges=[periods["Lima", 2011]])
+        assert gone == {"entities": 0, "facts": 1, "chunks": 0, "links": 0}
+        held = mem.facts(group, source="Anna", valid_at=None)
+        assert sorted((f.target, f.valid_at.year) for f in held) == [("Lima", 2014), ("Oslo", 2013)]
+        assert [f.target for f in mem.facts(group, source="Anna")] == ["Lima"]
+        assert periods["Lima", 2014] in {f.id for f in held}
+
+
 @pytest.mark.parametrize(
     ("vectors", "message"),
     [

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["Assertion", "Period", "attributes_key", "compute_slot"]
+__all__ = ["Assertion", "Period", "attributes_key", "compute_slot", "supporting"]
 
 
 def attributes_key(attributes: Mapping[str, Any]) -> str:
@@ -98,6 +98,26 @@ def compute_slot(assertions: Iterable[Assertion]) -> list[Period]:
                 episodes=(a.episode_id,),
             )
         ]
+    return [
+        _period(target, start, end, support) for target, start, end, support in _merged(assertions)
+    ]
+
+
+def supporting(assertions: Iterable[Assertion]) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """Each fact of the slot (by its id) and the assertions that support it: the ones a
+    retraction of that fact alone expires."""
+    out: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for _, _, _, support in _merged(assertions):
+        ordered = sorted(support, key=lambda a: a.order)
+        out[ordered[0].id] = [a.id for a in ordered]
+    return out
+
+
+_Span = tuple[uuid.UUID, datetime, "datetime | None", list[Assertion]]
+
+
+def _merged(assertions: Iterable[Assertion]) -> list[_Span]:
+    """Steps 1 to 3: the slot's facts as (target, start, end, supporting assertions)."""
     by_date: dict[datetime, list[Assertion]] = {}
     for a in assertions:
         by_date.setdefault(a.valid_at, []).append(a)
@@ -119,15 +139,14 @@ def compute_slot(assertions: Iterable[Assertion]) -> list[Period]:
         spans.append((winner.target_id, winner.valid_at, end, support))
 
     # 3. neighbouring spans of one target are one fact
-    merged: list[tuple[uuid.UUID, datetime, datetime | None, list[Assertion]]] = []
+    merged: list[_Span] = []
     for target, start, end, support in spans:
         if merged and merged[-1][0] == target and merged[-1][2] == start:
             prev = merged[-1]
             merged[-1] = (target, prev[1], end, prev[3] + support)
         else:
             merged.append((target, start, end, list(support)))
-
-    return [_period(target, start, end, support) for target, start, end, support in merged]
+    return merged
 
 
 def _period(

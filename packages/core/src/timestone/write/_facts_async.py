@@ -23,7 +23,7 @@ from .._names import normalize
 from .._records import Fact
 from .._vectors import VectorArray
 from ..db._distributed_async import HIDDEN_GROUP, ROUTED_GROUP, routed, row_inserts
-from ._date_fight import Assertion, Period, attributes_key, compute_slot
+from ._date_fight import Assertion, Period, attributes_key, compute_slot, supporting
 from ._ids import new_ids
 from ._transaction_async import Write, as_stored, json_object, json_text, vector_inserts
 
@@ -44,6 +44,7 @@ __all__ = [
     "read_facts",
     "read_slots",
     "recompute_slots",
+    "supporting_assertions",
     "version_key",
     "write_slots",
 ]
@@ -264,6 +265,31 @@ async def recompute_retracted(w: Write, retracted: Iterable[Mapping[str, Any]]) 
     )
     many = {(row["source_id"], row["relation"]) for row in rows if row["cardinality"] != "one"}
     return await recompute_slots(w, slots, within=spans, only_one=slots - many)
+
+
+async def supporting_assertions(w: Write, fact_ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """The current assertions behind the current facts ``fact_ids``: those the date fight
+    over each one's slot made that fact of (``supporting``), not every assertion of its
+    source, relation and target (another period of the same target is another fact)."""
+    cur = await w.conn.execute(
+        "SELECT DISTINCT id, source_id, relation, target_id, cardinality FROM timestone.facts"
+        " WHERE group_id = %s AND id = ANY(%s) AND expired_at IS NULL",
+        (w.group_id, list(fact_ids)),
+    )
+    named = await cur.fetchall()
+    wanted = {row["id"] for row in named}
+    slots = {
+        _slot_key(row["cardinality"], row["source_id"], row["relation"], row["target_id"])
+        for row in named
+    }
+    reads = await read_slots(w, slots)
+    return [
+        assertion
+        for held in reads.assertions.values()
+        for fact, behind in supporting(held).items()
+        if fact in wanted
+        for assertion in behind
+    ]
 
 
 def asserted_spans(said: Iterable[tuple[Slot, datetime]]) -> dict[Slot, tuple[datetime, datetime]]:
