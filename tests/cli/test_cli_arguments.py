@@ -59,6 +59,13 @@ def test_an_ingest_that_finds_nothing_says_so(run_here: Here, tmp_path: Path) ->
         f"skipped {empty}: empty",
         f"note: nothing found to ingest in {empty}",
     ]
+    unseen = tmp_path / "unseen.txt"  # zero-width spaces and a byte order mark
+    unseen.write_text("\ufeff\u200b\u200b\n\u200c\n")
+    text = run_here("ingest", "--no-progress", str(unseen))
+    assert text.stderr.splitlines() == [
+        f"skipped {unseen}: empty",
+        f"note: nothing found to ingest in {unseen}",
+    ]
     folder = tmp_path / "nothing"
     folder.mkdir()
     (folder / "picture.png").write_bytes(b"\x89PNG")

@@ -641,6 +641,11 @@ def test_wrong_api_key_is_one_clear_error_before_any_work(
     ("content", "options", "message"),
     [
         ("   ", {}, "episode content is empty"),
+        (
+            "\u200b\ufeff\u200d",
+            {},
+            r"episode content '\\u200b\\ufeff\\u200d' has no visible character",
+        ),
         (b"Ada likes tea.", {}, "binary"),
         ("Ada\x00likes tea.", {}, "looks binary"),
         ("Ada likes tea \ud83c.", {}, r"episode content contains a lone surrogate \('\\ud83c'"),

@@ -389,8 +389,13 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         extract: bool = True,
     ) -> DocumentResult:
         """A long document as chunk episodes; the same uri with new content, title or metadata is
-        a new version (the same again: ``created`` False, nothing written). With a model,
-        every chunk is extracted into facts; ``extract=False`` keeps the chunks only."""
+        a new version (the same again, every chunk of its version current: ``created`` False,
+        nothing written; with a chunk of it removed, a new version with every chunk). The
+        title is ``title``, else ``metadata["title"]`` (where document loaders put it), else
+        the uri: both given must be the same; the key ``document_sha256`` is the library's.
+        The uri takes at most 2,048 bytes of UTF-8, and the content needs a visible
+        character. With a model, every chunk is extracted into facts; ``extract=False`` keeps
+        the chunks only."""
         if not isinstance(cast(object, extract), bool):
             raise InvalidInput(f"extract must be True or False, got {extract!r:.80}")
         result = self._ingest.add_document(

@@ -155,21 +155,36 @@ def check_text(value: object, what: str, *, max_chars: int, allow_empty: bool = 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
+def visible(value: str) -> bool:
+    """Whether ``value`` has a visible character: a letter, digit, punctuation mark or
+    symbol."""
+    return any(unicodedata.category(ch)[0] in "LNPS" for ch in value)
+
+
+def check_visible(value: str, what: str) -> str:
+    """Refuse text with no visible character (a letter, digit, punctuation mark or symbol):
+    text made only of spaces, control, zero-width, format (a byte order mark) or combining
+    characters is text nobody can see, type or find."""
+    if not visible(value):
+        raise InvalidInput(
+            f"{what} {value!r:.80} has no visible character (only spaces, control, format "
+            "or combining characters)"
+        )
+    return value
+
+
 def check_name(value: object, what: str = "entity name") -> str:
     """An entity's name: text (``check_text``) with no control character and at least one
-    visible one (a letter, digit, punctuation mark or symbol): a name made only of
-    zero-width, format or combining characters would be an entity nobody can see or type."""
+    visible one (``check_visible``): a name made only of zero-width, format or combining
+    characters would be an entity nobody can see or type."""
     name = check_text(value, what, max_chars=MAX_NAME_CHARS)
     if (found := _CONTROL.search(name)) is not None:
         raise InvalidInput(
             f"{what} {name!r:.80} contains a control character ({found.group()!r} at "
             f"character {found.start()})"
         )
-    if not name.isascii() and not any(unicodedata.category(ch)[0] in "LNPS" for ch in name):
-        raise InvalidInput(
-            f"{what} {name!r:.80} has no visible character (only spaces, format or "
-            "combining characters)"
-        )
+    if not name.isascii():  # an ASCII name without a control character has a visible one
+        check_visible(name, what)
     return name
 
 

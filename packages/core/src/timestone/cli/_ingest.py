@@ -41,7 +41,7 @@ from rich.progress import (
 
 from .._jsontext import check_depth, loads
 from .._memory import Memory
-from .._records import FactInput, IngestResult
+from .._records import FactInput, IngestResult, visible
 from .._time import parse_when
 from ..errors import InvalidInput, InvalidPeriod, TimestoneError
 from ._files import Limits, read_file, walk_folder
@@ -409,7 +409,7 @@ def _ingest_text(
     reference_time: datetime | None,
     summary: IngestSummary,
 ) -> None:
-    if not content.strip():
+    if not visible(content):  # blank, or only zero-width, format or control characters
         summary.skipped_files.append(f"{path}: empty")
         return
     when = reference_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)

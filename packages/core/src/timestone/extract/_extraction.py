@@ -44,6 +44,7 @@ from .._records import (
     check_name,
     check_relation,
     check_text,
+    check_visible,
     storable,
 )
 from .._time import utcnow
@@ -116,6 +117,7 @@ def check_episode_content(content: object, source: object, max_chars: int) -> st
     if "\x00" in content or control > max(8, len(content) // 100):
         raise InvalidInput("episode content looks binary (NUL or control characters); pass text")
     check_chars(content, "episode content")
+    check_visible(content, "episode content")
     if source == "json":
         try:
             json.loads(content)

@@ -171,9 +171,29 @@ async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
 async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:
     latest = await _latest_episode(w.conn, w.group_id, episode_id)
     if latest["expired_at"] is not None:
+        # a chunk of a document's version is retracted by the write of a newer version,
+        # first held at the moment the chunk's row expired
+        cur = await w.conn.execute(
+            "SELECT e.document_uri AS uri, e.document_version AS version, n.version AS newer"
+            " FROM timestone.episodes AS e CROSS JOIN LATERAL ("
+            " SELECT x.document_version AS version FROM timestone.episodes AS x"
+            " WHERE x.group_id = e.group_id AND x.document_uri = e.document_uri"
+            " AND x.document_version > e.document_version GROUP BY x.document_version"
+            " HAVING min(x.created_at) = e.expired_at) AS n"
+            " WHERE e.group_id = %s AND e.id = %s AND e.expired_at = %s"
+            " ORDER BY n.version LIMIT 1",
+            (w.group_id, episode_id, latest["expired_at"]),
+        )
+        replaced = await cur.fetchone()
+        at = latest["expired_at"].isoformat()
+        if replaced is not None:
+            raise AlreadyRemoved(
+                f"episode {episode_id} of group {w.group_id!r} is a chunk of version "
+                f"{replaced['version']} of document {replaced['uri']!r:.80}, which version "
+                f"{replaced['newer']} replaced at {at}; nothing to do"
+            )
         raise AlreadyRemoved(
-            f"episode {episode_id} of group {w.group_id!r} was removed at "
-            f"{latest['expired_at'].isoformat()}; nothing to do"
+            f"episode {episode_id} of group {w.group_id!r} was removed at {at}; nothing to do"
         )
     changes = await retract_episode(w, episode_id)
     gone, changed = changes.entity_counts

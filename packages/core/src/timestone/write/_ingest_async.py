@@ -1,4 +1,5 @@
-"""Writing: structured facts and documents, each call one transaction.
+"""Writing: structured facts, episodes and documents (``_documents``), each call one
+transaction.
 
 Validation and embedding happen before the transaction opens, so bad input
 writes nothing and the locks are held only for the database work. Inside:
@@ -12,14 +13,11 @@ write").
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, LiteralString, cast
-
-from psycopg.types.json import Jsonb
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import _compat
 from .._groups import check_group
@@ -28,19 +26,14 @@ from .._records import (
     DocumentResult,
     Entity,
     EntityInput,
-    Episode,
-    Fact,
     FactInput,
     IngestResult,
-    check_json,
-    check_json_size,
-    check_mapping,
     check_text,
 )
 from .._time import aware
 from ..db._database_async import Database
 from ..embedders import Embedder, aembed_rows
-from ..errors import ConflictError, InvalidInput, InvalidPeriod
+from ..errors import InvalidInput, InvalidPeriod
 from ..extract._cardinality_async import Cardinalities
 from ..extract._extraction_async import (
     Ledger,
@@ -52,13 +45,11 @@ from ..extract._extraction_async import (
     record_spent,
     write_ledger,
 )
-from ..extract._resolution_async import Plan, plan
+from ..extract._resolution_async import plan
 from ..llm import LLM
 from ..ontology import Ontology
-from ._chunks import chunk_text, late_vectors
 from ._collector import paused
-from ._correct_async import retract_episodes
-from ._documents_async import CURRENT_CHUNKS, document_plans
+from ._documents_async import LAST_DOCUMENT_VERSION, MAX_CONTENT_CHARS, ingest_document
 from ._entities_async import (
     MentionInsert,
     entity_key,
@@ -81,7 +72,6 @@ from ._facts_async import (
     asserted_spans,
     fight_slots,
     insert_assertions,
-    read_facts,
     read_slots,
     write_slots,
 )
@@ -100,16 +90,12 @@ from ._inputs_async import (
     fact_json,
     key_of,
     merge,
-    named,
     optional_text,
 )
 from ._outcome_async import (
     Written,
     closed_apart,
     created_result,
-    entities_by_id,
-    episode_facts,
-    existing_document,
     existing_result,
     ingest_outcome,
     send_relation_order,
@@ -120,6 +106,7 @@ if TYPE_CHECKING:
     from .._vectors import Row
 
 __all__ = [
+    "LAST_DOCUMENT_VERSION",
     "MAX_CONTENT_CHARS",
     "MAX_FACTS_PER_CALL",
     "Ingest",
@@ -129,16 +116,8 @@ __all__ = [
     "prepare_facts",
 ]
 
-MAX_CONTENT_CHARS = 1_000_000
-"""The longest document ``add_document`` takes, in characters."""
 MAX_FACTS_PER_CALL = 10_000
 PAUSE_COLLECTOR_FACTS = 100  # add_facts of this many facts or more pauses the cyclic collector
-# The highest version a document ever had, removed ones included: a new version of it is
-# numbered after it, so that no number is given twice (index episodes_document_versions).
-LAST_DOCUMENT_VERSION: LiteralString = (
-    "SELECT coalesce(max(document_version), 0) AS v FROM timestone.episodes"
-    " WHERE group_id = %s AND document_uri = %s"
-)
 
 
 def prepare_facts(
@@ -513,118 +492,18 @@ class Ingest:
         llm: LLM | None = None,
     ) -> DocumentResult:
         """With ``llm``: every chunk is extracted (before the transaction), with the title,
-        its neighbours and the entities of earlier chunks as context."""
-        check_group(group_id)
-        ref = aware(reference_time, "reference_time")
-        check_text(uri, "document uri", max_chars=2048)
-        check_text(content, "document content", max_chars=MAX_CONTENT_CHARS)
-        title_ = optional_text(title, "document title", MAX_NAME_CHARS) or uri
-        meta = {} if metadata is None else dict(check_mapping(metadata, "document metadata"))
-        check_json(meta, "document metadata")
-        check_json_size(meta, "document metadata")
-        digest = hashlib.sha256(content.encode()).hexdigest()
-        chunks = chunk_text(content, max_chars=max_chunk_chars)
-        ledger, plans = Ledger(), [Plan([], [], {}) for _ in chunks]
-        if llm is not None:
-            ledger, plans = await document_plans(
-                self, group_id, llm, uri, (digest, title_, meta), chunks, ref
-            )
-        prepared = [self.prepare(p.facts, ref)[1] if p.facts else [] for p in plans]
-        names = [e for p, pre in zip(plans, prepared, strict=True) for e in named(p, pre)]
-        late = await _compat.ato_thread(late_vectors, self.embedder, content, chunks)
-        vectors = await self.vectors(
-            [
-                *(c.text for c in chunks if late is None),
-                *(x.sentence for pre in prepared for x in pre),
-                *(e.name for e in names),
-            ]
+        its neighbours and the entities of earlier chunks as context (``_documents``)."""
+        return await ingest_document(
+            self,
+            group_id,
+            uri,
+            content,
+            title=title,
+            reference_time=reference_time,
+            metadata=metadata,
+            max_chunk_chars=max_chunk_chars,
+            llm=llm,
         )
-        # a new version retracts the chunks of the last one and recomputes every slot and
-        # entity they touched, names this write does not lock: it then holds the group alone,
-        # as a removal does
-        alone = False
-
-        async def write() -> DocumentResult:
-            nonlocal alone
-            async with self.db.transaction(group_id, "adding a document", pipeline=True) as conn:
-                w = await begin_write(
-                    conn,
-                    group_id,
-                    self.embedder,
-                    exclusive=alone,
-                    keys=["document\x1f" + uri, *lock_keys(names)],
-                )
-                w.remember(vectors)
-                cur = await conn.execute(
-                    CURRENT_CHUNKS, (digest, title_, Jsonb(meta), group_id, uri)
-                )
-                old = await cur.fetchall()
-                if old and old[0]["same"]:
-                    await write_ledger(conn, group_id, ledger, None, w.now)
-                    return await existing_document(
-                        conn, group_id, uri, int(old[0]["document_version"])
-                    )
-                cur = await conn.execute(LAST_DOCUMENT_VERSION, (group_id, uri))
-                last = await cur.fetchone()
-                version = int(last["v"]) + 1 if last is not None else 1
-                retracted = [row["id"] for row in old]
-                if retracted and not alone:
-                    alone = True
-                    raise ConflictError("a new version of a document holds the group alone")
-                changes = await retract_episodes(w, retracted) if retracted else None
-                episodes: list[Episode] = []
-                entity_ids: list[uuid.UUID] = []
-                for chunk, p, pre in zip(chunks, plans, prepared, strict=True):
-                    row = EpisodeInsert(
-                        name=f"{title_} [{chunk.index + 1}/{len(chunks)}]",
-                        content=chunk.text,
-                        source="document",
-                        source_description=title_,
-                        reference_time=ref,
-                        saga=None,
-                        idempotency_key=f"document:{uri}:{digest}:{chunk.index}",
-                        document_uri=uri,
-                        document_version=version,
-                        chunk_index=chunk.index,
-                        char_start=chunk.start,
-                        char_end=chunk.end,
-                        metadata={**meta, "document_sha256": digest, "title": title_},
-                        llm_calls=ledger.calls if chunk.index == 0 else 0,
-                        llm_tokens=ledger.tokens if chunk.index == 0 else 0,
-                    )
-                    vector = vectors[chunk.text] if late is None else late[chunk.index]
-                    written = await self._write_episode(w, row, vector, pre, p.entities, p.decided)
-                    if chunk.index == 0:
-                        await write_ledger(conn, group_id, ledger, written.episode_id, w.now)
-                    episodes.append(await written.stored())
-                    entity_ids.extend(i for i in written.entity_ids if i not in entity_ids)
-                invalidated: list[Fact] = []
-                if changes is not None and changes.expired:
-                    invalidated = await read_facts(
-                        conn,
-                        group_id,
-                        valid_at=None,
-                        as_of=None,
-                        read_time=w.now,
-                        limit=None,
-                        history=True,
-                        version_ids=[r["version_id"] for r in changes.expired.values()],
-                    )
-                return DocumentResult(
-                    uri=uri,
-                    version=version,
-                    episodes=episodes,
-                    entities=await entities_by_id(conn, group_id, entity_ids),
-                    facts=await episode_facts(w, [e.id for e in episodes]) if llm else [],
-                    invalidated=invalidated,
-                    retracted=retracted,
-                    created=True,
-                    recorded_at=w.now,
-                    llm_calls=ledger.calls,
-                    llm_tokens=ledger.tokens,
-                )
-
-        return await write_with_retry(write)
 
     # -- add_episode (LLM ingestion: every call before the transaction) ---------------
 
