@@ -164,6 +164,24 @@ def test_context_bad_input(
         memory.context(group, query, **args)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("budget", [50, 53])
+def test_a_budget_below_the_header_is_refused(
+    memory: timestone.Memory, group: str, budget: int
+) -> None:
+    """With both times the header alone is 54 tokens (the default counter): a budget that
+    cannot hold it is refused, naming what it needs, not answered over the budget."""
+    memory.add_facts(group, [F("Ada", "WROTE", "Notes")], reference_time=T2015)
+    moment = datetime(2026, 1, 1, tzinfo=UTC)
+    with pytest.raises(
+        InvalidInput,
+        match=rf"token_budget {budget} is less than the context's header takes \(54 tokens,"
+        r" with the times it speaks of\); give at least 54",
+    ):
+        memory.context(group, "Ada", token_budget=budget, valid_at=moment, as_of=moment)
+    ctx = memory.context(group, "Ada", token_budget=54, valid_at=moment, as_of=moment)
+    assert (ctx.tokens, ctx.items) == (54, [])
+
+
 async def test_async_context(amemory: timestone.AsyncMemory, group: str) -> None:
     await amemory.add_facts(group, [F("Ada", "WROTE", "Notes")], reference_time=T2015)
     ctx = await amemory.context(group, "What did Ada write?", token_budget=100)

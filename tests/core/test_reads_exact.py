@@ -114,7 +114,7 @@ def test_an_entity_id_given_as_text_is_the_id(memory: timestone.Memory, group: s
     memory.add_facts(group, [FactInput("Ann", "WORKS_AT", "Acme")], reference_time=_year(2020))
     ann = memory.get_entity(group, "Ann")
     assert ann is not None
-    for ref in (str(ann.id), str(ann.id).upper()):
+    for ref in (str(ann.id), str(ann.id).upper(), f" {ann.id}\n"):
         found = memory.get_entity(group, ref)
         assert found is not None
         assert found.id == ann.id

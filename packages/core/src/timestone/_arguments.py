@@ -46,4 +46,5 @@ def entity_ref(value: object, what: str) -> str | uuid.UUID:
     if isinstance(value, uuid.UUID):
         return value
     text = check_text(value, what, max_chars=512)
-    return uuid.UUID(text) if _ID_TEXT.fullmatch(text.strip()) else text
+    bare = text.strip()  # an id copied with the line break or spaces around it
+    return uuid.UUID(bare) if _ID_TEXT.fullmatch(bare) else text

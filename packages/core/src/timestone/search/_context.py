@@ -224,9 +224,7 @@ def build_context(
         fact_records=False,
         what="context query",
     )
-    hits = search_hits(db, embedder, group_id, req)
     count = (counter or default_counter()).count
-    pieces = _select(_pieces(hits), limit=2 * _CANDIDATES)
 
     def render(items: Sequence[ContextItem]) -> Context:
         return Context(
@@ -239,6 +237,13 @@ def build_context(
         )
 
     used = count(render([]).as_prompt())
+    if used > token_budget:  # the header alone (the times it speaks of) would not fit
+        raise InvalidInput(
+            f"token_budget {token_budget} is less than the context's header takes"
+            f" ({used} tokens, with the times it speaks of); give at least {used}"
+        )
+    hits = search_hits(db, embedder, group_id, req)
+    pieces = _select(_pieces(hits), limit=2 * _CANDIDATES)
     chosen: list[ContextItem] = []
     for piece in pieces:
         cost = count(piece.item.render()) + 1  # and its newline

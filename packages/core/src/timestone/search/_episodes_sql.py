@@ -27,11 +27,12 @@ description) lend each other nothing: what was stored next to a hit says nothing
 its subject (docs/decisions/025-search-by-the-shape-of-the-data.md).
 
 Every candidate and neighbour passes the scope's filters (time, ids, told episodes).
-As of a system time, the neighbours are looked up among the current episodes and
-kept if they were held then.
+As of a system time, the neighbours are those of the timeline held then.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from psycopg import sql
 
@@ -79,18 +80,20 @@ def _filters(req: SearchRequest) -> tuple[sql.Composable, bool]:
     return sql.SQL(" AND ").join(parts), told
 
 
-def _neighbour(told: bool, before: bool) -> sql.Composable:
-    """The current episode just before (or after) the lead ``l`` in the timeline, read
-    from ``episodes_timeline`` (migration 0036), when it is of the lead's source: the
-    same source, source description (a document's title) and saga."""
+def _neighbour(told: bool, before: bool, as_of: datetime | None) -> sql.Composable:
+    """The episode just before (or after) the lead ``l`` in the timeline held at ``as_of``
+    (now: the current ones, ``episodes_timeline``, migration 0036; as of a moment, the
+    versions held then, ``episodes_timeline_history``, 0044), when it is of the lead's
+    source: the same source, source description (a document's title) and saga."""
     return sql.SQL(
         "(SELECT y.version_id FROM (SELECT x.version_id, x.source, x.source_description,"
         " x.saga FROM timestone.episodes AS x WHERE x.group_id = %(g)s"
-        " AND x.expired_at IS NULL{told} AND (x.reference_time, x.id) {cmp}"
+        " AND {held}{told} AND (x.reference_time, x.id) {cmp}"
         " (l.reference_time, l.id) ORDER BY x.reference_time {dir}, x.id {dir} LIMIT 1) AS y"
         " WHERE y.source = l.source AND y.source_description = l.source_description"
         " AND y.saga IS NOT DISTINCT FROM l.saga)"
     ).format(
+        held=held_clause("x", as_of),
         told=sql.SQL(" AND x." + TOLD) if told else sql.SQL(""),
         cmp=sql.SQL("<" if before else ">"),
         dir=sql.SQL("DESC" if before else "ASC"),
@@ -143,8 +146,8 @@ def episodes_statement(req: SearchRequest, dimension: int) -> sql.Composed:
         in_window=_L(WINDOW_SHARE),
         leads=_L(NEIGHBOUR_LEADS),
         share=_L(NEIGHBOUR_SHARE),
-        before=_neighbour(told, before=True),
-        after=_neighbour(told, before=False),
+        before=_neighbour(told, before=True, as_of=req.as_of),
+        after=_neighbour(told, before=False, as_of=req.as_of),
         hops=only_for_sql(
             req,
             "node_distance",
