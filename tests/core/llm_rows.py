@@ -3,11 +3,13 @@ step must write nothing but its ledger rows) and of writes that must leave nothi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import psycopg
 
 import timestone
+from timestone.llm import chat_completion
 
 LedgerRow = tuple[str, str, int, int, bool, bool]
 
@@ -47,3 +49,15 @@ def spent(step: str, body: dict[str, Any], ok: bool, episode: bool = False) -> L
     """The ledger row of a scripted answer's call."""
     usage = body["usage"]
     return (step, body["model"], usage["prompt_tokens"], usage["completion_tokens"], ok, episode)
+
+
+def extraction_answer(facts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A scripted extraction step (``ReplayTransport``): the facts given, their ends as
+    entities of the default type, no dates or attributes but those the facts carry."""
+    names = sorted({f[k] for f in facts for k in ("source", "target")})
+    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
+    reply: dict[str, Any] = {
+        "entities": [{"name": n, "type": "Entity", "attributes": []} for n in names],
+        "facts": [blank | f for f in facts],
+    }
+    return {"step": "extraction", "body": chat_completion(json.dumps(reply))}

@@ -3,16 +3,15 @@ then what it would be had the new version never been added."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
+from llm_rows import extraction_answer
 
 import timestone
 from timestone import EdgeType, Ontology
-from timestone.llm import ReplayTransport, chat_completion, replay_llm
+from timestone.llm import ReplayTransport, replay_llm
 
 URI = "doc://cv"
 V1 = "Mira works at Nord."
@@ -21,16 +20,6 @@ V2 = "A revised curriculum vitae, with no employer. " * 3 + "\n\n" + "It lists h
 
 def _year(y: int) -> datetime:
     return datetime(y, 1, 1, tzinfo=UTC)
-
-
-def _extraction(facts: list[dict[str, Any]]) -> dict[str, Any]:
-    names = sorted({f[k] for f in facts for k in ("source", "target")})
-    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
-    reply: dict[str, Any] = {
-        "entities": [{"name": n, "type": "Entity", "attributes": []} for n in names],
-        "facts": [blank | f for f in facts],
-    }
-    return {"step": "extraction", "body": chat_completion(json.dumps(reply))}
 
 
 NORD = {
@@ -48,7 +37,9 @@ def versions(
 ) -> Iterator[tuple[timestone.Memory, Sequence[timestone.Episode]]]:
     """Version 1 (one chunk, Mira works at Nord) replaced by version 2 (two chunks, no
     facts); yields the memory and version 2's chunks."""
-    transport = ReplayTransport([_extraction([NORD]), _extraction([]), _extraction([])])
+    transport = ReplayTransport(
+        [extraction_answer([NORD]), extraction_answer([]), extraction_answer([])]
+    )
     ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
     with timestone.Memory.open(
         dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False

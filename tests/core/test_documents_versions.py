@@ -4,7 +4,6 @@ document (checked again in the write), and a chunk a newer version replaced says
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -12,14 +11,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from llm_rows import ledger, spent, stored
+from llm_rows import extraction_answer, ledger, spent, stored
 
 import timestone
 import timestone.write._documents as documents
 from timestone import EdgeType, Ontology, WordLlamaEmbedder
 from timestone.errors import AlreadyRemoved, ConflictError
 from timestone.extract._calls import Ledger
-from timestone.llm import ReplayTransport, chat_completion, replay_llm
+from timestone.llm import ReplayTransport, replay_llm
 
 URI = "doc://cv"
 T = datetime(2024, 1, 1, tzinfo=UTC)
@@ -46,16 +45,6 @@ OSLO = {
 ONTOLOGY = Ontology(
     edge_types=[EdgeType("WORKS_AT", cardinality="one"), EdgeType("LIVES_IN", cardinality="one")]
 )
-
-
-def _extraction(facts: list[dict[str, Any]]) -> dict[str, Any]:
-    names = sorted({f[k] for f in facts for k in ("source", "target")})
-    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
-    reply: dict[str, Any] = {
-        "entities": [{"name": n, "type": "Entity", "attributes": []} for n in names],
-        "facts": [blank | f for f in facts],
-    }
-    return {"step": "extraction", "body": chat_completion(json.dumps(reply))}
 
 
 class _Between(WordLlamaEmbedder):
@@ -101,7 +90,7 @@ def test_extraction_skipped_as_unchanged_runs_when_the_write_finds_the_document_
     model: tuple[timestone.Memory, ReplayTransport], between: _Between, dsn: str, group: str
 ) -> None:
     mem, transport = model
-    first, again = _extraction([NORD]), _extraction([NORD])
+    first, again = extraction_answer([NORD]), extraction_answer([NORD])
     transport.extend([first])
     assert [f.fact for f in mem.add_document(group, URI, X, reference_time=T).facts] == [X]
     transport.extend([again])
@@ -198,12 +187,12 @@ def test_the_same_content_after_a_chunk_was_removed_is_extracted_again(
     text = "Mira works at Nord, a shipping firm in the north.\n\n" + (
         "Mira lives in Oslo, in a flat by the harbour, since the year 2020."
     )
-    transport.extend([_extraction([NORD]), _extraction([OSLO])])
+    transport.extend([extraction_answer([NORD]), extraction_answer([OSLO])])
     first = mem.add_document(group, URI, text, reference_time=T, max_chunk_chars=100)
     assert sorted(f.target for f in first.facts) == ["Nord", "Oslo"]
     mem.remove_episode(group, first.episodes[1].id)
     assert [f.target for f in mem.facts(group)] == ["Nord"]
-    transport.extend([_extraction([NORD]), _extraction([OSLO])])
+    transport.extend([extraction_answer([NORD]), extraction_answer([OSLO])])
     again = mem.add_document(group, URI, text, reference_time=T, max_chunk_chars=100)
     assert (again.created, again.version, again.llm_calls) == (True, 2, 2)
     assert sorted(f.target for f in mem.facts(group)) == ["Nord", "Oslo"]

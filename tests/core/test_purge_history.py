@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 import pytest
@@ -58,6 +58,26 @@ def _traces(dsn: str, group: str, episode_id: uuid.UUID) -> dict[str, int]:
             if row[0]:
                 found[table] = row[0]
     return found
+
+
+def _purge_as_before_replays(dsn: str, group: str, episode_id: uuid.UUID, recorded: bool) -> None:
+    """Erase a removed episode the way a purge did before history was replayed: its rows
+    and the fact versions it alone supported, leaving the versions it shared."""
+    params = {"g": group, "e": episode_id}
+    statements: list[LiteralString] = [
+        "DELETE FROM timestone.facts WHERE group_id = %(g)s AND episodes = ARRAY[%(e)s::uuid]",
+        "DELETE FROM timestone.assertions WHERE group_id = %(g)s AND episode_id = %(e)s",
+        "DELETE FROM timestone.mentions WHERE group_id = %(g)s AND episode_id = %(e)s",
+        "DELETE FROM timestone.episodes WHERE group_id = %(g)s AND id = %(e)s",
+    ]
+    if recorded:
+        statements.append(
+            "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
+            " VALUES (%(g)s, %(e)s, now(), 4)"
+        )
+    with psycopg.connect(dsn) as conn:
+        for statement in statements:
+            conn.execute(statement, params)
 
 
 def _secret() -> list[FactInput]:
@@ -233,17 +253,7 @@ def test_a_rollback_repairs_what_an_earlier_purge_left_in_history(
     fresh = group + "-fresh"
     mem.add_facts(fresh, _plain(), reference_time=_year(2021))
     mem.remove_episode(group, secret.episode.id)
-    with psycopg.connect(dsn) as conn:
-        params = {"g": group, "e": secret.episode.id}
-        for statement in (
-            "DELETE FROM timestone.facts WHERE group_id = %(g)s AND episodes = ARRAY[%(e)s::uuid]",
-            "DELETE FROM timestone.assertions WHERE group_id = %(g)s AND episode_id = %(e)s",
-            "DELETE FROM timestone.mentions WHERE group_id = %(g)s AND episode_id = %(e)s",
-            "DELETE FROM timestone.episodes WHERE group_id = %(g)s AND id = %(e)s",
-            "INSERT INTO timestone.purges (group_id, episode_id, purged_at, rows_erased)"
-            " VALUES (%(g)s, %(e)s, now(), 4)",
-        ):
-            conn.execute(statement, params)
+    _purge_as_before_replays(dsn, group, secret.episode.id, recorded=True)
     mem.rollback(group, to=plain.recorded_at)
     assert _shape(mem, group) == _shape(mem, fresh)
     assert _attributes(mem, group) == [{}]
@@ -316,15 +326,7 @@ def test_a_purge_replays_all_history_when_what_is_stored_differs(
         reference_time=_year(2022),
     )
     mem.remove_episode(group, secret.episode.id)
-    with psycopg.connect(dsn) as conn:
-        params = {"g": group, "e": secret.episode.id}
-        for statement in (
-            "DELETE FROM timestone.facts WHERE group_id = %(g)s AND episodes = ARRAY[%(e)s::uuid]",
-            "DELETE FROM timestone.assertions WHERE group_id = %(g)s AND episode_id = %(e)s",
-            "DELETE FROM timestone.mentions WHERE group_id = %(g)s AND episode_id = %(e)s",
-            "DELETE FROM timestone.episodes WHERE group_id = %(g)s AND id = %(e)s",
-        ):
-            conn.execute(statement, params)
+    _purge_as_before_replays(dsn, group, secret.episode.id, recorded=False)
     assert "facts" in _traces(dsn, group, secret.episode.id)
     mem.purge_episode(group, later.episode.id)
     assert _traces(dsn, group, secret.episode.id) == {}
