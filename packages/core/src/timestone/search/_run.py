@@ -460,7 +460,8 @@ def search_hits(
 def _with_known_names(db: Database, group: str, req: SearchRequest) -> SearchRequest:
     """``req`` with the names its question writes that the group knows (``KNOWN_NAMES``),
     for the episodes' vector; a question with no word written with a capital, or a
-    search without episodes, reads nothing."""
+    search without episodes, reads nothing. As of a moment, the names it knew then (the
+    entities and episodes held then): the search made then."""
     written = names_in(req.query) if "episodes" in req.scopes else []
     if not written:
         return req
@@ -471,6 +472,13 @@ def _with_known_names(db: Database, group: str, req: SearchRequest) -> SearchReq
         ):
             with conn.pipeline():
                 db.set_group(conn, group)
+                if req.as_of is not None:  # the moment, for the transaction (known_names)
+                    conn.execute(
+                        sql.SQL(
+                            "SELECT set_config('timestone.as_of', %s::timestamptz::text, true)"
+                        ),
+                        (req.as_of,),
+                    )
                 cur = conn.execute(KNOWN_NAMES, {"names": written})
             known = {str(row["name"]) for row in cur.fetchall()}
     except psycopg.Error as exc:

@@ -18,12 +18,15 @@
 -- tied on it, "works at" in every fact.) A question whose rarest lexeme is held by
 -- more than 5,000 rows gets no list (the vector list answers it), as a question of
 -- common words only did before (0030).
--- Filters as search_text's: as of a system time (the versions held then, the
--- statistics of now), valid at a world time, relations, labels.
+-- Filters as search_text's: as of a system time (the versions held then, ranked by
+-- the statistics of the rows held then: the search made then, whatever was written
+-- since), valid at a world time, relations, labels.
 -- No statement of it scans a table: the statistics are read through their one
 -- index (migration 0040) by group, kind and lexeme, the rows through the text
 -- indexes. A plan made on a new group's statistics, a page of them, was a scan,
--- and a connection kept it as they grew.
+-- and a connection kept it as they grew. As of a moment, the statistics are counted
+-- from the rows (term_stats holds those of now): the group's rows read once through
+-- its key, each lexeme's current rows through the text index (docs/as-of-search.md).
 CREATE OR REPLACE FUNCTION timestone.search_terms(
     p_kind text, p_terms text[], p_as_of timestamptz, p_valid_at timestamptz,
     p_relations text[], p_labels text[], p_max_rows integer
@@ -44,6 +47,11 @@ DECLARE
     q tsquery;
     quoted text[];
     rows_of text;
+    held_of text;
+    r text;
+    ended uuid[];
+    held_lexemes text[];
+    held_dfs double precision[];
     score text;
     common_rows text := coalesce(
         nullif(current_setting('timestone.text_common_rows', true), ''), '5000');
@@ -65,32 +73,87 @@ BEGIN
     IF g IS NULL OR g = '' OR coalesce(cardinality(p_terms), 0) = 0 THEN
         RETURN;
     END IF;
-    SELECT sum(s.docs), sum(s.length) INTO n, total FROM timestone.term_stats AS s
-    WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = '';
-    IF coalesce(n, 0) <= 0 THEN
-        RETURN;
+    IF p_as_of IS NULL THEN
+        -- now: the group's statistics (term_stats), kept current by the writes
+        SELECT sum(s.docs), sum(s.length) INTO n, total FROM timestone.term_stats AS s
+        WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = '';
+        IF coalesce(n, 0) <= 0 THEN
+            RETURN;
+        END IF;
+        avgdl := greatest(total / n, 1);
+        -- the question's lexemes the group's rows hold, the MAX_TERMS rarest, rarest first
+        SELECT array_agg(t.lexeme ORDER BY t.nr),
+               array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.nr),
+               array_agg(t.lexeme ORDER BY t.nr) FILTER (
+                   WHERE t.running <= common_rows::bigint AND (t.nr = 1
+                        OR (t.running <= candidate_rows::bigint
+                            AND (2 * t.df <= n OR t.running <= p_max_rows))))
+        INTO lexemes, idfs, chosen
+        FROM (SELECT k.lexeme, k.df, sum(k.df) OVER (ORDER BY k.df, k.lexeme) AS running,
+                     row_number() OVER (ORDER BY k.df, k.lexeme) AS nr
+              FROM (SELECT u.lexeme, greatest(coalesce(d.docs, 0), 0)::double precision AS df
+                    FROM (SELECT DISTINCT x AS lexeme FROM unnest(p_terms) AS x
+                          WHERE x IS NOT NULL AND x <> '') AS u
+                    LEFT JOIN (SELECT s.lexeme, sum(s.docs) AS docs
+                               FROM timestone.term_stats AS s
+                               WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = ANY(p_terms)
+                               GROUP BY s.lexeme) AS d ON d.lexeme = u.lexeme
+                    WHERE coalesce(d.docs, 0) > 0 OR p_as_of IS NOT NULL
+                    ORDER BY 2, 1 LIMIT 64) AS k) AS t;
+    ELSE
+        -- As of a moment: the statistics of the rows of the kind held then, counted as
+        -- note_terms counts the current rows (a row a document; its length its words for
+        -- the episode kinds, its lexemes for the others; 'told episodes' the episodes
+        -- that are not records of facts), so that the lexemes chosen, their weights and
+        -- the scores are those of the search made then. The rows held then are the
+        -- current ones created by then and the versions that ended after it: the group's
+        -- rows are read once through its key for their number and length (the ids of
+        -- the ended ones kept), and each lexeme's rows counted, the current ones through
+        -- the text index, the ended ones among those ids.
+        held_of := CASE p_kind
+            WHEN 'facts' THEN 'timestone.facts'
+            WHEN 'entities' THEN 'timestone.entities'
+            WHEN 'communities' THEN 'timestone.communities'
+            ELSE 'timestone.episodes' END || ' AS r WHERE r.group_id = $1'
+            || CASE WHEN p_kind = 'told episodes' THEN ' AND r.source <> ''facts''' ELSE '' END;
+        EXECUTE 'SELECT count(*), sum('
+            || CASE WHEN p_kind IN ('episodes', 'told episodes')
+                    THEN 'coalesce(r.fts_words::bigint, length(r.fts))'
+                    ELSE 'length(r.fts)' END
+            || '), array_agg(r.version_id) FILTER (WHERE r.expired_at IS NOT NULL) FROM '
+            || held_of || ' AND r.created_at <= $2 AND (r.expired_at IS NULL OR r.expired_at > $2)'
+        INTO n, total, ended USING g, p_as_of;
+        IF coalesce(n, 0) <= 0 THEN
+            RETURN;
+        END IF;
+        avgdl := greatest(total / n, 1);
+        -- each distinct lexeme of the question held by a row then, and its rows: the
+        -- current ones created by then (the text index), the ended ones held then
+        EXECUTE 'SELECT array_agg(u.lexeme), array_agg(u.df) FROM (SELECT x.lexeme,'
+            ' ((SELECT count(*) FROM ' || held_of || ' AND r.expired_at IS NULL'
+            ' AND r.fts @@ x.q AND r.created_at <= $2)'
+            || CASE WHEN ended IS NULL THEN '' ELSE
+                   ' + (SELECT count(*) FROM ' || held_of || ' AND r.version_id = ANY($4)'
+                   ' AND r.fts @@ x.q)' END
+            || ')::double precision AS df'
+            ' FROM (SELECT DISTINCT y AS lexeme, (chr(39) || replace(replace(y, chr(92),'
+            ' chr(92) || chr(92)), chr(39), chr(39) || chr(39)) || chr(39))::tsquery AS q'
+            ' FROM unnest($3) AS y WHERE y IS NOT NULL AND y <> '''') AS x'
+            ' OFFSET 0) AS u WHERE u.df > 0'  -- each count made once
+        INTO held_lexemes, held_dfs USING g, p_as_of, p_terms, ended;
+        -- chosen and weighed as above, by the statistics of then
+        SELECT array_agg(t.lexeme ORDER BY t.nr),
+               array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.nr),
+               array_agg(t.lexeme ORDER BY t.nr) FILTER (
+                   WHERE t.running <= common_rows::bigint AND (t.nr = 1
+                        OR (t.running <= candidate_rows::bigint
+                            AND (2 * t.df <= n OR t.running <= p_max_rows))))
+        INTO lexemes, idfs, chosen
+        FROM (SELECT k.lexeme, k.df, sum(k.df) OVER (ORDER BY k.df, k.lexeme) AS running,
+                     row_number() OVER (ORDER BY k.df, k.lexeme) AS nr
+              FROM (SELECT d.lexeme, d.df FROM unnest(held_lexemes, held_dfs) AS d(lexeme, df)
+                    ORDER BY 2, 1 LIMIT 64) AS k) AS t;
     END IF;
-    avgdl := greatest(total / n, 1);
-    -- the question's lexemes the group's rows hold (as of a moment, every lexeme: the
-    -- rows held then may hold others), the MAX_TERMS rarest, rarest first
-    SELECT array_agg(t.lexeme ORDER BY t.nr),
-           array_agg(ln(1 + (n - t.df + 0.5) / (t.df + 0.5)) ORDER BY t.nr),
-           array_agg(t.lexeme ORDER BY t.nr) FILTER (
-               WHERE t.running <= common_rows::bigint AND (t.nr = 1
-                    OR (t.running <= candidate_rows::bigint
-                        AND (2 * t.df <= n OR t.running <= p_max_rows))))
-    INTO lexemes, idfs, chosen
-    FROM (SELECT k.lexeme, k.df, sum(k.df) OVER (ORDER BY k.df, k.lexeme) AS running,
-                 row_number() OVER (ORDER BY k.df, k.lexeme) AS nr
-          FROM (SELECT u.lexeme, greatest(coalesce(d.docs, 0), 0)::double precision AS df
-                FROM (SELECT DISTINCT x AS lexeme FROM unnest(p_terms) AS x
-                      WHERE x IS NOT NULL AND x <> '') AS u
-                LEFT JOIN (SELECT s.lexeme, sum(s.docs) AS docs
-                           FROM timestone.term_stats AS s
-                           WHERE s.group_id = g AND s.kind = p_kind AND s.lexeme = ANY(p_terms)
-                           GROUP BY s.lexeme) AS d ON d.lexeme = u.lexeme
-                WHERE coalesce(d.docs, 0) > 0 OR p_as_of IS NOT NULL
-                ORDER BY 2, 1 LIMIT 64) AS k) AS t;
     IF coalesce(cardinality(chosen), 0) = 0 THEN
         RETURN;
     END IF;
@@ -118,28 +181,35 @@ BEGIN
                 ' AND (f.invalid_at IS NULL OR f.invalid_at > $3)))'
                 ' AND ($5 IS NULL OR f.relation = ANY($5))';
         END IF;
-    ELSIF p_kind = 'entities' THEN
-        rows_of := 'SELECT e.version_id, e.fts FROM timestone.entities AS e'
-            ' WHERE e.group_id = $1 AND e.fts @@ $2'
-            ' AND ($6 IS NULL OR e.labels && $6) AND '
-            || CASE WHEN p_as_of IS NULL THEN 'e.expired_at IS NULL'
-                    ELSE 'e.created_at <= $4 AND (e.expired_at IS NULL OR e.expired_at > $4)'
-               END;
-    ELSIF p_kind = 'communities' THEN
-        rows_of := 'SELECT c.version_id, c.fts FROM timestone.communities AS c'
-            ' WHERE c.group_id = $1 AND c.fts @@ $2 AND '
-            || CASE WHEN p_as_of IS NULL THEN 'c.expired_at IS NULL'
-                    ELSE 'c.created_at <= $4 AND (c.expired_at IS NULL OR c.expired_at > $4)'
-               END;
     ELSE
-        rows_of := 'SELECT p.version_id, p.fts, p.fts_words FROM timestone.episodes AS p'
-            ' WHERE p.group_id = $1 AND p.fts @@ $2'
-            ' AND ($3 IS NULL OR p.reference_time <= $3)'
-            || CASE WHEN p_kind = 'told episodes' THEN ' AND p.source <> ''facts''' ELSE '' END
-            || ' AND '
-            || CASE WHEN p_as_of IS NULL THEN 'p.expired_at IS NULL'
-                    ELSE 'p.created_at <= $4 AND (p.expired_at IS NULL OR p.expired_at > $4)'
-               END;
+        -- the row of the kind held: now, a current one; as of a moment, a current one
+        -- created by then (through the text index), or one of the versions ended after
+        -- it (their ids, read with the statistics above, by key)
+        r := CASE p_kind WHEN 'entities' THEN 'e' WHEN 'communities' THEN 'c' ELSE 'p' END;
+        rows_of := CASE p_kind
+            WHEN 'entities' THEN
+                'SELECT e.version_id, e.fts FROM timestone.entities AS e'
+                ' WHERE e.group_id = $1 AND e.fts @@ $2'
+                ' AND ($6 IS NULL OR e.labels && $6) AND %1$s.%2$s'
+            WHEN 'communities' THEN
+                'SELECT c.version_id, c.fts FROM timestone.communities AS c'
+                ' WHERE c.group_id = $1 AND c.fts @@ $2 AND %1$s.%2$s'
+            ELSE
+                'SELECT p.version_id, p.fts, p.fts_words FROM timestone.episodes AS p'
+                ' WHERE p.group_id = $1 AND p.fts @@ $2'
+                ' AND ($3 IS NULL OR p.reference_time <= $3)'
+                || CASE WHEN p_kind = 'told episodes' THEN ' AND p.source <> ''facts'''
+                        ELSE '' END
+                || ' AND %1$s.%2$s' END;
+        IF p_as_of IS NULL THEN
+            rows_of := format(rows_of, r, 'expired_at IS NULL');
+        ELSE
+            rows_of := format(rows_of, r, 'expired_at IS NULL AND '
+                              || r || '.created_at <= $4')
+                || CASE WHEN ended IS NULL THEN '' ELSE ' UNION ALL '
+                        || format(rows_of, r, 'version_id = ANY('
+                                  || quote_literal(ended::text) || '::uuid[])') END;
+        END IF;
     END IF;
     IF p_kind IN ('episodes', 'told episodes') THEN
         -- An episode's score counts each lexeme as often as it occurs (the positions
