@@ -191,3 +191,25 @@ def test_purging_a_removed_version_leaves_the_old_held_all_along(
     assert [e.content for e in memory.episodes(group)] == ["First text."]
     found = memory.search(group, "first", scopes=("episodes",), valid_at=None, as_of=during)
     assert [e.content for e in found.episodes] == ["First text."]
+
+
+def test_purging_a_version_a_rollback_held_again_leaves_the_one_before_then_too(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A rollback to a moment the purged version was held copied it: had it never been
+    written, the rollback would have copied the version before it."""
+    memory.add_document(group, URI, "First text.", reference_time=_year(2020))
+    second = memory.add_document(group, URI, "Second text.", reference_time=_year(2021))
+    while_second = datetime.now(UTC)
+    memory.add_document(group, URI, "Third text.", reference_time=_year(2022))
+    memory.rollback(group, to=while_second)  # the second held again
+    after_rollback = datetime.now(UTC)
+    memory.add_document(group, URI, "Fourth text.", reference_time=_year(2023))
+    memory.purge_episode(group, second.episodes[0].id)
+
+    def held(as_of: datetime | None) -> list[str]:
+        return [e.content for e in memory.episodes(group, as_of=as_of)]
+
+    assert held(while_second) == ["First text."]
+    assert held(after_rollback) == ["First text."]
+    assert held(None) == ["Fourth text."]

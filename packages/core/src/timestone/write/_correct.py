@@ -28,7 +28,7 @@ from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._entities import recompute_entities
 from ._facts import SlotChanges, recompute_retracted, recompute_slots
 from ._purge import erase_episode
-from ._transaction import Write
+from ._transaction import Write, copy_columns
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
 
@@ -141,7 +141,7 @@ def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
         ("mentions", "episode_id"),
         ("assertions", "episode_id"),
     ):
-        columns = sql.SQL(", ").join(map(sql.Identifier, _copy_columns(w.conn, table)))
+        columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
         w.conn.execute(
             row_inserts(
                 w.conn,
@@ -208,16 +208,6 @@ def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:
     )
 
 
-def _copy_columns(conn: Conn, table: str) -> list[str]:
-    cur = conn.execute(
-        "SELECT attname FROM pg_attribute"
-        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
-        " AND attname NOT IN ('version_id', 'created_at', 'expired_at') ORDER BY attnum",
-        (f"timestone.{table}",),
-    )
-    return [row["attname"] for row in cur.fetchall()]
-
-
 def rollback(w: Write, to: datetime) -> RollbackReport:
     point = aware(to, "rollback to")
     if point > w.now:
@@ -237,7 +227,7 @@ def rollback(w: Write, to: datetime) -> RollbackReport:
         )
         expired[table] = cur.rowcount
     for table in VERSIONED_TABLES:
-        columns = sql.SQL(", ").join(map(sql.Identifier, _copy_columns(w.conn, table)))
+        columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
         cur = w.conn.execute(
             row_inserts(
                 w.conn,

@@ -27,7 +27,7 @@ from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._entities_async import recompute_entities
 from ._facts_async import SlotChanges, recompute_retracted, recompute_slots
 from ._purge_async import erase_episode
-from ._transaction_async import Write
+from ._transaction_async import Write, copy_columns
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
 
@@ -140,7 +140,7 @@ async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
         ("mentions", "episode_id"),
         ("assertions", "episode_id"),
     ):
-        columns = sql.SQL(", ").join(map(sql.Identifier, await _copy_columns(w.conn, table)))
+        columns = sql.SQL(", ").join(map(sql.Identifier, await copy_columns(w.conn, table)))
         await w.conn.execute(
             row_inserts(
                 w.conn,
@@ -207,16 +207,6 @@ async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:
     )
 
 
-async def _copy_columns(conn: Conn, table: str) -> list[str]:
-    cur = await conn.execute(
-        "SELECT attname FROM pg_attribute"
-        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
-        " AND attname NOT IN ('version_id', 'created_at', 'expired_at') ORDER BY attnum",
-        (f"timestone.{table}",),
-    )
-    return [row["attname"] for row in await cur.fetchall()]
-
-
 async def rollback(w: Write, to: datetime) -> RollbackReport:
     point = aware(to, "rollback to")
     if point > w.now:
@@ -236,7 +226,7 @@ async def rollback(w: Write, to: datetime) -> RollbackReport:
         )
         expired[table] = cur.rowcount
     for table in VERSIONED_TABLES:
-        columns = sql.SQL(", ").join(map(sql.Identifier, await _copy_columns(w.conn, table)))
+        columns = sql.SQL(", ").join(map(sql.Identifier, await copy_columns(w.conn, table)))
         cur = await w.conn.execute(
             row_inserts(
                 w.conn,

@@ -46,7 +46,7 @@ from ._date_fight import Assertion, Period, attributes_key, compute_slot
 from ._entities import EntityState, entity_state
 from ._facts import assertion_from_row, version_key
 from ._ids import new_ids
-from ._transaction import Write, json_object, json_text, vector_inserts
+from ._transaction import Write, copy_columns, json_object, json_text, vector_inserts
 
 __all__ = ["Version", "erase_episode", "replay"]
 
@@ -582,10 +582,11 @@ def _hold_what_the_version_retracted(
     w: Write, episode_id: uuid.UUID
 ) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
     """When the episode is the last chunk of a document's version, the chunks that version
-    retracted are held until the moment the version ended instead, as if it had never been
-    written: their rows (the episode, its mentions and assertions) that expired when it was
-    written expire then. Returns the slots and the entities those rows feed, each with the
-    moment its history changes from."""
+    retracted are held wherever it was instead, as if it had never been written: their
+    rows (the episode, its mentions and assertions) that expired when it was written
+    expire when it first ended, and are copied for each later time it was held (a
+    rollback held it again). Returns the slots and the entities those rows feed, each with
+    the moment its history changes from."""
     cur = w.conn.execute(_RETRACTED_BY_VERSION, {"g": w.group_id, "e": episode_id})
     found = cur.fetchall()
     slots: dict[tuple[Any, ...], datetime] = {}
@@ -594,19 +595,41 @@ def _hold_what_the_version_retracted(
         return slots, entities
     chunks = [row["id"] for row in found]
     retracted_at, ended_at = found[0]["retracted_at"], found[0]["ended_at"]
+    # the purged chunk held again later (a rollback's copies of it): the chunks it had
+    # retracted would have been held then instead
+    cur = w.conn.execute(
+        "SELECT created_at, expired_at FROM timestone.episodes WHERE group_id = %s AND id = %s"
+        " AND created_at > %s AND expired_at > created_at ORDER BY created_at",
+        (w.group_id, episode_id, retracted_at),
+    )
+    again = [(row["created_at"], row["expired_at"]) for row in cur.fetchall()]
     for table, key, returned in _HELD_AGAIN:
         cur = w.conn.execute(
             sql.SQL(
-                "UPDATE timestone.{t} SET expired_at = %s"
-                " WHERE group_id = %s AND {k} = ANY(%s) AND expired_at = %s RETURNING {r}"
+                "UPDATE timestone.{t} SET expired_at = %s WHERE group_id = %s AND {k} = ANY(%s)"
+                " AND expired_at = %s RETURNING version_id, {r}"
             ).format(t=sql.Identifier(table), k=sql.Identifier(key), r=sql.SQL(returned)),
             (ended_at, w.group_id, chunks, retracted_at),
         )
-        for row in cur.fetchall():
+        rows = cur.fetchall()
+        for row in rows:
             if table == "mentions":
                 _earliest(entities, row["entity_id"], retracted_at)
             elif table == "assertions":
                 _earliest(slots, _slot(row), retracted_at)
+        columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
+        for created, expired in again:
+            w.conn.execute(
+                row_inserts(
+                    w.conn,
+                    sql.SQL(
+                        "INSERT INTO timestone.{t} ({cols}, created_at, expired_at)"
+                        " SELECT {cols}, %s, %s FROM timestone.{t}"
+                        " WHERE group_id = %s AND version_id = ANY(%s)"
+                    ).format(t=sql.Identifier(table), cols=columns),
+                ),
+                (created, expired, w.group_id, [row["version_id"] for row in rows]),
+            )
     return slots, entities
 
 

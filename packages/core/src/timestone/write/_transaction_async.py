@@ -26,6 +26,7 @@ __all__ = [
     "Write",
     "as_stored",
     "begin_write",
+    "copy_columns",
     "json_object",
     "json_text",
     "stored_order",
@@ -214,3 +215,15 @@ async def begin_write(
     return Write(
         conn=conn, group_id=group_id, now=row["now"], embedder=embedder, keys=frozenset(ordered)
     )
+
+
+async def copy_columns(conn: Conn, table: str) -> list[str]:
+    """The columns a copy of a row of ``table`` takes from it: all but its version id and
+    its two system times (and generated ones)."""
+    cur = await conn.execute(
+        "SELECT attname FROM pg_attribute"
+        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+        " AND attname NOT IN ('version_id', 'created_at', 'expired_at') ORDER BY attnum",
+        (f"timestone.{table}",),
+    )
+    return [row["attname"] for row in await cur.fetchall()]
