@@ -617,6 +617,8 @@ def _hold_what_the_version_retracted(
                 _earliest(entities, row["entity_id"], retracted_at)
             elif table == "assertions":
                 _earliest(slots, _slot(row), retracted_at)
+        if not again:
+            continue
         columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
         for created, expired in again:
             w.conn.execute(
