@@ -98,3 +98,91 @@ def test_bad_exports_are_refused_and_write_nothing(
     assert [(f.id, f.version_id, f.created_at) for f in copied] == [
         (f.id, f.version_id, f.created_at) for f in original
     ]
+
+
+def test_text_holding_unicode_line_separators_round_trips(
+    cli: Run, cli_fresh: Run, run_here: Callable[..., Any], tmp_path: Path
+) -> None:
+    """JSON strings hold U+2028, U+2029 and U+0085 raw (text from PDFs and web pages
+    carries them), and an export writes them so: JSON Lines end at a newline only, and
+    ``ingest`` and ``import`` read them as text, not as line breaks."""
+    said = "Ann works at Acme.\u2028Since 2020,\u0085she leads\u2029the cellar."
+    episode: dict[str, Any] = {
+        "reference_time": "2020-01-01T00:00:00Z",
+        "content": said,
+        "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme", "fact": said}],
+    }
+    bad: dict[str, Any] = {"reference_time": "2020-02-01", "facts": []}  # no UTC offset
+    source = tmp_path / "separators.jsonl"
+    source.write_text(
+        "\n".join(
+            json.dumps(e, ensure_ascii=False) for e in (episode, episode | {"name": "b"}, bad)
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    refused = run_here("ingest", str(source), check=3)
+    assert f"{source}:3: " in refused.stderr  # the third line, as the file counts them
+    run_here("ingest", str(source), "--skip-bad")
+    before = run_here("facts", "--valid-at", "all", "--json").stdout
+    assert [f["fact"] for f in json.loads(before)] == [said]
+
+    dump = tmp_path / "separators-export.jsonl"
+    cli("export", "--output", str(dump))
+    assert "\u2028" in dump.read_text(encoding="utf-8")  # written raw
+    cli_fresh("import", str(dump))
+    assert cli_fresh("facts", "--valid-at", "all", "--json").stdout == before
+
+
+def test_an_ontology_the_header_holds_is_checked_before_the_import(
+    run_here: Callable[..., Any], other_group: str, tmp_path: Path
+) -> None:
+    """The header's ontology, which ``import`` stores for a database that has none, is
+    read as an ontology file is: a hand-edited one is refused naming it, and nothing of
+    the file is written (a stored ontology no command could read would stop them all)."""
+    episode = {
+        "reference_time": "2020-01-01T00:00:00Z",
+        "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
+    }
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps(episode) + "\n", encoding="utf-8")
+    run_here("ingest", str(source))
+    dump = tmp_path / "one-export.jsonl"
+    run_here("export", "--output", str(dump))
+    lines = dump.read_text(encoding="utf-8").split("\n")
+    header = json.loads(lines[0])
+    for broken, why in [
+        ({"edge_types": "WORKS_AT"}, "edge_types must be a list"),
+        ("WORKS_AT", "must be an object, got str"),
+        ({"edge_types": [{"name": "WORKS_AT", "cardinality": "two"}]}, "cardinality"),
+    ]:
+        edited = tmp_path / "edited.jsonl"
+        edited.write_text("\n".join([json.dumps(header | {"ontology": broken}), *lines[1:]]))
+        refused = run_here("import", str(edited), "--group", other_group, check=3)
+        assert "the export's header: ontology" in refused.stderr
+        assert why in refused.stderr
+        counted = json.loads(run_here("stats", "--group", other_group, "--json").stdout)
+        assert sum(t["versions"] for t in counted["tables"].values()) == 0
+
+
+def test_an_import_into_a_new_store_takes_the_exports_embedder(
+    cli_fresh: Run, group: str, tmp_path: Path
+) -> None:
+    """With no ``--embedder``, a store the import creates is made with the embedder the
+    export names (not the default, which would refuse the file and keep the store)."""
+    from conftest import make_runner  # pyright: ignore[reportMissingImports, reportUnknownVariableType]
+
+    episode = {
+        "reference_time": "2020-01-01T00:00:00Z",
+        "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
+    }
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps(episode) + "\n", encoding="utf-8")
+    cli_fresh("ingest", str(source), "--embedder", "hash:64")
+    dump = tmp_path / "hashed.jsonl"
+    cli_fresh("export", "--output", str(dump))
+    assert json.loads(dump.read_text().split("\n")[0])["embedder"]["name"] == "hash"
+
+    elsewhere: Run = make_runner(tmp_path / "new-store", group)  # pyright: ignore[reportUnknownVariableType]
+    elsewhere("import", str(dump))
+    assert elsewhere("facts", "--json").stdout == cli_fresh("facts", "--json").stdout

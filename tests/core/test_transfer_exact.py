@@ -3,6 +3,7 @@ as the exported group does: the same call repeated there writes nothing."""
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 import timestone
@@ -69,3 +70,25 @@ def test_the_same_call_on_an_imported_copy_writes_nothing(
         mine = memory.add_facts(target, facts, reference_time=_year(2021), idempotency_key="mine")
         assert not mine.created, target
         assert len(memory.episodes(target)) == 2
+
+
+def test_an_item_holding_negative_zero_reads_the_same_after_an_import(
+    memory: timestone.Memory, group: str
+) -> None:
+    """An item's value reads back as written, -0.0 included (its JSON text is kept,
+    migration 0033); an export and an import keep that text too."""
+    memory.put_item(group, ("prefs",), "offset", {"x": -0.0, "y": [-0.0, 1.5]})
+    parts: list[str] = []
+
+    class Sink:
+        def write(self, text: str) -> int:
+            parts.append(text)
+            return len(text)
+
+    memory.export_group(group, Sink())
+    memory.import_group("".join(parts).split("\n"), group_id=group + "-copy")
+    for target in (group, group + "-copy"):
+        item = memory.get_item(target, ("prefs",), "offset")
+        assert item is not None
+        value = item.value
+        assert [math.copysign(1.0, v) for v in (value["x"], *value["y"])] == [-1.0, -1.0, 1.0]

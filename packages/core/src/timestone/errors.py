@@ -17,6 +17,7 @@ The hierarchy::
     │   ├── MissingExtension         the server lacks vector, pg_trgm or btree_gist
     │   ├── SchemaTooNew             the database was migrated by a newer Timestone
     │   └── ConflictError            a constraint refused the write (a concurrent writer won)
+    │       └── ClockWentBack        the database's clock reads before a version it would close
     ├── EmbeddedServerError          the embedded Postgres could not start in the data dir
     ├── AddressInUse                 the port a server (MCP over HTTP, the web view) is taken
     ├── EmbedderError                the embedder failed or returned bad vectors
@@ -40,6 +41,7 @@ __all__ = [
     "AddressInUse",
     "AlreadyRemoved",
     "BudgetExceeded",
+    "ClockWentBack",
     "ConflictError",
     "ConnectionFailed",
     "DatabaseError",
@@ -135,6 +137,12 @@ class SchemaTooNew(DatabaseError):
 
 class ConflictError(DatabaseError):
     """A database constraint refused the write."""
+
+
+class ClockWentBack(ConflictError):
+    """The database's clock reads earlier than the start of a version the write would close:
+    the server's clock went back (a step of the system clock, a failover to a server behind
+    it). Nothing was written; the write succeeds once the clock passes that start."""
 
 
 class EmbeddedServerError(TimestoneError):

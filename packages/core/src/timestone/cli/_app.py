@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 from rich.table import Table
@@ -22,7 +22,7 @@ from .._time import NOW, parse_when
 from ..db._conninfo import redact
 from ..errors import InvalidInput, NotFound, TimestoneError
 from ._export import STDOUT_NAMES, check_target, export_group_to
-from ._files import GB, read_stream
+from ._files import GB, json_lines, read_stream
 from ._options import (
     AsOf,
     DataDir,
@@ -56,6 +56,8 @@ from ._output import (
 from ._serve import serve_app, ui
 from ._signals import exit_code, stop_on_signals
 from ._store import (
+    ontology_document,
+    ontology_from_document,
     other_groups,
     read_text_file,
     resolve_group,
@@ -65,6 +67,7 @@ from ._store import (
 
 if TYPE_CHECKING:  # imported where used: --help loads no database driver, model or numpy
     from .._memory import Memory
+    from ..ontology import Ontology
 
 __all__ = ["app", "main"]
 
@@ -618,14 +621,16 @@ def import_cmd(
         text = guard(lambda: read_stream(sys.stdin.buffer, "the export on stdin", read, lines=True))
     else:
         text = guard(lambda: read_text_file(source, "the export", read, lines=True))
-    lines = text.splitlines(keepends=True)
+    lines = json_lines(text)
     if not any(line.strip() for line in lines):
         where = "on stdin" if str(source) == "-" else str(source)
         raise fail(InvalidInput(f"the export {where} is empty: nothing to import"))
-    with open_store(dsn, data_dir, embedder) as mem:
+    header = _header(lines)
+    onto = header.get("ontology")
+    if onto is not None:  # checked before anything is written, as every line is
+        onto = ontology_document(guard(lambda: _header_ontology(onto)))
+    with open_store(dsn, data_dir, embedder, source_embedder=_header_embedder(header)) as mem:
         counts = mem.import_group(lines, group_id=group)
-        header = _header(lines)
-        onto = header.get("ontology")
         if onto is not None and stored_meta(mem.dsn, "ontology") is None:
             save_ontology(mem.dsn, onto)
     target = group or header.get("group_id")
@@ -635,12 +640,38 @@ def import_cmd(
         console.print(f"imported {sum(counts.values())} row(s) into group {target}")
 
 
+def _header_embedder(header: dict[str, Any]) -> dict[str, Any] | None:
+    """The export's embedder, which a store the import creates takes (with no
+    ``--embedder``): the import would refuse the file in a store of another."""
+    made = header.get("embedder")
+    if not isinstance(made, dict):
+        return None
+    described = cast(dict[str, Any], made)
+    if not isinstance(described.get("name"), str) or type(described.get("dimension")) is not int:
+        return None
+    return described
+
+
+def _header_ontology(document: object) -> Ontology:
+    where = "the export's header: ontology"
+    if not isinstance(document, dict):
+        raise InvalidInput(f"{where} must be an object, got {type(document).__name__}")
+    try:
+        return ontology_from_document(cast(dict[str, Any], document), where=where)
+    except InvalidInput as exc:
+        said = str(exc)
+        raise InvalidInput(said if said.startswith(where) else f"{where}: {said}") from None
+
+
 def _header(lines: list[str]) -> dict[str, Any]:
     import json
 
     for text in lines:
         if text.strip():
-            value = json.loads(text)
+            try:
+                value = json.loads(text)
+            except ValueError:  # the import refuses the line, naming it
+                return {}
             return dict(value) if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownArgumentType]
     return {}
 

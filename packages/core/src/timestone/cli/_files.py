@@ -32,6 +32,7 @@ __all__ = [
     "Limits",
     "decode_utf8",
     "format_size",
+    "json_lines",
     "parse_size",
     "read_file",
     "read_stream",
@@ -161,6 +162,13 @@ def read_file(path: Path, what: str, limits: Limits, *, lines: bool = False) -> 
     if len(data) > limits.max_file:  # it grew while it was read
         raise _too_large(named, limits)
     return _text(data, named, limits, lines=lines)
+
+
+def json_lines(text: str) -> list[str]:
+    """The lines of JSON Lines text: split at ``\n`` only. ``str.splitlines`` also breaks
+    at U+2028, U+2029, U+0085 and other separators, which JSON strings hold raw (an export
+    writes them so: text pulled from PDFs and web pages carries them)."""
+    return text.split("\n")
 
 
 def read_stream(stream: BinaryIO, named: str, limits: Limits, *, lines: bool = False) -> str:

@@ -44,7 +44,7 @@ from .._memory import Memory
 from .._records import FactInput, IngestResult, visible
 from .._time import parse_when
 from ..errors import InvalidInput, InvalidPeriod, TimestoneError
-from ._files import Limits, read_file, walk_folder
+from ._files import Limits, json_lines, read_file, walk_folder
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -190,7 +190,7 @@ def read_jsonl(
     path: Path, *, skip_bad: bool, summary: IngestSummary, limits: Limits
 ) -> list[JsonlLine]:
     """Every episode of the file; refuse the whole file at its first bad line unless told."""
-    lines = read_file(path, "", limits, lines=True).splitlines()
+    lines = json_lines(read_file(path, "", limits, lines=True))
     if not any(text.strip() for text in lines):
         summary.skipped_files.append(f"{path}: empty")
         return []

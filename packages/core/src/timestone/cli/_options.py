@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -233,9 +233,12 @@ def resolve_store(
     embedder: str | None,
     ontology_file: Path | None = None,
     read_limits: Limits | None = None,
+    source_embedder: Mapping[str, Any] | None = None,
 ) -> tuple[str, Embedder, Ontology | None]:
     """The DSN, embedder and ontology to open with; a new ontology file is stored first.
-    Every setting is checked before the embedded server starts or the DSN is connected."""
+    Every setting is checked before the embedded server starts or the DSN is connected.
+    The embedder: ``--embedder``, else the store's, else ``source_embedder`` (that of
+    the data to be written: an import's header), else WordLlama."""
     document = load_ontology_file(ontology_file, read_limits) if ontology_file is not None else None
     given, named = check_settings(dsn, data_dir)
     chosen = chosen_embedder(embedder)
@@ -243,7 +246,8 @@ def resolve_store(
     target = resolve_dsn(given, data_dir if _typed("data_dir", data_dir) else None, named)
     stored = stored_meta(target, "ontology", named=named or None)
     if chosen is None:
-        chosen = embedder_for(None, stored_meta(target, "embedder"))
+        held = stored_meta(target, "embedder")
+        chosen = embedder_for(None, held if held is not None else source_embedder)
     doc = document if document is not None else stored
     ontology = ontology_from_document(doc, "stored ontology") if doc is not None else None
     return target, chosen, ontology
@@ -258,6 +262,7 @@ def open_store(
     ontology_file: Path | None = None,
     embeds: bool = False,
     read_limits: Limits | None = None,
+    source_embedder: Mapping[str, Any] | None = None,
 ) -> Generator[Memory]:
     """Open the store with the ontology and embedder it keeps; map errors to exit codes.
     ``embeds``: the command embeds text (a search, a write), so the embedder's model is
@@ -266,7 +271,7 @@ def open_store(
 
     try:
         target, chosen, ontology = resolve_store(
-            dsn, data_dir, embedder, ontology_file, read_limits
+            dsn, data_dir, embedder, ontology_file, read_limits, source_embedder
         )
         mem = Memory.open(target, embedder=chosen, ontology=ontology, warm=embeds)
         if ontology_file is not None and ontology is not None:

@@ -32,6 +32,7 @@ from .._compat import ASpawned, asettle, aspawn
 from .._groups import check_group
 from .._vectors import register_vector_array
 from ..errors import (
+    ClockWentBack,
     ConflictError,
     ConnectionFailed,
     DatabaseError,
@@ -160,6 +161,14 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
     if isinstance(exc, PoolClosed):
         return closed_error(doing)
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    constraint = exc.diag.constraint_name or ""
+    if isinstance(exc, psycopg.errors.CheckViolation) and constraint.endswith(_HELD_IN_ORDER):
+        return ClockWentBack(
+            f"{doing}: the database's clock reads earlier than the start of a version this "
+            f"write would close (of {exc.diag.table_name}): the server's clock went back (a "
+            "step of the system clock, a failover to a server behind the one that wrote it). "
+            "Nothing was written; the write succeeds once the clock passes it"
+        )
     if isinstance(exc, psycopg.errors.IntegrityError):
         return ConflictError(f"{doing}: the database refused the write: {detail}")
     if isinstance(exc, psycopg.OperationalError) and _lost_connection(exc):
@@ -174,6 +183,10 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
         )
     return DatabaseError(f"{doing}: {detail}")
 
+
+# the suffix of each versioned table's check that a version ends no earlier than it began
+# (migration 0045)
+_HELD_IN_ORDER = "_held_in_order"
 
 # pgvector's words for vectors of two dimensions met in one statement
 _OTHER_DIMENSIONS = re.compile(r"expected \d+ dimensions, not \d+|different vector dimensions")

@@ -11,7 +11,8 @@ column, as every one of the schema holds), text Postgres can store (no NUL,
 no lone surrogate), integers in their range, times with their UTC offset
 (``_time.aware``: never read in a guessed zone), UUIDs and times in their
 canonical text. No row twice (``check_rows``); every reference to an entity or
-an episode names a row of the file (``check_references``); relations that
+an episode names a row of the file (``check_references``); no system time after
+this database's clock (``check_system_times``); relations that
 ``check_relation`` takes, stored in its normal form (``normal_relations``).
 What these leave to the database (a table's rules, a type read only there) it
 refuses at the insert, and the import names the line of it.
@@ -29,6 +30,7 @@ import re
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from .._groups import check_group
@@ -50,6 +52,7 @@ __all__ = [
     "check_header",
     "check_references",
     "check_rows",
+    "check_system_times",
     "header_group",
     "normal_relations",
     "read_line",
@@ -422,6 +425,28 @@ def _vector(where: str, value: object, dimension: int) -> object:
 
 
 # -- the rows together ---------------------------------------------------------------
+
+
+def check_system_times(
+    rows: Mapping[str, Sequence[Mapping[str, Any]]],
+    lines: Mapping[str, Sequence[int]],
+    now: datetime,
+) -> None:
+    """Refuse a version held from or until a time after this database's clock ``now``:
+    written by a server whose clock ran ahead of this one. Imported, it would be missing
+    from every ``as_of`` read until the clock passes it, and a write that closes it would
+    be refused (``ClockWentBack``)."""
+    for name, given in rows.items():
+        for row, line in zip(given, lines[name], strict=True):
+            for column in ("created_at", "expired_at"):
+                value = row.get(column)
+                if isinstance(value, str) and datetime.fromisoformat(value) > now:
+                    raise InvalidInput(
+                        f"line {line}: {name} row: {column} {value} is after this database's "
+                        f"clock ({now.isoformat()}): the server that wrote the export ran "
+                        "ahead of this one; import it once this clock passes that time, or "
+                        "set the clock that ran ahead right and export again"
+                    )
 
 
 def check_references(

@@ -8,10 +8,13 @@ refused. Vectors travel as pgvector's text form, which round-trips exactly.
 
 Import reads such a file into an empty group of a database built with the
 same embedder, in one transaction: a bad line writes nothing. The whole file
-is checked before a row is written (``_import_checks``): what a write method
-would refuse, and a row naming a row the file does not hold, are refused naming
-the line, the table and the column; what the database refuses at the insert
-is found row by row and named the same way. Reads after an import answer
+is checked before a row is written (``_import_checks``): a value not of its
+column's type or that Postgres cannot hold, a relation name with no normal form, a
+time after this database's clock, and a row naming a row the file does not hold,
+are refused naming the line, the table and the column; what the database refuses
+at the insert is found row by row and named the same way. A value today's write
+methods refuse but an earlier version stored (a name with a control character, a
+longer sentence) is kept: an import restores what the database held. Reads after an import answer
 exactly what they answered before the export, for every ``valid_at`` and
 ``as_of``.
 The relation names of an export written before they took one normal form are
@@ -51,6 +54,7 @@ from ._import_checks import (
     check_header,
     check_references,
     check_rows,
+    check_system_times,
     normal_relations,
     read_line,
 )
@@ -182,11 +186,19 @@ async def export_rows(conn: Conn, group_id: str, out: LineSink) -> dict[str, int
     out.write(_line(header))
     written: dict[str, int] = {}
     for table in tables:
+        # a json column (not jsonb) keeps its text: read through jsonb, -0.0 would be 0.0
+        texts = [c.name for c in table.types if c.kind == "json"]
+        exact = sql.SQL("json_build_object({})::text").format(
+            sql.SQL(", ").join(
+                sql.SQL("{}, t.{}").format(sql.Literal(c), sql.Identifier(c)) for c in texts
+            )
+        )
         query = sql.SQL(
-            "SELECT to_jsonb(t) - {generated}::text[] AS row FROM timestone.{t} AS t"
-            " WHERE t.group_id = %s ORDER BY {order}"
+            "SELECT to_jsonb(t) - {generated}::text[] AS row, {exact} AS exact"
+            " FROM timestone.{t} AS t WHERE t.group_id = %s ORDER BY {order}"
         ).format(
             generated=sql.Literal(list(table.generated)),
+            exact=exact if texts else sql.SQL("NULL::text"),
             t=sql.Identifier(table.name),
             order=sql.SQL(", ").join(sql.Identifier("t", c) for c in table.order),
         )
@@ -194,7 +206,10 @@ async def export_rows(conn: Conn, group_id: str, out: LineSink) -> dict[str, int
         async with conn.cursor(name="timestone_export") as rows:
             await rows.execute(query, (group_id,))
             async for item in rows:
-                out.write(_line({"kind": "row", "table": table.name, "row": item["row"]}))
+                row = item["row"]
+                if item["exact"] is not None:
+                    row.update(json.loads(item["exact"]))
+                out.write(_line({"kind": "row", "table": table.name, "row": row}))
                 n += 1
         written[table.name] = n
     out.write(_line({"kind": "end", "rows": sum(written.values())}))
@@ -296,6 +311,7 @@ async def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
     tables = {t.name: t for t in await group_tables(conn)}
     rows = check_rows(parsed.rows, parsed.lines, tables)
     check_references(rows, parsed.lines)
+    check_system_times(rows, parsed.lines, w.now)
     for row, line in zip(rows.get("episodes", []), parsed.lines.get("episodes", []), strict=True):
         if row.get("source") == "facts":
             check_facts_record(row, line)
@@ -316,8 +332,8 @@ async def import_rows(w: Write, parsed: Parsed) -> dict[str, int]:
         cols = sql.SQL(", ").join(sql.Identifier(c) for c in table.columns)
         query = sql.SQL(
             "INSERT INTO timestone.{t} ({cols}) SELECT {cols}"
-            " FROM jsonb_populate_recordset(NULL::timestone.{t}, %s::jsonb)"
-        ).format(t=sql.Identifier(name), cols=cols)
+            " FROM json_populate_recordset(NULL::timestone.{t}, %s::json)"
+        ).format(t=sql.Identifier(name), cols=cols)  # json: a json column keeps its text
         for start in range(0, len(given), _BATCH):
             batch = [{**row, "group_id": w.group_id} for row in given[start : start + _BATCH]]
             try:
