@@ -20,7 +20,8 @@ import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_communities import ENGINE, T2015, WINE
+from psycopg.conninfo import make_conninfo
+from test_communities import ENGINE, T2015, WINE, _members  # pyright: ignore[reportPrivateUsage]
 
 import timestone
 from timestone import FactInput as F
@@ -352,3 +353,48 @@ def test_builds_on_a_mid_size_graph_equal_the_rule(
     rebuilt = memory.build_communities(group)
     assert (rebuilt.created, rebuilt.expired) == (0, 0)
     assert _held(dsn, group) == (after, versions_after, ids_after)
+
+
+def _holding_the_communities(dsn: str, group: str) -> psycopg.Connection[Any]:
+    """A connection in a transaction that holds the group's communities lock (the lock
+    every community write takes): a repair that waits on it meets its statement timeout."""
+    conn = psycopg.connect(dsn)
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s || chr(31) || %s, 0))",
+        ("timestone-key\x1f" + group, "communities"),
+    )
+    return conn
+
+
+def test_a_write_stands_when_the_communities_repair_after_it_fails(
+    dsn: str, group: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    impatient = make_conninfo(dsn, options="-c statement_timeout=300")
+    with timestone.Memory.open(impatient, communities="auto", warm=False) as mem:
+        mem.add_facts(group, WINE, reference_time=T2015)
+        assert _members(mem, group) == [WINE_NAMES]
+        holder = _holding_the_communities(dsn, group)
+        try:
+            with caplog.at_level(logging.WARNING, logger="timestone"):
+                zed = mem.add_facts(group, ZED, reference_time=T2016)  # returns: it stands
+                report = mem.remove_episode(group, zed.episode.id)
+                erased = mem.purge_episode(group, zed.episode.id)
+        finally:
+            holder.close()
+        assert zed.created
+        assert [f.fact for f in zed.facts] == [
+            "Mira knows Zed.",
+            "Gamay knows Zed.",
+        ]
+        assert report.facts_expired == 2
+        assert erased > 0
+        warned = _warned(caplog)
+        assert [w.split(";")[0] for w in warned] == [
+            f"group {group!r}: the write committed",
+            f"group {group!r}: the removal committed",
+            f"group {group!r}: the purge committed",
+        ]
+        assert all("update_communities(group) catches up" in w for w in warned)
+        assert all("statement timeout" in w for w in warned)
+        mem.update_communities(group)
+        assert _members(mem, group) == [WINE_NAMES]

@@ -11,6 +11,7 @@ sagas (``extract/_api``). Why in parts: docs/decisions/021-the-core-by-feature.m
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -43,7 +44,7 @@ from .db._tenant import tenant_connection
 from .db._upkeep import UpkeepAPI
 from .embedders import Embedder, WordLlamaEmbedder, check_embedder
 from .embedders import warm as load_model
-from .errors import InvalidInput
+from .errors import InvalidInput, TimestoneError
 from .extract._api import ModelAPI
 from .extract._cardinality import Cardinalities
 from .extract._extraction import (
@@ -65,6 +66,8 @@ from .write._inputs import check_on_progress
 from .write._transaction import begin_write
 
 __all__ = ["Memory"]
+
+_log = logging.getLogger("timestone")
 
 COMMUNITY_MODES = ("manual", "auto")
 
@@ -467,7 +470,8 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             built = communities_built(conn, group_id)
         if built and (report.facts_expired or report.facts_created):
             # communities the episode fed: re-label the neighbourhood of what changed
-            self.update_communities(group_id)
+            with self._repairing(group_id, "removal"):
+                self.update_communities(group_id)
         return report
 
     def rollback(self, group_id: str, *, to: datetime) -> RollbackReport:
@@ -490,7 +494,8 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             built = communities_built(conn, group_id)
             erased = purge(w, ident)
         if built:
-            self.build_communities(group_id)
+            with self._repairing(group_id, "purge"):
+                self.build_communities(group_id)
         return erased
 
     def _follow(
@@ -499,12 +504,12 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         """With ``communities="auto"``, update the group's communities after a write, in a
         second transaction: around the entities the write touched (those it mentioned and
         the ends of the facts it closed), or, without ``results``, around everything
-        changed since the last community write. Should that transaction fail, the write
-        stands, and ``update_communities(group)`` catches up."""
+        changed since the last community write."""
         if self.communities != "auto":
             return
         if results is None:
-            self.update_communities(group_id)
+            with self._repairing(group_id, "write"):
+                self.update_communities(group_id)
             return
         seeds: dict[uuid.UUID, None] = {}
         for result in results:
@@ -512,9 +517,27 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             for fact in (*result.facts, *result.invalidated):
                 seeds.update(dict.fromkeys((fact.source_id, fact.target_id)))
         if len(seeds) > MAX_UPDATE_ENTITIES:
-            self.update_communities(group_id)
+            with self._repairing(group_id, "write"):
+                self.update_communities(group_id)
         elif seeds:
-            self.update_communities(group_id, list(seeds))
+            with self._repairing(group_id, "write"):
+                self.update_communities(group_id, list(seeds))
+
+    @contextmanager
+    def _repairing(self, group_id: str, write: str) -> Generator[None]:
+        """Around the communities' repair that follows a committed write. Should it fail,
+        the write stands and its result is returned all the same: the failure is logged (a
+        warning on the ``timestone`` logger), and ``update_communities(group)`` catches up."""
+        try:
+            yield
+        except TimestoneError as exc:
+            _log.warning(
+                "group %r: the %s committed; updating its communities failed, and"
+                " update_communities(group) catches up: %s",
+                group_id,
+                write,
+                exc,
+            )
 
     # -- LLM ingestion --
     def add_episodes(

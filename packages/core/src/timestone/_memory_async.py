@@ -10,6 +10,7 @@ sagas (``extract/_api``). Why in parts: docs/decisions/021-the-core-by-feature.m
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -42,7 +43,7 @@ from .db._tenant_async import tenant_connection
 from .db._upkeep_async import UpkeepAPI
 from .embedders import Embedder, WordLlamaEmbedder, check_embedder
 from .embedders import awarm as load_model
-from .errors import InvalidInput
+from .errors import InvalidInput, TimestoneError
 from .extract._api_async import ModelAPI
 from .extract._cardinality_async import Cardinalities
 from .extract._extraction_async import (
@@ -64,6 +65,8 @@ from .write._inputs_async import check_on_progress
 from .write._transaction_async import begin_write
 
 __all__ = ["AsyncMemory"]
+
+_log = logging.getLogger("timestone")
 
 COMMUNITY_MODES = ("manual", "auto")
 
@@ -466,7 +469,8 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             built = await communities_built(conn, group_id)
         if built and (report.facts_expired or report.facts_created):
             # communities the episode fed: re-label the neighbourhood of what changed
-            await self.update_communities(group_id)
+            async with self._repairing(group_id, "removal"):
+                await self.update_communities(group_id)
         return report
 
     async def rollback(self, group_id: str, *, to: datetime) -> RollbackReport:
@@ -489,7 +493,8 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             built = await communities_built(conn, group_id)
             erased = await purge(w, ident)
         if built:
-            await self.build_communities(group_id)
+            async with self._repairing(group_id, "purge"):
+                await self.build_communities(group_id)
         return erased
 
     async def _follow(
@@ -498,12 +503,12 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         """With ``communities="auto"``, update the group's communities after a write, in a
         second transaction: around the entities the write touched (those it mentioned and
         the ends of the facts it closed), or, without ``results``, around everything
-        changed since the last community write. Should that transaction fail, the write
-        stands, and ``update_communities(group)`` catches up."""
+        changed since the last community write."""
         if self.communities != "auto":
             return
         if results is None:
-            await self.update_communities(group_id)
+            async with self._repairing(group_id, "write"):
+                await self.update_communities(group_id)
             return
         seeds: dict[uuid.UUID, None] = {}
         for result in results:
@@ -511,9 +516,27 @@ class AsyncMemory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
             for fact in (*result.facts, *result.invalidated):
                 seeds.update(dict.fromkeys((fact.source_id, fact.target_id)))
         if len(seeds) > MAX_UPDATE_ENTITIES:
-            await self.update_communities(group_id)
+            async with self._repairing(group_id, "write"):
+                await self.update_communities(group_id)
         elif seeds:
-            await self.update_communities(group_id, list(seeds))
+            async with self._repairing(group_id, "write"):
+                await self.update_communities(group_id, list(seeds))
+
+    @asynccontextmanager
+    async def _repairing(self, group_id: str, write: str) -> AsyncGenerator[None]:
+        """Around the communities' repair that follows a committed write. Should it fail,
+        the write stands and its result is returned all the same: the failure is logged (a
+        warning on the ``timestone`` logger), and ``update_communities(group)`` catches up."""
+        try:
+            yield
+        except TimestoneError as exc:
+            _log.warning(
+                "group %r: the %s committed; updating its communities failed, and"
+                " update_communities(group) catches up: %s",
+                group_id,
+                write,
+                exc,
+            )
 
     # -- LLM ingestion --
     async def add_episodes(
