@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from psycopg import sql
 
 import timestone
-from timestone import FactInput
+from timestone import EdgeType, FactInput, Ontology
 from timestone.errors import ClockWentBack, ConflictError, InvalidInput
 
 _VERSIONED = ("episodes", "entities", "mentions", "assertions", "facts")
@@ -90,3 +91,37 @@ def test_a_write_closing_a_version_from_after_the_clock_raises_clock_went_back(
     assert memory.facts(group) == before
     assert [e.id for e in memory.episodes(group)] == [first.episode.id]
 
+
+def test_a_batch_the_database_refuses_is_named_with_what_was_written_before_it(
+    dsn: str, group: str
+) -> None:
+    """``add_fact_batches``: a batch the database refuses (here, one that closes a version
+    begun after the clock, which stepped back while the batches were read) raises naming
+    it and how many were written before it; those stay written."""
+    told = datetime(2015, 1, 1, tzinfo=UTC)
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+
+    def step_back() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE timestone.facts SET created_at = created_at + interval '1 day'"
+                " WHERE group_id = %s AND fact = 'Mira works at Nord.'",
+                (group,),
+            )
+
+    def batches() -> Iterator[dict[str, Any]]:
+        yield {"facts": [FactInput("Mira", "WORKS_AT", "Nord")], "reference_time": told}
+        yield {"facts": [FactInput("Jon", "WORKS_AT", "Sud")], "reference_time": told}
+        step_back()
+        yield {
+            "facts": [FactInput("Mira", "WORKS_AT", "Sud")],
+            "reference_time": told.replace(year=2020),
+        }
+
+    with timestone.Memory.open(dsn, ontology=ontology, warm=False) as mem:
+        with pytest.raises(ClockWentBack, match=r"^batches\[2\] \(2 written before it\): adding"):
+            mem.add_fact_batches(group, batches())
+        assert sorted(f.fact for f in mem.facts(group)) == [
+            "Jon works at Sud.",
+            "Mira works at Nord.",
+        ]

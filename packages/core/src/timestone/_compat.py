@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "ALock",
@@ -56,11 +56,26 @@ async def asleep(seconds: float) -> None:
 
 
 async def agather(*aws: Awaitable[T]) -> list[T]:
-    return list(await asyncio.gather(*aws))
+    """Run ``aws`` side by side and wait for every one to end; then raise the error that
+    came first, if one failed. Nothing is left running when it returns or raises."""
+    errors: list[Exception] = []
+
+    async def settled(aw: Awaitable[T]) -> T:
+        try:
+            return await aw
+        except Exception as exc:
+            errors.append(exc)
+            raise
+
+    results = await asyncio.gather(*(settled(aw) for aw in aws), return_exceptions=True)
+    if errors:
+        raise errors[0]
+    return cast(list[T], results)
 
 
 def gather(*results: T) -> list[T]:
-    """The blocking twin of ``agather``: the calls already ran, in order."""
+    """The blocking twin of ``agather``: the calls already ran, in order, and the first
+    error ended them."""
     return list(results)
 
 

@@ -34,7 +34,7 @@ from .._records import (
 from .._time import aware
 from ..db._database import Database
 from ..embedders import Embedder, embed_rows
-from ..errors import InvalidInput, InvalidPeriod
+from ..errors import InvalidInput, InvalidPeriod, TimestoneError
 from ..extract._cardinality import Cardinalities
 from ..extract._extraction import (
     Ledger,
@@ -241,8 +241,9 @@ class Ingest:
 
         The result is a loop of ``add_facts`` calls: the same writes, committed in the
         same order, and a bad batch raises before anything of it is written, after the
-        batches before it committed. ``on_progress(done, total, result)`` follows each
-        commit (``total``: None for an iterable without a length); without
+        batches before it committed (its error names it and how many were written before
+        it: ``batches[2] (2 written before it): ...``). ``on_progress(done, total,
+        result)`` follows each commit (``total``: None for an iterable without a length); without
         ``keep_results`` the results are not kept, and the list returned is empty. With
         neither, no result is built: the write is the same, its outcome is not read."""
         check_group(group_id)
@@ -266,8 +267,14 @@ class Ingest:
         try:
             while (batch := _compat.join(pending)) is not None:
                 pending = _compat.spawn(self._next_batch, group_id, source, done + 1)
-                with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
-                    result = self._store(batch, outcome=outcome)
+                try:
+                    with paused(len(batch.prepared) >= PAUSE_COLLECTOR_FACTS):
+                        result = self._store(batch, outcome=outcome)
+                except TimestoneError as exc:  # the database refused it or failed
+                    if exc.args:
+                        before = f"{done} written before it" if done else "none written before it"
+                        exc.args = (f"batches[{done}] ({before}): {exc.args[0]}", *exc.args[1:])
+                    raise
                 done += 1
                 if result is not None and keep_results:
                     results.append(result)
@@ -619,19 +626,35 @@ class Ingest:
         on_progress: Callable[[int, int, IngestResult], object] | None,
     ) -> list[IngestResult]:
         """Many episodes, each its own transaction, at most ``concurrency`` at a time.
-        Every item is checked before the first model call."""
+        Every item is checked before the first model call.
+
+        When one fails, no episode starts after it; those already running end (each
+        written whole, or not at all) before its error is raised, its message led by the
+        failing item (``episodes[2]: ...``). What was written stays, each reported to
+        ``on_progress``: the same call again writes the rest, the written ones recognised
+        by their idempotency keys."""
         check_group(group_id)
         slots = _compat.Semaphore(check_concurrency(concurrency))
         check_on_progress(on_progress)
         rows = episode_rows(group_id, episodes, max_chars)
         done: list[int] = [0]
+        failed: list[int] = []
 
-        def one(row: EpisodeInsert) -> IngestResult:
+        def one(index: int, row: EpisodeInsert) -> IngestResult | None:
             with slots:
-                result = self._extract_episode(group_id, llm, row, types)
+                if failed:
+                    return None  # not started: an episode before it failed
+                try:
+                    result = self._extract_episode(group_id, llm, row, types)
+                except Exception as exc:
+                    failed.append(index)
+                    if isinstance(exc, TimestoneError) and exc.args:
+                        exc.args = (f"episodes[{index}]: {exc.args[0]}", *exc.args[1:])
+                    raise
             done[0] += 1
             if on_progress is not None:
                 on_progress(done[0], len(rows), result)
             return result
 
-        return _compat.gather(*[one(r) for r in rows])
+        results = _compat.gather(*[one(i, r) for i, r in enumerate(rows)])
+        return [r for r in results if r is not None]
