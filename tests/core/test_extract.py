@@ -9,6 +9,7 @@ an unscripted call is made.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -289,6 +290,34 @@ def test_an_entity_the_episode_does_not_name_is_dropped(
     assert mem.get_entity(group, "John Doe") is None
 
 
+@pytest.mark.parametrize(
+    ("text", "name", "kept"),
+    [
+        ("Tomorrow we started at Acme.", "Tom Ted", False),  # pieces of other words
+        ("All of us work at Acme.", "Al", False),
+        ("Mira's team met at Acme.", "Mira", True),
+        ("Posted from #StanfordUniversity at Acme.", "Stanford University", True),
+        ("The HTTPServer team at Acme.", "HTTP Server", True),
+        ('{"order_id": 1042, "at": "Acme"}', "Order 1042", True),
+        ("東京都に住むAcmeの社員", "東京", True),  # a script written without spaces
+    ],
+)
+def test_a_name_is_grounded_by_whole_words(
+    mem: timestone.Memory, replay: Replay, group: str, text: str, name: str, kept: bool
+) -> None:
+    """Each word of a kept name is a word of the text (split at what is not a letter or
+    digit, and where a CamelCase word turns), not a piece of another word; in a script
+    written without spaces, a piece is all there is."""
+    answer = {"entities": [_entity(name), _entity("Acme")], "facts": [_fact(name, "Acme")]}
+    replay.transport.extend([chat_completion(answer)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = mem.add_episode(group, text, reference_time=at(2021))
+    dropped = f"entity {name!r} does not occur in the text the model read; dropped"
+    assert (dropped in [str(w.message) for w in caught]) is not kept
+    assert sorted(e.name for e in res.entities) == sorted(["Acme", *([name] if kept else [])])
+
+
 def test_a_full_name_the_group_already_holds_is_resolution_not_invention(
     mem: timestone.Memory, replay: Replay, group: str
 ) -> None:
@@ -519,6 +548,204 @@ def test_a_date_past_what_utc_holds_is_dropped_with_a_warning(
     with pytest.warns(ExtractionWarning, match="outside the years 1 to 9999 in UTC; dropped"):
         res = mem.add_episode(group, "Ada knows Bo.", reference_time=at(2020))
     assert [(f.fact, f.valid_at) for f in res.facts] == [("Ada knows Bo.", at(2020))]
+
+
+def test_a_period_told_as_over_with_no_start_ends_the_stored_one(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """ "Stepped down in April": the model gives an ``invalid_at`` before the episode's
+    time and no ``valid_at`` (the prompt's null for an untold date). The fact ends the
+    stored period of its triple that held then, taking its start (a correction, which the
+    date fight settles); told of a period the graph never held, it is dropped with a
+    warning: nothing says when it began."""
+    ceo = {"source": "Ada", "relation": "DIRECTS", "target": "Château Nord"}
+    replay.transport.extend(
+        [
+            extraction_reply(
+                ["Ada", "Château Nord"], [ceo | {"fact": "Ada directs Château Nord."}]
+            ),
+            extraction_reply(
+                ["Ada", "Château Nord", "Bo", "Château Sud"],
+                [
+                    ceo | {"fact": "Ada stepped down at Château Nord.", "invalid_at": "2024-04-01"},
+                    {
+                        "source": "Bo",
+                        "relation": "DIRECTS",
+                        "target": "Château Sud",
+                        "fact": "Bo left Château Sud.",
+                        "invalid_at": "2024-05-01",
+                    },
+                ],
+            ),
+        ]
+    )
+    first = mem.add_episode(group, "Ada directs Château Nord.", reference_time=at(2020))
+    with pytest.warns(ExtractionWarning) as warned:
+        second = mem.add_episode(
+            group,
+            "Ada stepped down at Château Nord in April. Bo left Château Sud in May.",
+            reference_time=at(2024, 6),
+        )
+    assert [str(w.message) for w in warned] == [
+        "fact 'Bo left Château Sud.': told as over by 2024-05-01 with no start, and the graph "
+        "holds no period of it then; dropped"
+    ]
+    [ended] = second.invalidated
+    assert ended.id == first.facts[0].id  # the same fact, closed
+    assert (ended.valid_at, ended.invalid_at) == (at(2020), at(2024, 4))
+    assert ended.episodes == (first.episode.id, second.episode.id)
+    assert mem.facts(group, source="Ada") == []  # nobody directs it now
+    [held] = mem.facts(group, source="Ada", valid_at=at(2023))
+    assert held.id == ended.id
+    assert mem.facts(group, source="Bo", valid_at=None) == []
+    mem.remove_episode(group, second.episode.id)  # exact: the period is open again
+    [again] = mem.facts(group, source="Ada")
+    assert (again.id, again.invalid_at) == (first.facts[0].id, None)
+
+
+def typed_reply(entities: list[tuple[str, str]], facts: list[dict[str, Any]]) -> dict[str, Any]:
+    blank: dict[str, Any] = {"valid_at": None, "invalid_at": None, "attributes": []}
+    return chat_completion(
+        json.dumps(
+            {
+                "entities": [{"name": n, "type": t, "attributes": []} for n, t in entities],
+                "facts": [blank | f for f in facts],
+            }
+        )
+    )
+
+
+def test_an_entity_type_in_another_case_is_the_declared_one(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A model (a server with no schema enforcement) writes "person" for the declared
+    Person: the entity is a Person, not dropped as outside the ontology."""
+    lives = {"source": "Chloé Dubois", "relation": "LIVES_IN", "target": "Paris"}
+    replay.transport.extend(
+        [typed_reply([("Chloé Dubois", "person"), ("Paris", "PLACE")], [lives | {"fact": "x"}])]
+    )
+    res = mem.add_episode(group, "Chloé Dubois lives in Paris.", reference_time=at(2024))
+    assert sorted((e.name, e.labels) for e in res.entities) == [
+        ("Chloé Dubois", ("Person",)),
+        ("Paris", ("Place",)),
+    ]
+    assert [f.relation for f in res.facts] == ["LIVES_IN"]
+
+
+NEW_FACT: dict[str, Any] = {"new": 0, "duplicate_of": None, "contradicts": []}
+
+
+def test_a_type_the_model_writes_in_one_case_is_one_type_in_an_open_ontology(
+    dsn: str, group: str
+) -> None:
+    """With no declared types, the prompt asks for CamelCase types; a model that writes
+    "person" once and "Person" next names one entity, not two."""
+    transport = ReplayTransport()
+    for typed, place in (("Person", "Paris"), ("person", "Lyon"), ("SPORTS_TEAM", "Lyon")):
+        name = "Olympique" if typed == "SPORTS_TEAM" else "Chloé Dubois"
+        fact = {"source": name, "relation": "LOCATED_IN", "target": place, "fact": "x"}
+        transport.extend([typed_reply([(name, typed), (place, "Place")], [fact])])
+        if typed != "Person":  # a stored fact on one of its ends: judged new
+            transport.extend([chat_completion({"judgements": [NEW_FACT]})])
+    llm = replay_llm(transport, backoff=0.0)
+    with timestone.Memory.open(dsn, llm=llm, infer_cardinality=False) as open_mem:
+        open_mem.add_episode(group, "Chloé Dubois is in Paris.", reference_time=at(2024))
+        open_mem.add_episode(group, "Chloé Dubois is in Lyon.", reference_time=at(2024, 2))
+        team = open_mem.add_episode(group, "Olympique is in Lyon.", reference_time=at(2024, 3))
+        chloe = open_mem.get_entity(group, "Chloé Dubois")
+        assert chloe is not None
+        assert chloe.labels == ("Person",)
+        held = open_mem.facts(group, source="Chloé Dubois")
+        assert len(held) == 2
+        assert {f.source_id for f in held} == {chloe.id}  # one entity, not two
+        assert [e.labels for e in team.entities if e.name == "Olympique"] == [("SportsTeam",)]
+        # a type no label may be (a NUL in it): the entity and its fact dropped, warned
+        nul = {"source": "Nino", "relation": "LOCATED_IN", "target": "Lyon", "fact": "x"}
+        transport.extend([typed_reply([("Nino", "Per\x00son"), ("Lyon", "Place")], [nul])])
+        with pytest.warns(ExtractionWarning) as caught:
+            dropped = open_mem.add_episode(group, "Nino is in Lyon.", reference_time=at(2024, 4))
+        assert str(caught[0].message).startswith("entity 'Nino': entity label contains a NUL")
+        assert dropped.facts == []
+    transport.check()
+
+
+class Aged(pydantic.BaseModel):
+    """A person with an age."""
+
+    age: int | None = None
+    retired: bool | None = None
+
+
+def test_a_declared_attribute_given_as_a_number_is_read_as_one(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """The schema asks for each attribute value as a string; a model in JSON mode (no
+    schema enforced) writes 34 and true as themselves. They are read, once: not taken as
+    malformed output and asked again."""
+    said = {"key": "age", "value": 34}
+    answer = {
+        "entities": [
+            {
+                "name": "Priya",
+                "type": "Person",
+                "attributes": [
+                    said,
+                    {"key": "retired", "value": False},
+                    {"key": "x", "value": None},
+                ],
+            }
+        ],
+        "facts": [],
+    }
+    replay.transport.extend([chat_completion(answer)])
+    res = mem.add_episode(
+        group,
+        "Priya is 34 and still works.",
+        reference_time=at(2024),
+        entity_types={"Person": Aged},
+    )
+    assert [(e.name, e.attributes) for e in res.entities] == [
+        ("Priya", {"age": 34, "retired": False})
+    ]
+    assert res.llm_calls == 1
+
+
+def test_what_extraction_drops_of_names_it_says(
+    mem: timestone.Memory, replay: Replay, group: str
+) -> None:
+    """A name given twice with two types (facts name entities by name: they are the first
+    one's), a fact with one entity at both ends, a name past what a name may hold: each
+    dropped with a warning that names it, never silently, and never an error of the
+    caller's input."""
+    long_name = "Georgia " + "x" * 600
+    answer: dict[str, Any] = {
+        "entities": [
+            {"name": "Georgia", "type": "Person", "attributes": []},
+            {"name": "Georgia", "type": "Place", "attributes": []},
+            {"name": "Tbilisi", "type": "Place", "attributes": []},
+            {"name": long_name, "type": "Place", "attributes": []},
+        ],
+        "facts": [
+            {"source": "Georgia", "relation": "VISITED", "target": "Tbilisi", "fact": "a"},
+            {"source": "Georgia", "relation": "LOCATED_IN", "target": "Georgia", "fact": "b"},
+        ],
+    }
+    replay.transport.extend([chat_completion(answer)])
+    with pytest.warns(ExtractionWarning) as caught:
+        res = mem.add_episode(
+            group,
+            "Georgia visited Tbilisi, in Georgia, with Nino. " + long_name,
+            reference_time=at(2024),
+        )
+    twice, long, loop = [str(w.message) for w in caught]
+    assert twice == (
+        "entity 'Georgia' of type Place is 'Georgia' of type Person again; its facts are that "
+        "entity's"
+    )
+    assert long.startswith("entity 'Georgia xxx")
+    assert long.endswith(": entity name has 608 characters; the limit is 512; dropped")
+    assert loop == "fact 'b' has 'Georgia' at both ends; dropped"
+    assert [(f.source, f.target) for f in res.facts] == [("Georgia", "Tbilisi")]
 
 
 # -- sources --------------------------------------------------------------------------

@@ -388,6 +388,10 @@ def test_scripted_completions_vary_like_a_servers() -> None:
         '```json\n{"answer": "a"}\n```',
         '```\n{"answer": "a"}\n```\n',
         '  ```JSON\r\n{"answer": "a"}\r\n```  ',
+        '```json {"answer": "a"}```',  # the object on the fence's line
+        '```{"answer": "a"}```',
+        '\ufeff{"answer": "a"}',  # a byte order mark
+        '\ufeff```json\n{"answer": "a"}\n```',
     ],
 )
 def test_an_answer_is_read_through_whitespace_and_a_code_fence(text: str) -> None:

@@ -166,6 +166,13 @@ BAD_ANSWERS: list[tuple[str, dict[str, Any], bool, str]] = [
         True,
         "ends (2023-05-01) before it starts",
     ),
+    # valid ISO dates that UTC cannot hold (the offset carries them past year 9999)
+    (
+        "past what UTC holds",
+        rewrite(["a dog"], after="2023-05-01", before="9999-12-31T23:00:00-05:00"),
+        True,
+        "a window past the years 1 to 9999 in UTC",
+    ),
     # a year as a number is no date: lax validation would read it as seconds since 1970
     (
         "a year as a number",

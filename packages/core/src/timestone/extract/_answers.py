@@ -7,10 +7,11 @@ text that is not JSON: ``call`` asks again, a bounded number of times, then fail
 step with an ``LLMError``, and nothing is written. Each check returns ``None`` for a
 usable answer, or says what is wrong (for the error and for the ledger).
 
-``loads`` reads the JSON of an answer as models send it: surrounding whitespace, and a
-Markdown code fence around the object (some servers add one in JSON mode), are not part
-of it, and a raw control character (a line break) inside a string is taken as itself:
-llama.cpp's grammar for a JSON schema's strings lets a model write one.
+``loads`` reads the JSON of an answer as models send it: surrounding whitespace, a byte
+order mark, and a Markdown code fence around the object (some servers add one in JSON
+mode; the object on the fence's line or the next), are not part of it, and a raw control
+character (a line break) inside a string is taken as itself: llama.cpp's grammar for a
+JSON schema's strings lets a model write one.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ from . import _prompts as P
 
 __all__ = ["check_condensed", "check_entity_decisions", "check_fact_judgements", "loads"]
 
-_FENCE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL)
+# a fence: its language tag, then the body on the next line or on the same one
+_FENCE = re.compile(
+    r"\A```(?:[A-Za-z0-9_-]*[ \t]*\r?\n|[A-Za-z0-9_-]*[ \t]+|)(?P<body>.*?)\r?\n?```\Z", re.DOTALL
+)
 
 
 def loads(text: str) -> Any:
     """The JSON value of an answer; ``ValueError`` when it is not JSON."""
-    stripped = text.strip()
+    stripped = text.strip().lstrip("\ufeff").strip()  # a byte order mark is no part of it
     fenced = _FENCE.match(stripped)
     if fenced is not None:
         stripped = fenced.group("body").strip()

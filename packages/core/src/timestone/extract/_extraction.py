@@ -281,7 +281,7 @@ def _date(value: str | None, what: str) -> datetime | None:
 
 
 def _attrs(items: Sequence[P.Attribute]) -> dict[str, Any]:
-    return {a.key: a.value for a in items if a.key}
+    return {a.key: a.value for a in items if a.key and a.value is not None}
 
 
 def _check_attrs(
@@ -306,6 +306,22 @@ def _check_attrs(
         return {}
 
 
+def _type_name(given: str, allowed: Iterable[str]) -> str:
+    """An extracted entity type in the one spelling it is stored under: a declared type
+    whatever its case ("person" for Person); else CamelCase, as the prompt asks, when
+    the model wrote it in one case ("person", "SPORTS_TEAM": Person, SportsTeam). Types
+    are part of an entity's identity: told "Person" once and "person" next, a name would
+    otherwise become two entities."""
+    given = given.strip() or "Entity"
+    declared = {n.casefold(): n for n in (*allowed, "Entity")}
+    if given.casefold() in declared:
+        return declared[given.casefold()]
+    if given.islower() or given.isupper():
+        words = [w for w in re.split(r"[\s_-]+", given) if w]
+        return "".join(w[0].upper() + w[1:].lower() for w in words) or given
+    return given
+
+
 def _keep_entity(
     e: P.ExtractedEntity,
     entities: Mapping[str, EntityInput],
@@ -320,15 +336,23 @@ def _keep_entity(
     name = e.name.strip()
     try:
         check_name(name)  # empty, too long, not storable, invisible: nothing to keep
-    except InvalidInput:
+    except InvalidInput as exc:
+        if name:
+            _warn(f"entity {name!r:.60}: {exc}; dropped")
         return None
-    etype = e.type.strip() or "Entity"
-    if etype in types.excluded:
+    etype = _type_name(e.type, allowed)
+    if etype.casefold() in {x.casefold() for x in types.excluded}:
         return None
     if allowed and etype not in allowed:
         _warn(f"entity {name!r} has type {etype!r}, outside the ontology; dropped")
         return None
-    if normalize(name) in entities:
+    kept = entities.get(normalize(name))
+    if kept is not None:
+        if kept.entity_type != etype:  # facts name entities by name alone: one per name
+            _warn(
+                f"entity {name!r} of type {etype} is {kept.name!r} of type {kept.entity_type} "
+                "again; its facts are that entity's"
+            )
         return None
     if not grounded(name, read):
         _warn(f"entity {name!r} does not occur in the text the model read; dropped")
@@ -343,7 +367,11 @@ def _keep_entity(
         _warn(f"entity {name!r}: {exc}; dropped")
         return None
     labels = () if etype == "Entity" else (etype,)
-    return EntityInput(name, labels=labels, attributes=attributes)
+    try:
+        return EntityInput(name, labels=labels, attributes=attributes)
+    except InvalidInput as exc:  # a type no label may be: too long, a NUL
+        _warn(f"entity {name!r:.60}: {exc}; dropped")
+        return None
 
 
 def _keep_fact(
@@ -359,6 +387,9 @@ def _keep_fact(
     if src is None or tgt is None:
         missing = f.source if src is None else f.target
         _warn(f"fact {f.fact!r} names {missing!r}, which is not an extracted entity; dropped")
+        return None
+    if src is tgt:  # a model's slip: a fact joins two things
+        _warn(f"fact {f.fact!r} has {src.name!r} at both ends; dropped")
         return None
     relation = relation_name(f.relation)
     if relation is None:
@@ -394,9 +425,13 @@ def _keep_fact(
     except (OntologyViolation, InvalidInput) as exc:
         _warn(f"fact {f.fact!r}: {exc}; dropped")
         return None
-    valid_at = _date(f.valid_at, f"valid_at of {f.fact!r}") or ref
+    valid_at = _date(f.valid_at, f"valid_at of {f.fact!r}")
     invalid_at = _date(f.invalid_at, f"invalid_at of {f.fact!r}")
-    if invalid_at is not None and invalid_at <= valid_at:
+    if valid_at is None and (invalid_at is None or invalid_at > ref):
+        valid_at = ref
+    # valid_at left None: a period told as over by then, its start untold ("stepped down
+    # in April"); resolution finds the stored period it ends (``plan``)
+    if valid_at is not None and invalid_at is not None and invalid_at <= valid_at:
         _warn(f"fact {f.fact!r}: invalid_at is not after valid_at; dropped")
         return None
     sentence = (
@@ -475,12 +510,34 @@ def extract(
 
 
 _WORD = re.compile(r"\w+")
+_PART = re.compile(r"[^\W_]+")
+_HUMP = re.compile(r"(?<=[a-zß-öø-ÿ])(?=[A-ZÀ-ÖØ-Þ])|(?<=[A-Z])(?=[A-Z][a-z])")
+# the scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, the kana,
+# the CJK ideographs (a name's word is found inside a run of them)
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"
+)
 
 
 def grounded(name: str, read: str) -> bool:
-    """Every word of ``name`` (normalized) occurs in ``read``: "Order 1042" is grounded in
-    ``{"order": 1042}``, a made-up "John Doe" is not."""
-    return all(word in read for word in _WORD.findall(normalize(name)))
+    """Every word of ``name`` (normalized) is a word of ``read``: "Order 1042" is grounded
+    in ``{"order_id": 1042}``, a made-up "John Doe" is not, nor "Tom Ted" in "Tomorrow we
+    started". Words split at what is not a letter or digit, and where a CamelCase word
+    turns ("#StanfordUniversity", ``_humps``). A word of a script written without
+    spaces (Chinese, Japanese, Thai, ...) need only occur in ``read``, and ends the words
+    next to it ("Acme" in "住むAcmeの社員")."""
+    words = frozenset(_PART.findall(_UNSPACED.sub(" ", read)))
+    return all(
+        word in words or (_UNSPACED.search(word) is not None and word in read)
+        for word in _PART.findall(normalize(name))
+    )
+
+
+def _humps(text: str) -> str:
+    """``text`` with a space where a word in CamelCase turns: a lower-case letter then a
+    capital, or the last capital of an initialism before a word ("HTTPServer")."""
+    return _HUMP.sub(" ", text)
 
 
 def _read_text(
@@ -497,6 +554,7 @@ def _read_text(
     if source == "json":  # its strings as the model reads them, escapes decoded
         with contextlib.suppress(ValueError):
             parts.append(json.dumps(json.loads(content), ensure_ascii=False))
+    parts += [_humps(p) for p in parts if _HUMP.search(p)]
     return "\n".join(normalize(p) for p in parts)
 
 

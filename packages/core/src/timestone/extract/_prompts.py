@@ -78,8 +78,12 @@ _NumberOrNull = Annotated[int | None, pydantic.BeforeValidator(_false_is_null)]
 
 
 class Attribute(_Strict):
+    """A declared attribute's value as the model wrote it: the schema asks for a string,
+    and a model in JSON mode (no schema enforced) writes a number or a boolean as
+    itself. Each is kept for the declared type's model to read; a null is no value."""
+
     key: str
-    value: str
+    value: str | bool | int | float | None  # smart mode: each read as its exact type
 
 
 class ExtractedEntity(_Strict):

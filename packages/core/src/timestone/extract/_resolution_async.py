@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
@@ -14,6 +16,7 @@ from .._names import fold, near_identical, normalize
 from .._records import EntityInput, FactInput, held_entity
 from .._vectors import keyed
 from ..db._database_async import Conn, Database
+from ..errors import ExtractionWarning
 from ..llm import LLM
 from ..ontology import Ontology
 from ..write._entities_async import SUMMARY_CHARS, entity_key
@@ -395,6 +398,71 @@ async def _judge_facts(
         facts[xi].extend(more)
 
 
+async def _start_ended_periods(
+    db: Database, group_id: str, extracted: Sequence[Extracted], ids: Mapping[_Key, uuid.UUID]
+) -> list[Extracted]:
+    """Facts told as over by the episode's time with no start (``valid_at`` None, the
+    extraction's mark): each ends the stored period of its source, relation and target
+    that held just before its end, so it takes that period's ``valid_at`` (a correction,
+    which the date fight settles: the later recording's end wins). One the graph holds no
+    such period of is dropped, with a warning: nothing says when it began."""
+    ended = [
+        (xi, fi, f)
+        for xi, x in enumerate(extracted)
+        for fi, f in enumerate(x.facts)
+        if f.valid_at is None
+    ]
+    if not ended:
+        return list(extracted)
+    starts: dict[int, datetime] = {}
+    known = [
+        (
+            i,
+            ids.get(entity_key(f.source_entity)),
+            f.relation,
+            ids.get(entity_key(f.target_entity)),
+            f.invalid_at,
+        )
+        for i, (_, _, f) in enumerate(ended)
+    ]
+    asked = [q for q in known if q[1] is not None and q[3] is not None]
+    if asked:
+        async with db.transaction(group_id, "reading the periods facts end") as conn:
+            cur = await conn.execute(
+                "SELECT q.i, p.valid_at FROM unnest(%s::int[], %s::uuid[], %s::text[],"
+                " %s::uuid[], %s::timestamptz[]) AS q(i, src, rel, tgt, ended)"
+                " CROSS JOIN LATERAL (SELECT f.valid_at FROM timestone.facts AS f"
+                "  WHERE f.group_id = %s AND f.source_id = q.src AND f.relation = q.rel"
+                "   AND f.target_id = q.tgt AND f.expired_at IS NULL AND f.valid_at < q.ended"
+                "   AND (f.invalid_at IS NULL OR f.invalid_at >= q.ended)"
+                "  ORDER BY f.valid_at DESC LIMIT 1) AS p",
+                (
+                    [q[0] for q in asked],
+                    [q[1] for q in asked],
+                    [q[2] for q in asked],
+                    [q[3] for q in asked],
+                    [q[4] for q in asked],
+                    group_id,
+                ),
+            )
+            starts = {row["i"]: row["valid_at"] for row in await cur.fetchall()}
+    facts = [list(x.facts) for x in extracted]
+    for i, (xi, fi, f) in enumerate(ended):
+        start = starts.get(i)
+        if start is None:
+            warnings.warn(
+                f"fact {f.fact!r}: told as over by {f.invalid_at:%Y-%m-%d} with no start, and "
+                "the graph holds no period of it then; dropped",
+                ExtractionWarning,
+                stacklevel=4,
+            )
+        facts[xi][fi] = dataclasses.replace(f, valid_at=start)
+    return [
+        dataclasses.replace(x, facts=[f for f in facts[xi] if f.valid_at is not None])
+        for xi, x in enumerate(extracted)
+    ]
+
+
 async def plan(
     db: Database,
     group_id: str,
@@ -415,6 +483,7 @@ async def plan(
     known, ambiguous = _by_mechanism(extracted, exact, similar)
     if ambiguous:
         await _ask_entities(llm, ledger, ambiguous, known)
+    extracted = await _start_ended_periods(db, group_id, extracted, known.ids)
     # fact resolution: cardinality-many facts with a known endpoint
     flat, queries = _fact_queries(extracted, ontology, known.ids, vectors)
     candidates: dict[int, list[dict[str, Any]]] = {}

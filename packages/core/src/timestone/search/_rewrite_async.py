@@ -67,7 +67,10 @@ def _problem(answer: P.Rewrite) -> str | None:
     if (answer.after is None) != (answer.before is None):
         return "a window with one end"
     if answer.after is not None and answer.before is not None:
-        after, before = _utc(answer.after), _utc(answer.before)
+        try:
+            after, before = _utc(answer.after), _utc(answer.before)
+        except OverflowError:  # 9999-12-31T23:00-05:00 is past what UTC holds
+            return "a window past the years 1 to 9999 in UTC"
         if after >= before:
             return f"a window that ends ({before.date()}) before it starts ({after.date()})"
     return None
