@@ -4,7 +4,7 @@ then what it would be had the new version never been added."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from llm_rows import extraction_answer
@@ -213,3 +213,115 @@ def test_purging_a_version_a_rollback_held_again_leaves_the_one_before_then_too(
     assert held(while_second) == ["First text."]
     assert held(after_rollback) == ["First text."]
     assert held(None) == ["Fourth text."]
+
+
+def _periods(
+    mem: timestone.Memory, group: str, as_of: datetime | None = None
+) -> list[tuple[str, int, int | None]]:
+    found = mem.facts(group, source="Mira", valid_at=None, as_of=as_of)
+    ends = [(f.target, f.valid_at.year, f.invalid_at.year if f.invalid_at else None) for f in found]
+    assert len({f.source_id for f in found}) <= 1, found  # one Mira, not two
+    return sorted(ends)
+
+
+SUD = [timestone.FactInput("Mira", "WORKS_AT", "Sud", valid_at=_year(2022))]
+
+
+def test_removing_the_new_version_after_a_write_named_its_entity_again(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str
+) -> None:
+    """The new version left Mira unmentioned (not current); a later write named her
+    again, a new entity. Removing the new version brings the old one back naming that
+    entity: one Mira, whose periods the date fight orders."""
+    mem, chunks = versions
+    added = mem.add_facts(group, SUD, reference_time=_year(2022))
+    [mira] = {f.source_id for f in added.facts}
+    for chunk in chunks:
+        mem.remove_episode(group, chunk.id)
+    assert sorted(y for _, y in _current(mem, group)) == [2020, 2022]
+    assert _periods(mem, group) == [("Nord", 2020, 2022), ("Sud", 2022, None)]
+    entity = mem.get_entity(group, "Mira")
+    assert entity is not None
+    assert entity.id == mira  # the current entity keeps its id
+
+
+def test_purging_the_new_version_after_a_write_named_its_entity_again(
+    versions: tuple[timestone.Memory, Sequence[timestone.Episode]], group: str, dsn: str
+) -> None:
+    """Purged, the new version was never written: the old one held all along, and the
+    write that named Mira named the old version's Mira. Every moment reads what a group
+    that never had the new version reads."""
+    mem, chunks = versions
+    before_v2 = chunks[0].created_at - timedelta(microseconds=1)
+    v1_mira = mem.get_entity(group, "Mira", as_of=before_v2)
+    assert v1_mira is not None
+    mem.add_facts(group, SUD, reference_time=_year(2022))
+    during = datetime.now(UTC)
+    for chunk in chunks:
+        mem.purge_episode(group, chunk.id)
+    never = group + "-never"
+    transport = ReplayTransport([extraction_answer([NORD])])
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    with timestone.Memory.open(
+        dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False
+    ) as other:
+        other.add_document(never, URI, V1, reference_time=_year(2020))
+        other.add_facts(never, SUD, reference_time=_year(2022))
+        expected = _periods(other, never)
+    assert expected == [("Nord", 2020, 2022), ("Sud", 2022, None)]
+    assert _periods(mem, group) == expected
+    assert _periods(mem, group, as_of=during) == expected
+    for moment in (None, during):  # the old version's Mira all along
+        entity = mem.get_entity(group, "Mira", as_of=moment)
+        assert entity is not None
+        assert entity.id == v1_mira.id
+    [held] = {f.source_id for f in mem.facts(group, source="Mira", valid_at=None, as_of=during)}
+    assert held == v1_mira.id
+
+
+def _est(year: int) -> dict[str, str]:
+    return NORD | {
+        "target": "Est",
+        "fact": f"Mira works at Est from {year}.",
+        "valid_at": f"{year}-01-01T00:00:00Z",
+    }
+
+
+def test_purging_a_version_that_made_an_entity_a_later_write_named(dsn: str, group: str) -> None:
+    """Version 3 retracted version 2, whose Est it names no more: its own Est (the
+    write's, made as version 2's lost its last mention) is the one a later write named.
+    Purged, version 3 was never written: version 2 held until now, and that write named
+    version 2's Est, so the two periods at Est are one, at every moment."""
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    nord = [timestone.FactInput("Mira", "WORKS_AT", "Nord", valid_at=_year(2014))]
+    est = [timestone.FactInput("Mira", "WORKS_AT", "Est", valid_at=_year(2011))]
+    jon = {"source": "Jon", "relation": "WORKS_AT", "target": "Est", "fact": "Jon works at Est."}
+    answers = [_est(2020), _est(2012), jon, _est(2020), _est(2012)]
+    transport = ReplayTransport([extraction_answer([a]) for a in answers])
+    with timestone.Memory.open(
+        dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False
+    ) as mem:
+        moments: dict[str, datetime] = {}
+        for g in (group, group + "-never"):
+            mem.add_facts(g, nord, reference_time=_year(2014))
+            mem.add_document(g, URI, "Mira works at Est (one).", reference_time=_year(2020))
+            mem.add_document(g, URI, "Mira works at Est (two).", reference_time=_year(2021))
+            third = (
+                None
+                if g != group
+                else mem.add_document(g, URI, "Jon works at Est.", reference_time=_year(2022))
+            )
+            moments[g] = mem.add_facts(g, est, reference_time=_year(2023)).recorded_at
+            if third is not None:
+                mem.purge_episode(group, third.episodes[0].id)
+
+        def read(g: str, as_of: datetime | None) -> list[tuple[str, int, int | None]]:
+            found = mem.facts(g, source="Mira", valid_at=None, as_of=as_of)
+            assert len({f.target_id for f in found if f.target == "Est"}) == 1, found
+            return _periods(mem, g, as_of=as_of)
+
+        expected = [("Est", 2011, 2014), ("Nord", 2014, None)]
+        assert read(group + "-never", moments[group + "-never"]) == expected
+        assert read(group, moments[group]) == expected  # at the later write's moment
+        assert read(group, None) == expected
+    transport.check()

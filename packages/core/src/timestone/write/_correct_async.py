@@ -27,7 +27,7 @@ from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._entities_async import recompute_entities
 from ._facts_async import SlotChanges, recompute_retracted, recompute_slots
 from ._purge_async import erase_episode
-from ._transaction_async import Write, copy_columns
+from ._transaction_async import ENTITY_COLUMNS, Write, copied_values, copy_columns, renaming
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
 
@@ -135,22 +135,31 @@ async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
     if not found:
         return None
     chunks, retracted_at = [row["id"] for row in found], found[0]["expired_at"]
+    # names a later write named again: the copies name its entity (``_named_again``)
+    renamed = await _named_again(w, chunks, retracted_at)
     for table, key in (
         ("episodes", "id"),
         ("mentions", "episode_id"),
         ("assertions", "episode_id"),
     ):
-        columns = sql.SQL(", ").join(map(sql.Identifier, await copy_columns(w.conn, table)))
+        columns = await copy_columns(w.conn, table)
         await w.conn.execute(
             row_inserts(
                 w.conn,
                 sql.SQL(
                     "INSERT INTO timestone.{t} ({cols}, created_at)"
-                    " SELECT {cols}, %s FROM timestone.{t}"
-                    " WHERE group_id = %s AND {k} = ANY(%s) AND expired_at = %s"
-                ).format(t=sql.Identifier(table), cols=columns, k=sql.Identifier(key)),
+                    " SELECT {values}, %(now)s FROM timestone.{t} AS x"
+                    " WHERE x.group_id = %(g)s AND x.{k} = ANY(%(chunks)s)"
+                    " AND x.expired_at = %(at)s"
+                ).format(
+                    t=sql.Identifier(table),
+                    cols=sql.SQL(", ").join(map(sql.Identifier, columns)),
+                    values=copied_values(columns, ENTITY_COLUMNS),
+                    k=sql.Identifier(key),
+                ),
             ),
-            (w.now, w.group_id, chunks, retracted_at),
+            {"now": w.now, "g": w.group_id, "chunks": chunks, "at": retracted_at}
+            | renaming(renamed),
         )
     cur = await w.conn.execute(
         "SELECT source_id, relation, cardinality, valid_at FROM timestone.assertions"
@@ -166,6 +175,34 @@ async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
     changes.touched_entities |= {row["entity_id"] for row in await cur.fetchall()}
     changes.entity_counts = await recompute_entities(w, changes.touched_entities)
     return changes
+
+
+# The entities the retracted chunks mentioned that are no longer current, each with the
+# current entity a later write made of its name: with the chunks retracted, it had lost
+# its last mention, and the write, which would have named it, made one of its own. Of
+# the same type, or one of them untyped, as names resolve (``_entities._pick``); one of
+# the same type first.
+_NAMED_AGAIN: LiteralString = """
+SELECT DISTINCT ON (gone.id) gone.id AS gone, held.id AS current
+FROM timestone.mentions AS m
+CROSS JOIN LATERAL (
+    SELECT e.id, e.entity_type, e.norm_name, e.expired_at FROM timestone.entities AS e
+    WHERE e.group_id = m.group_id AND e.id = m.entity_id
+    ORDER BY e.created_at DESC LIMIT 1) AS gone
+JOIN timestone.entities AS held ON held.group_id = m.group_id AND held.expired_at IS NULL
+    AND held.norm_name = gone.norm_name
+    AND (held.entity_type = gone.entity_type OR 'Entity' IN (held.entity_type, gone.entity_type))
+WHERE m.group_id = %s AND m.episode_id = ANY(%s) AND m.expired_at = %s
+    AND gone.expired_at IS NOT NULL AND held.id <> gone.id
+ORDER BY gone.id, held.entity_type = gone.entity_type DESC, held.id
+"""
+
+
+async def _named_again(
+    w: Write, chunks: Sequence[uuid.UUID], retracted_at: datetime
+) -> dict[uuid.UUID, uuid.UUID]:
+    cur = await w.conn.execute(_NAMED_AGAIN, (w.group_id, list(chunks), retracted_at))
+    return {row["gone"]: row["current"] for row in await cur.fetchall()}
 
 
 async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:

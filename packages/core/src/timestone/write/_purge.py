@@ -46,7 +46,16 @@ from ._date_fight import Assertion, Period, attributes_key, compute_slot
 from ._entities import EntityState, entity_state
 from ._facts import assertion_from_row, version_key
 from ._ids import new_ids
-from ._transaction import Write, copy_columns, json_object, json_text, vector_inserts
+from ._transaction import (
+    ENTITY_COLUMNS,
+    Write,
+    copied_values,
+    copy_columns,
+    json_object,
+    json_text,
+    renaming,
+    vector_inserts,
+)
 
 __all__ = ["Version", "erase_episode", "replay"]
 
@@ -632,7 +641,127 @@ def _hold_what_the_version_retracted(
                 ),
                 (created, expired, w.group_id, [row["version_id"] for row in rows]),
             )
+    merged = _merge_named_again(w, episode_id, entities, retracted_at, ended_at)
+    for slot, at in merged[0].items():
+        _earliest(slots, slot, at)
+    for ident, at in merged[1].items():
+        _earliest(entities, ident, at)
     return slots, entities
+
+
+# Entities of the name of one the held-again chunks mention, first mentioned (but by the
+# purged episode) after the version retracted them and before they would have ended:
+# made by a write that named the entity while the version kept it from being current.
+# Had the version never been written, that write would have named the entity the chunks
+# mention: one of the same type, or either untyped, as names resolve (``_entities._pick``).
+_NAMED_WHILE_RETRACTED: LiteralString = """
+WITH kept AS (
+    SELECT DISTINCT ON (id) id, entity_type, norm_name FROM timestone.entities
+    WHERE group_id = %(g)s AND id = ANY(%(ids)s) ORDER BY id, created_at DESC
+), named AS (
+    SELECT id, (array_agg(entity_type ORDER BY created_at))[1] AS entity_type,
+           (array_agg(norm_name ORDER BY created_at))[1] AS norm_name
+    FROM timestone.entities WHERE group_id = %(g)s
+      AND norm_name IN (SELECT norm_name FROM kept) AND id <> ALL(%(ids)s)
+    GROUP BY id
+), born AS (
+    SELECT entity_id AS id, min(created_at) AS at FROM timestone.mentions
+    WHERE group_id = %(g)s AND entity_id IN (SELECT id FROM named) AND episode_id <> %(purged)s
+    GROUP BY entity_id
+)
+SELECT DISTINCT ON (e.id) e.id AS gone, kept.id AS kept, born.at AS born
+FROM named AS e JOIN born ON born.id = e.id
+JOIN kept ON e.norm_name = kept.norm_name
+    AND (e.entity_type = kept.entity_type OR 'Entity' IN (e.entity_type, kept.entity_type))
+WHERE born.at > %(retracted)s AND born.at < %(ended)s
+ORDER BY e.id, e.entity_type = kept.entity_type DESC, kept.id
+"""
+
+
+# the rows of a table that name an entity of ``ids``
+_NAMING: tuple[tuple[str, LiteralString], ...] = (
+    ("mentions", "x.entity_id = ANY(%(ids)s)"),
+    ("assertions", "(x.source_id = ANY(%(ids)s) OR x.target_id = ANY(%(ids)s))"),
+)
+
+
+def _merge_named_again(
+    w: Write,
+    purged: uuid.UUID,
+    entities: Mapping[uuid.UUID, datetime],
+    retracted_at: datetime,
+    ended_at: datetime,
+) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
+    """The entity a later write made of a name the held-again chunks mention
+    (``_NAMED_WHILE_RETRACTED``) becomes the one they mention: its mentions and the
+    assertions naming it, every version, are rewritten to name that entity (copies, the
+    rows deleted), so that the replay gives one entity, as if the version had never been
+    written. Returns the slots and entities to replay, from when each changes."""
+    slots: dict[tuple[Any, ...], datetime] = {}
+    changed: dict[uuid.UUID, datetime] = {}
+    if not entities:
+        return slots, changed
+    cur = w.conn.execute(
+        _NAMED_WHILE_RETRACTED,
+        {
+            "g": w.group_id,
+            "ids": list(entities),
+            "purged": purged,
+            "retracted": retracted_at,
+            "ended": ended_at,
+        },
+    )
+    renamed: dict[uuid.UUID, uuid.UUID] = {}
+    for row in cur.fetchall():
+        renamed[row["gone"]] = row["kept"]
+        for ident in (row["gone"], row["kept"]):
+            _earliest(changed, ident, row["born"])
+    if not renamed:
+        return slots, changed
+    gone = list(renamed)
+    for table, named in _NAMING:
+        cur = w.conn.execute(
+            sql.SQL(
+                "SELECT x.*, x.expired_at IS NULL AS current FROM timestone.{t} AS x"
+                " WHERE x.group_id = %(g)s AND {named}"
+            ).format(t=sql.Identifier(table), named=sql.SQL(named)),
+            {"g": w.group_id, "ids": gone},
+        )
+        rows = cur.fetchall()
+        for row in rows if table == "assertions" else ():
+            _earliest(slots, _slot(row), row["created_at"])
+            named_now = {c: renamed.get(row[c], row[c]) for c in ("source_id", "target_id")}
+            _earliest(slots, _slot(row | named_now), row["created_at"])
+        versions = UuidArray(row["version_id"] for row in rows)
+        held = UuidArray(row["version_id"] for row in rows if row["current"])
+        params = {"g": w.group_id, "versions": versions, "held": held}
+        if held:  # out of the way of the copies: current ids are unique
+            w.conn.execute(
+                sql.SQL(
+                    "UPDATE timestone.{t} SET expired_at = created_at"
+                    " WHERE group_id = %(g)s AND version_id = ANY(%(held)s)"
+                ).format(t=sql.Identifier(table)),
+                params,
+            )
+        columns = copy_columns(w.conn, table)
+        w.conn.execute(
+            row_inserts(
+                w.conn,
+                sql.SQL(
+                    "INSERT INTO timestone.{t} ({cols}, created_at, expired_at)"
+                    " SELECT {values}, x.created_at, CASE WHEN x.version_id = ANY(%(held)s)"
+                    " THEN NULL ELSE x.expired_at END FROM timestone.{t} AS x"
+                    " WHERE x.group_id = %(g)s AND x.version_id = ANY(%(versions)s)"
+                ).format(
+                    t=sql.Identifier(table),
+                    cols=sql.SQL(", ").join(map(sql.Identifier, columns)),
+                    values=copied_values(columns, ENTITY_COLUMNS),
+                ),
+            ),
+            params | renaming(renamed),
+        )
+        _delete(w, table, [row["version_id"] for row in rows])
+    return slots, changed
 
 
 def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid.UUID]]:

@@ -7,13 +7,14 @@ import contextvars
 import dataclasses
 import decimal
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from psycopg import sql
 
-from .._arrays import TextArray
+from .._arrays import TextArray, UuidArray
 from .._compat import Work
 from ..db._database import Conn
 from ..embedders import Embedder, embed_rows
@@ -23,13 +24,16 @@ if TYPE_CHECKING:
     from .._vectors import Row
 
 __all__ = [
+    "ENTITY_COLUMNS",
     "Relock",
     "Write",
     "as_stored",
     "begin_write",
+    "copied_values",
     "copy_columns",
     "json_object",
     "json_text",
+    "renaming",
     "stored_order",
     "vector_inserts",
     "write_with_retry",
@@ -228,3 +232,25 @@ def copy_columns(conn: Conn, table: str) -> list[str]:
         (f"timestone.{table}",),
     )
     return [row["attname"] for row in cur.fetchall()]
+
+
+# the columns of a mention or an assertion that name an entity
+ENTITY_COLUMNS = frozenset({"entity_id", "source_id", "target_id"})
+
+
+def copied_values(columns: Sequence[str], renamed: Collection[str]) -> sql.Composable:
+    """The select list of a copy of rows ``x``: each column as stored, those in ``renamed``
+    through the map the ``gone`` and ``current`` parameters hold (``renaming``)."""
+    return sql.SQL(", ").join(
+        sql.SQL(
+            "coalesce((%(current)s::uuid[])[array_position(%(gone)s::uuid[], x.{c})], x.{c})"
+        ).format(c=sql.Identifier(c))
+        if c in renamed
+        else sql.SQL("x.{}").format(sql.Identifier(c))
+        for c in columns
+    )
+
+
+def renaming(renamed: Mapping[uuid.UUID, uuid.UUID]) -> dict[str, UuidArray]:
+    """The parameters of ``copied_values``: each id ``gone`` stands for its ``current``."""
+    return {"gone": UuidArray(renamed), "current": UuidArray(renamed.values())}
