@@ -134,3 +134,9 @@ def run_here(
 def cli_fresh(fresh_data_dir: Path, group: str) -> Run:
     """``timestone`` on a data dir of its own (a different server), same group id."""
     return make_runner(fresh_data_dir, group)
+
+
+@pytest.fixture
+def cli_second(tmp_path: Path, group: str) -> Run:
+    """``timestone`` on a second data dir of its own, not created yet: another server."""
+    return make_runner(tmp_path / "second-store", group)

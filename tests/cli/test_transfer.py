@@ -166,12 +166,10 @@ def test_an_ontology_the_header_holds_is_checked_before_the_import(
 
 
 def test_an_import_into_a_new_store_takes_the_exports_embedder(
-    cli_fresh: Run, group: str, tmp_path: Path
+    cli_fresh: Run, cli_second: Run, tmp_path: Path
 ) -> None:
     """With no ``--embedder``, a store the import creates is made with the embedder the
     export names (not the default, which would refuse the file and keep the store)."""
-    from conftest import make_runner  # pyright: ignore[reportMissingImports, reportUnknownVariableType]
-
     episode = {
         "reference_time": "2020-01-01T00:00:00Z",
         "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
@@ -183,6 +181,5 @@ def test_an_import_into_a_new_store_takes_the_exports_embedder(
     cli_fresh("export", "--output", str(dump))
     assert json.loads(dump.read_text().split("\n")[0])["embedder"]["name"] == "hash"
 
-    elsewhere: Run = make_runner(tmp_path / "new-store", group)  # pyright: ignore[reportUnknownVariableType]
-    elsewhere("import", str(dump))
-    assert elsewhere("facts", "--json").stdout == cli_fresh("facts", "--json").stdout
+    cli_second("import", str(dump))
+    assert cli_second("facts", "--json").stdout == cli_fresh("facts", "--json").stdout
