@@ -3,6 +3,7 @@ then what it would be had the new version never been added."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +12,7 @@ from llm_rows import extraction_answer
 
 import timestone
 from timestone import EdgeType, Ontology
-from timestone.llm import ReplayTransport, replay_llm
+from timestone.llm import ReplayTransport, chat_completion, replay_llm
 
 URI = "doc://cv"
 V1 = "Mira works at Nord."
@@ -324,4 +325,42 @@ def test_purging_a_version_that_made_an_entity_a_later_write_named(dsn: str, gro
         assert read(group + "-never", moments[group + "-never"]) == expected
         assert read(group, moments[group]) == expected  # at the later write's moment
         assert read(group, None) == expected
+    transport.check()
+
+
+@pytest.mark.parametrize("erase", ["remove", "purge"])
+def test_a_typed_entity_comes_back_as_the_one_an_untyped_write_named(
+    dsn: str, group: str, erase: str
+) -> None:
+    """The old version typed Mira a Person; the later write named her untyped, which
+    resolves to a typed entity of the name: removed or purged, the new version leaves one
+    Mira, a Person, whose periods the date fight orders."""
+    typed = json.dumps(
+        {
+            "entities": [
+                {"name": "Mira", "type": "Person", "attributes": []},
+                {"name": "Nord", "type": "Entity", "attributes": []},
+            ],
+            "facts": [NORD | {"invalid_at": None, "attributes": []}],
+        }
+    )
+    transport = ReplayTransport(
+        [{"step": "extraction", "body": chat_completion(typed)}, extraction_answer([])]
+    )
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+    with timestone.Memory.open(
+        dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False
+    ) as mem:
+        mem.add_document(group, URI, V1, reference_time=_year(2020))
+        second = mem.add_document(group, URI, "No employer.", reference_time=_year(2021))
+        mem.add_facts(group, SUD, reference_time=_year(2022))
+        chunk = second.episodes[0].id
+        if erase == "remove":
+            mem.remove_episode(group, chunk)
+        else:
+            mem.purge_episode(group, chunk)
+        assert _periods(mem, group) == [("Nord", 2020, 2022), ("Sud", 2022, None)]
+        entity = mem.get_entity(group, "Mira")
+        assert entity is not None
+        assert entity.labels == ("Person",)
     transport.check()
