@@ -769,7 +769,8 @@ async def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid
     """Delete every version of the episode, its mentions and assertions, and replay the
     history of the slots and entities they fed. The episode must be retracted already.
     The last chunk of a document's version leaves the chunks that version retracted held
-    until it ended. Returns the rows deleted and the entities it mentioned."""
+    until it ended. Returns the rows deleted and the entities it mentioned (and those of
+    the chunks held again)."""
     cur = await w.conn.execute(
         "SELECT DISTINCT entity_id FROM timestone.mentions WHERE group_id = %s AND episode_id = %s",
         (w.group_id, episode_id),
@@ -783,4 +784,6 @@ async def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid
         (w.group_id, episode_id),
     )
     erased += cur.rowcount
-    return erased, mentioned
+    # the entities whose history changed with the version held again (and those folded
+    # into theirs): their communities of the past go with the episode's
+    return erased, list(dict.fromkeys([*mentioned, *entities]))
