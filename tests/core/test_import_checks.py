@@ -137,8 +137,8 @@ def test_a_header_group_id_that_is_no_group_is_refused(
         _text(objs),
         None,
         "line 1: the header's group_id 'no group' is malformed: use 1 to 128 characters of "
-        "letters, digits and _ . : @ -, starting with a letter or digit; pass group_id= to "
-        "import into another group",
+        "letters, digits and _ . : @ -, starting with a letter or digit; name the group to "
+        "import into (group_id=, or --group on the command line)",
         InvalidGroup,
     )
     # given a group, the header's id is not used

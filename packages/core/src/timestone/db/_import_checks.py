@@ -253,7 +253,8 @@ def header_group(header: Mapping[str, Any], number: int) -> str:
         return check_group(header["group_id"])
     except InvalidGroup as exc:
         raise InvalidGroup(
-            f"line {number}: the header's {exc}; pass group_id= to import into another group"
+            f"line {number}: the header's {exc}; name the group to import into "
+            "(group_id=, or --group on the command line)"
         ) from None
 
 
