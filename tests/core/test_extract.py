@@ -748,6 +748,27 @@ def test_what_extraction_drops_of_names_it_says(
     assert [(f.source, f.target) for f in res.facts] == [("Georgia", "Tbilisi")]
 
 
+def test_the_same_fact_twice_in_one_answer_is_one_assertion(
+    mem: timestone.Memory, replay: Replay, group: str, dsn: str
+) -> None:
+    """A model repeats itself: the same fact twice (same ends, relation, sentence and
+    dates) in one answer is recorded once; the same ends in other words stay two."""
+    same = _fact("Ada", "Bo")
+    answer = {
+        "entities": [_entity("Ada"), _entity("Bo")],
+        "facts": [same, same, same | {"fact": "Ada has known Bo for years."}],
+    }
+    replay.transport.extend([chat_completion(answer)])
+    res = mem.add_episode(group, "Ada knows Bo; Ada knows Bo.", reference_time=at(2021))
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM timestone.assertions WHERE group_id = %s AND episode_id = %s",
+            (group, res.episode.id),
+        ).fetchone()
+    assert row is not None
+    assert row[0] == 2
+
+
 # -- sources --------------------------------------------------------------------------
 
 

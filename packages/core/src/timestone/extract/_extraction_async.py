@@ -458,8 +458,24 @@ def _keep(
         kept = _keep_entity(e, entities, types, ontology, read)
         if kept is not None:
             entities[normalize(kept.name)] = kept
-    facts = [f for f in (_keep_fact(f, entities, types, ontology, ref) for f in raw.facts) if f]
-    return list(entities.values()), facts
+    facts: dict[tuple[object, ...], FactInput] = {}
+    for f in raw.facts:
+        kept = _keep_fact(f, entities, types, ontology, ref)
+        if kept is not None:  # the same fact twice in one answer is one assertion
+            facts.setdefault(_same_fact(kept), kept)
+    return list(entities.values()), list(facts.values())
+
+
+def _same_fact(f: FactInput) -> tuple[object, ...]:
+    return (
+        normalize(f.source_entity.name),
+        f.relation,
+        normalize(f.target_entity.name),
+        f.fact,
+        f.valid_at,
+        f.invalid_at,
+        json.dumps(f.attributes, sort_keys=True, default=str),
+    )
 
 
 async def extract(
