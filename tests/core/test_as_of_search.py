@@ -174,8 +174,9 @@ def test_a_moment_before_most_of_the_group_was_written_is_ranked_exactly(
         reference_time=T2015,
     )
     early = datetime.now(UTC)
-    # As of a moment, facts keep the match of every word: the any-word fallback ranks by
-    # today's term statistics (decision 018). The live search then, to compare, without it.
+    # As of a moment, facts keep the match of every word: the any-word fallback, counted
+    # from the facts held then, costs too much (decision 035). The live search then, to
+    # compare, without it.
     monkeypatch.setattr(lists_sql, "FALLBACK_BELOW", 0)
     monkeypatch.setattr(search_sql, "_STATEMENTS", {})
     then = _searched(own_memory, group)  # live, 44 facts: ranked exactly

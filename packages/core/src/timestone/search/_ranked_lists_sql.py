@@ -213,8 +213,8 @@ def facts_fts_sql() -> sql.Composable:
     11 employed?") finds nothing through the match of every word: the fallback finds the
     fact by the words it shares. The count gates the fallback once per statement (a
     one-time filter): a question the first list answers never runs it. Nor does a
-    search as of a past moment: BM25 reads today's statistics, and such a search
-    returns what a search then returned (docs/decisions/018-facts-fallback-and-names.md)."""
+    search as of a past moment: BM25 counted from the facts held then made it 100 times
+    slower (docs/decisions/035-no-facts-fallback-as-of.md)."""
     return sql.SQL(
         "fts_all AS MATERIALIZED (SELECT t.version_id, t.rank"
         " FROM timestone.search_text('facts', websearch_to_tsquery('english'::regconfig,"
