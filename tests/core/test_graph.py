@@ -343,3 +343,21 @@ def test_one_name_twice_in_a_write_is_one_entity(memory: timestone.Memory, group
     [apple] = memory.graph_nodes(group, ids=["Apple"]).entities
     assert (apple.name, apple.labels) == ("Apple", ("ORGANIZATION", "PRODUCT"))
     assert apple.attributes == {"a": 2, "b": 3}
+
+
+def test_a_retracted_relation_is_no_evidence(memory: timestone.Memory, group: str) -> None:
+    """A graph write records its call as an add_facts call does (a record of structured
+    facts, no told episode): once its relation is retracted, context() serves no
+    evidence of it."""
+    memory.graph_upsert(
+        group,
+        entities=[EntityInput("Ada", ("PERSON",)), EntityInput("Bo", ("PERSON",))],
+        relations=[GraphRelation("Ada", "KNOWS", "Bo")],
+    )
+    [record] = memory.episodes(group)
+    assert record.source == "facts"
+    [edge] = [e for e in memory.graph_edges(group) if e.relation == "KNOWS"]
+    memory.graph_retract(group, edges=[edge.id])
+    assert memory.facts(group) == []
+    evidence = memory.context(group, "Who does Ada know?", token_budget=400)
+    assert [i.text for i in evidence.items if "Bo" in i.text] == []

@@ -14,7 +14,11 @@ import pytest
 from llama_index.core import Document, PropertyGraphIndex
 from llama_index.core.embeddings import MockEmbedding
 from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
-from llama_index.graph_stores.timestone import TimestonePropertyGraphStore, TimestoneRetriever
+from llama_index.graph_stores.timestone import (
+    TimestonePropertyGraphStore,
+    TimestoneRetriever,
+    episode_node,
+)
 
 import timestone
 from timestone.errors import InvalidInput
@@ -93,17 +97,17 @@ def test_names_keep_the_case_the_text_has(memory: timestone.Memory, group: str) 
     assert entity.name == "Château Sud"
 
 
-def test_the_retriever_reads_a_graph_write_as_sentences(
+def test_the_retriever_reads_a_graph_write_as_its_facts(
     memory: timestone.Memory, group: str
 ) -> None:
     _index(TimestonePropertyGraphStore(memory, group)).insert(
         Document(text="Mira | directs | Château Sud")
     )
-    retriever = TimestoneRetriever(memory, group, scopes=("episodes",))
-    hits = retriever.retrieve("Who directs Château Sud?")
-    # the write's two episodes: the entities read from the chunk, then their relation
-    assert sorted(h.node.get_content() for h in hits) == [
-        "Mira directs Château Sud.",
-        "Mira, Château Sud.",
-    ]
-    assert {h.node.metadata["source_description"] for h in hits} == {"property graph store"}
+    hits = TimestoneRetriever(memory, group).retrieve("Who directs Château Sud?")
+    assert [h.node.get_content() for h in hits] == ["Mira directs Château Sud."]
+    assert hits[0].node.metadata["kind"] == "fact"
+    # the write's records (the entities read from the chunk, then their relation) are
+    # records of structured facts, as add_facts writes: no passage of their own
+    assert TimestoneRetriever(memory, group, scopes=("episodes",)).retrieve("Mira") == []
+    records = sorted(episode_node(e).get_content() for e in memory.episodes(group))
+    assert records == ["Mira directs Château Sud.", "Mira, Château Sud."]

@@ -198,10 +198,10 @@ def graph_upsert(
             ensure_ascii=False,
             default=str,
         )
-        row = EpisodeInsert(
+        row = EpisodeInsert(  # a record of structured facts, as add_facts writes one
             name=f"graph upsert at {reference_time.isoformat()}",
             content=content,
-            source="json",
+            source="facts",
             source_description="property graph store",
             reference_time=reference_time,
             saga=None,
