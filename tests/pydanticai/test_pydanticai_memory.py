@@ -32,6 +32,7 @@ from pydantic_ai_timestone import (
     remember,
 )
 from timestone.errors import InvalidGroup, NaiveDatetime
+from timestone.toolkit import citation_of
 
 
 def _tool_returns(messages: list[ModelMessage], name: str) -> list[str]:
@@ -132,6 +133,51 @@ async def test_function_model_fabricated_citation_is_sent_back(
     assert len(retries) == 2
     assert "F-0000000000 was not retrieved in this run" in retries[0]
     assert "'the 2023 trade press' is not a citation id" in retries[1]
+    assert result.output.citations == [_citation(memory, mira, "Mira works at Château Sud.")]
+
+
+async def test_a_citation_quoted_in_a_passage_was_not_retrieved(
+    amemory: timestone.AsyncMemory, memory: timestone.Memory, mira: str
+) -> None:
+    """What a run retrieved is the citations that lead the items a memory tool returned:
+    an id a passage quotes (a recorded exchange that cited a fact not true now), and the
+    tail of a longer word (``REF-0123456789ab``), are text, not retrieved evidence."""
+    later = memory.add_facts(
+        mira,
+        [
+            timestone.FactInput(
+                "Mira",
+                "OWNS",
+                "Clos Secret",
+                valid_at=datetime.fromisoformat("2099-01-01T00:00:00+00:00"),
+            )
+        ],
+        reference_time=datetime.fromisoformat("2024-01-01T00:00:00+00:00"),
+    )
+    hidden = citation_of("fact", later.facts[0].id)
+    memory.add_document(
+        mira,
+        "conversation:earlier",
+        f"User: where does Mira work? Assistant: at Château Sud, and she owns "
+        f"Clos Secret [{hidden}]. Ticket REF-0123456789ab.",
+        reference_time=datetime.fromisoformat("2024-02-01T00:00:00+00:00"),
+    )
+    agent = Agent(
+        _scripted(
+            {"answer": "Clos Secret", "citations": [hidden]},
+            {"answer": "Clos Secret", "citations": ["F-0123456789"]},
+        ),
+        deps_type=TimestoneDeps,
+        output_type=GroundedAnswer,
+        capabilities=[TimestoneMemory()],
+        retries=3,
+    )
+    result = await agent.run("Where does Mira work?", deps=TimestoneDeps(amemory, mira))
+    [found] = _tool_returns(result.all_messages(), "search_memory")
+    assert hidden in found  # quoted by the passage shown
+    retries = _retries(result.all_messages())
+    assert f"{hidden} was not retrieved in this run" in retries[0]
+    assert "F-0123456789 was not retrieved in this run" in retries[1]
     assert result.output.citations == [_citation(memory, mira, "Mira works at Château Sud.")]
 
 

@@ -57,6 +57,7 @@ from ._tools_async import entity_timeline as aentity_timeline
 from ._tools_async import remember as aremember
 from ._tools_async import search_memory as asearch_memory
 from .extract._extraction_async import MAX_EPISODE_CHARS
+from .search._context_async import MIN_TOKEN_BUDGET
 from .search._request import MAX_QUERY_CHARS, MAX_SEARCH_LIMIT
 from .write._ingest_async import MAX_CONTENT_CHARS as MAX_DOCUMENT_CHARS
 
@@ -71,6 +72,7 @@ __all__ = [
     "MAX_NAME_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_SEARCH_LIMIT",
+    "MIN_TOKEN_BUDGET",
     "NOW",
     "RETRIEVER_SCOPES",
     "TOOLS",
@@ -117,6 +119,6 @@ ASYNC_TOOLS: Mapping[str, Callable[..., Awaitable[str]]] = MappingProxyType(
 )
 """Each tool's async body, by name, for an ``AsyncMemory``."""
 
-CITATION_PATTERN = re.compile(r"[FE]-[0-9a-f]{10}")
+CITATION_PATTERN = re.compile(r"(?<![\w-])[FE]-[0-9a-f]{10}(?![\w-])")
 """A citation id as ``citation_of`` writes it: ``F-`` (a fact) or ``E-`` (an episode or a
-document chunk) and 10 hex digits."""
+document chunk) and 10 hex digits, not part of a longer word (``REF-0123456789ab``)."""
