@@ -221,6 +221,34 @@ def test_an_episode_is_read_only_as_far_as_the_context_shows_it(
         prepare_search("Cabernet Franc", content_chars=0)
 
 
+def test_an_episode_cut_for_the_context_says_so_and_keeps_whole_characters(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A long episode whose first characters hold runs of whitespace (paragraph breaks)
+    collapses to fewer than an item shows, but the rest was not read: it ends in "…". A
+    cut never parts an emoji's joined parts or a letter from its accent."""
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"  # one emoji of five code points
+    paragraph = "Château Sud ages its Cabernet Franc in oak." + " " * 40 + "\n\n"
+    text = paragraph * 30 + "The last line says where it is sold."
+    memory.add_document(
+        group, "file:///spaced.md", text, reference_time=T2015, max_chunk_chars=6000
+    )
+    joined = "x" * (MAX_EPISODE_CHARS - 3) + family + " and more words after it." * 5
+    memory.add_document(
+        group, "file:///emoji.md", joined, reference_time=T2015, max_chunk_chars=6000
+    )
+    ctx = memory.context(group, "How is Château Sud's Cabernet Franc aged?", token_budget=20_000)
+    [spaced] = [i for i in ctx.items if i.document_uri == "file:///spaced.md"]
+    assert spaced.text.endswith("…")
+    assert "sold" not in spaced.text
+    ctx = memory.context(group, "xxxx and more words", token_budget=20_000)
+    [cut] = [i for i in ctx.items if i.document_uri == "file:///emoji.md"]
+    assert cut.text.endswith("…")
+    body = cut.text[:-1]
+    assert body.endswith(("x", family)), body[-8:]
+    assert "\u200d" not in body or family in body
+
+
 def test_records_of_facts_take_no_place_of_the_episodes_that_tell(
     memory: timestone.Memory, group: str
 ) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from .._characters import joined_back
 from .._records import check_text
 from .._results import Context, ContextItem, citation_of
 from .._time import NOW, Now
@@ -118,7 +119,7 @@ def _pieces(hits: Any) -> list[_Piece]:
                     ContextItem(
                         citation=citation_of("episode", row["id"]),
                         kind="episode",
-                        text=_clip(" ".join(str(row["content"]).split())),
+                        text=_clip(str(row["content"])),
                         score=c.score / top,
                         tokens=0,
                         episode_ids=(row["id"],),
@@ -134,8 +135,19 @@ def _pieces(hits: Any) -> list[_Piece]:
     return pieces
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_EPISODE_CHARS else text[: MAX_EPISODE_CHARS - 1] + "…"
+def _clip(read: str) -> str:
+    """An episode's text as an item shows it: its whitespace collapsed, and at most
+    ``MAX_EPISODE_CHARS`` characters, the last "…" when it was cut. ``read`` is the content
+    as the search read it, at most one character more than that: as long as that, it was
+    cut there, and collapsing its whitespace does not make it whole again. The cut keeps
+    a character with what joins it to the next (an accent, the parts of an emoji)."""
+    text = " ".join(read.split())
+    if len(text) <= MAX_EPISODE_CHARS and len(read) <= MAX_EPISODE_CHARS:
+        return text
+    end = min(len(text), MAX_EPISODE_CHARS - 1)
+    if end < len(text):
+        end = joined_back(text, 0, end)
+    return text[:end].rstrip() + "…"
 
 
 def _jaccard(a: str, b: str) -> float:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
+from .._characters import joined_back
 from ..embedders import Embedder, check_rows, embedder_failed
 from ..errors import InvalidInput, TimestoneError
 
@@ -51,29 +51,11 @@ def chunk_text(content: str, *, max_chars: int = 1500, overlap: int = 0) -> list
                     cut = found[-1]
                     break
             # with no break at all, not inside a letter and its marks
-            end = start + cut if cut > 0 else _joined_back(content, start, end)
+            end = start + cut if cut > 0 else joined_back(content, start, end)
         text = content[start:end].rstrip()
         chunks.append(Chunk(index=len(chunks), start=start, end=start + len(text), text=text))
         start = max(end - overlap, start + 1) if overlap else end
     return chunks
-
-
-_ZWJ = "\u200d"
-
-
-def _joined_back(content: str, start: int, end: int) -> int:
-    """``end``, moved back (but past ``start``) while it would part a character from the
-    combining marks or the joiner after it (a letter and its accent, the parts of an emoji
-    sequence). The standard library's ``unicodedata`` suffices for those; a full grapheme
-    segmentation (``regex``'s ``\\X``) would bring a dependency without type information."""
-    cut = end
-    while cut > start + 1 and (
-        unicodedata.category(content[cut])[0] == "M"
-        or content[cut] == _ZWJ
-        or content[cut - 1] == _ZWJ
-    ):
-        cut -= 1
-    return cut if cut > start + 1 else end
 
 
 def late_vectors(embedder: Embedder, content: str, chunks: Sequence[Chunk]) -> Row | None:
