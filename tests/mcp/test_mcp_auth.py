@@ -14,8 +14,9 @@ from _mcp_ports import free_port, wait_for_port
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+import timestone
 from timestone.errors import InvalidInput
-from timestone.mcp_server import check_exposure, is_loopback
+from timestone.mcp_server import build_server, check_exposure, http_app, is_loopback
 
 COMMAND = str(Path(sys.executable).parent / "timestone")
 TOKEN = "s3cret-token-for-the-test-0123456789"
@@ -125,3 +126,18 @@ async def test_a_token_is_demanded_of_every_request(data_dir: Path, dsn: str, gr
     said = (await proc.stderr.read()).decode()
     assert "bearer token required" in said
     assert TOKEN not in said
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.20"])
+def test_the_http_app_beyond_loopback_needs_a_token_in_python_too(host: str) -> None:
+    """``http_app`` and ``run_http`` apply the rule the command line applies: a server
+    built without a token serves loopback only."""
+
+    async def never() -> timestone.AsyncMemory:
+        raise AssertionError("no memory is opened to build the app")
+
+    open_server = build_server(never, group_id=None)
+    with pytest.raises(InvalidInput, match=f"refusing to serve MCP over HTTP on {host}"):
+        http_app(open_server, host=host)
+    assert http_app(open_server, host="127.0.0.1") is not None
+    assert http_app(build_server(never, group_id=None, token=TOKEN), host=host) is not None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import timestone
-from timestone.errors import InvalidInput
+from timestone.errors import InvalidGroup, InvalidInput
 from timestone.viz.web import make_server
 
 TOKEN = "view-token-for-the-test-0123456789"
@@ -24,12 +24,12 @@ ROUTES = ("/", "/api/graph", "/api/moments", "/timeline?entity=Mira", "/nowhere"
 
 
 def _request(
-    address: str, port: int, path: str, headers: list[tuple[str, str]]
+    address: str, port: int, path: str, headers: list[tuple[str, str]], method: str = "GET"
 ) -> tuple[int, dict[str, str], str]:
-    """A GET with exactly ``headers`` (Host included: none is added)."""
+    """A request (GET) with exactly ``headers`` (Host included: none is added)."""
     conn = http.client.HTTPConnection(address, port, timeout=30)
     try:
-        conn.putrequest("GET", path, skip_host=True, skip_accept_encoding=True)
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
         for name, value in headers:
             conn.putheader(name, value)
         conn.endheaders()
@@ -186,3 +186,33 @@ def test_the_command_refuses_a_bind_beyond_loopback_without_a_token(tmp_path: Pa
     assert proc.returncode == 3, proc.stderr
     assert "--allow-host takes a host name or address" in proc.stderr
     assert not (tmp_path / "pg").exists()
+
+
+def test_every_method_meets_the_guard_and_only_get_reads(guarded: ThreadingHTTPServer) -> None:
+    port, host = guarded.server_port, ("Host", f"127.0.0.1:{guarded.server_port}")
+    bearer = ("Authorization", f"Bearer {TOKEN}")
+    for method in ("HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
+        assert _request("127.0.0.1", port, "/", [("Host", "attacker.example")], method)[0] == 421
+        foreign = [host, ("Origin", "http://attacker.example"), bearer]
+        assert _request("127.0.0.1", port, "/api/graph", foreign, method)[0] == 403
+        assert _request("127.0.0.1", port, "/api/graph", [host], method)[0] == 401
+        status, headers, _ = _request("127.0.0.1", port, "/api/graph", [host, bearer], method)
+        assert (status, headers["Allow"]) == (405, "GET"), method
+
+
+@pytest.mark.parametrize("path", ["//attacker.example", "/\\attacker.example", "//x/y"])
+def test_signing_in_sends_the_browser_back_to_this_site(
+    guarded: ThreadingHTTPServer, path: str
+) -> None:
+    port, host = guarded.server_port, ("Host", f"127.0.0.1:{guarded.server_port}")
+    status, headers, _ = _request("127.0.0.1", port, f"{path}?token={TOKEN}", [host])
+    assert status == 303
+    back = headers["Location"]  # a path of this site: not //host, nor /\host
+    assert back.startswith("/"), back
+    assert not back.startswith(("//", "/\\")), back
+
+
+def test_the_group_of_the_page_is_checked(memory: timestone.Memory) -> None:
+    for group in ("</script><script>alert(1)</script>", "", "a b"):
+        with pytest.raises(InvalidGroup):
+            make_server(memory, group, port=0)

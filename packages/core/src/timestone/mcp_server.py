@@ -153,9 +153,12 @@ class _HostCheck:
 
 def http_app(server: Any, *, host: str, allow_hosts: Iterable[str] = ()) -> Any:
     """The ASGI app of ``server`` over streamable HTTP at ``/mcp``, behind the Host and
-    Origin check for a server bound to ``host`` (plus the ``allow_hosts`` names)."""
+    Origin check for a server bound to ``host`` (plus the ``allow_hosts`` names). A
+    server built without a token is refused on any ``host`` but loopback."""
     from mcp.server.transport_security import TransportSecuritySettings
 
+    if getattr(server.settings, "auth", None) is None:  # built without a token
+        check_exposure(host, None)  # loopback only, as the command line allows it
     guard = HostGuard.of(host, allow_hosts)
     # The SDK's own Host check compares strings, turns itself on for three spellings of
     # loopback only and covers /mcp alone; the guard covers every route instead

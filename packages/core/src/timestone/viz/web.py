@@ -34,6 +34,7 @@ from typing import Any
 
 from psycopg import sql
 
+from .._groups import check_group
 from .._local_server import HostGuard, tokens_match, url_host
 from .._memory import Memory
 from .._time import NOW
@@ -136,6 +137,7 @@ def make_server(
     from ..errors import AddressInUse
 
     check_port_number(port)
+    group_id = check_group(group_id)  # every read refuses another; the page shows this one
     bind = host.strip().removeprefix("[").removesuffix("]")
     token = check_exposure(
         bind, token, server="the web view", variable="TIMESTONE_UI_TOKEN", access="read"
@@ -212,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "signed in\n",
                 "text/plain",
                 [
-                    ("Location", url.path + ("?" + rest if rest else "")),
+                    ("Location", _same_site(url.path) + ("?" + rest if rest else "")),
                     ("Set-Cookie", f"{cookie}; Path=/; HttpOnly; SameSite=Strict"),
                 ],
             )
@@ -228,13 +230,26 @@ class _Handler(BaseHTTPRequestHandler):
         )
         return False
 
-    def do_GET(self) -> None:
+    def _admitted(self) -> urllib.parse.SplitResult | None:
+        """The request's address when its Host, Origin and token let it in; else None,
+        the refusal sent."""
         refused = self.guard.refusal(self.headers.items())
         if refused is not None:
             self._send(refused[0], refused[1] + "\n", "text/plain")
-            return
+            return None
         url = urllib.parse.urlsplit(self.path)
-        if not self._token_gate(url):
+        return url if self._token_gate(url) else None
+
+    def _reads_only(self) -> None:
+        """Any method but GET: refused as any request is (Host, Origin, token), then 405."""
+        if self._admitted() is not None:
+            self._send(405, "this view only reads: GET\n", "text/plain", [("Allow", "GET")])
+
+    do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = _reads_only
+
+    def do_GET(self) -> None:
+        url = self._admitted()
+        if url is None:
             return
         query = dict(urllib.parse.parse_qsl(url.query))
         try:
@@ -247,7 +262,7 @@ class _Handler(BaseHTTPRequestHandler):
         when = query.get("as_of")
         as_of = _parse(when) if when and path.startswith("/api/") else None
         if path == "/":
-            self._send(200, PAGE.replace("__GROUP__", json.dumps(group_id)), "text/html")
+            self._send(200, PAGE.replace("__GROUP__", _script_json(group_id)), "text/html")
         elif path == "/api/graph":
             self._send(200, json.dumps(graph_json(mem, group_id, as_of)), "application/json")
         elif path == "/api/moments":
@@ -300,3 +315,15 @@ def serve(
         pass
     finally:
         server.server_close()
+
+
+def _script_json(value: str) -> str:
+    """``value`` as a JSON string a ``<script>`` holds as data: its ``<``, ``>`` and ``&``
+    escaped, so no ``</script>`` in it ends the script."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _same_site(path: str) -> str:
+    """A path to send a browser back to on this site: ``//host`` and ``/\\host`` name
+    another site (a browser reads both as one), so they go to the root."""
+    return path if path.startswith("/") and not path.startswith(("//", "/\\")) else "/"
