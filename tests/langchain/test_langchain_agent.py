@@ -21,6 +21,8 @@ from pydantic import Field
 
 import timestone
 from langchain_timestone import TimestoneMemoryMiddleware, TimestoneStore
+from timestone.errors import InvalidInput
+from timestone.search._tokens import default_counter
 
 
 class RecordingModel(GenericFakeChatModel):
@@ -69,6 +71,28 @@ def test_middleware_recalls_before_the_model_and_records_after(
         e.content == "User: Where does Mira work now?\nAssistant: She works at Château Sud."
         for e in recorded.episodes
     )
+
+
+@pytest.mark.parametrize("budget", [82, 120, 400])
+def test_what_the_middleware_adds_keeps_to_its_budget(
+    memory: timestone.Memory, mira: str, budget: int
+) -> None:
+    """``token_budget`` bounds all the middleware adds to the system message: the
+    evidence, its label and the break before it, counted by the context's tokenizer; a
+    budget that leaves the context less than it takes is refused when the middleware is
+    made."""
+    model = _model([AIMessage("ok")])
+    agent = create_agent(
+        model,
+        system_prompt="SYS",
+        middleware=[TimestoneMemoryMiddleware(memory, mira, token_budget=budget, record=False)],
+    )
+    agent.invoke({"messages": [HumanMessage("Which grape does Mira work with?")]})
+    with pytest.raises(InvalidInput, match=r"token_budget must be at least 82 \(32 go to"):
+        TimestoneMemoryMiddleware(memory, mira, token_budget=81)
+    added = str(model.seen[0][0].content).removeprefix("SYS")
+    assert ("[F-" in added) is (budget >= 120)  # the least budget holds no item
+    assert default_counter().count(added) <= budget
 
 
 def test_a_long_message_with_a_nul_byte_is_recalled_and_recorded(

@@ -28,12 +28,13 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemM
 from langgraph.runtime import Runtime
 
 import timestone
-from timestone.errors import LLMError
+from timestone.errors import InvalidInput, LLMError
 from timestone.toolkit import (
     MAX_DOCUMENT_CHARS,
     MAX_EPISODE_CHARS,
     MAX_NAME_CHARS,
     MAX_QUERY_CHARS,
+    MIN_TOKEN_BUDGET,
     check_text,
     check_tool_settings,
 )
@@ -117,12 +118,17 @@ def _exchange(messages: Sequence[AnyMessage]) -> str | None:
     return "\n".join(lines)[-MAX_DOCUMENT_CHARS:]
 
 
+# what the evidence comes with in the system message; counted in ``token_budget``
+_LABEL = "Long-term memory (Timestone):\n"
+_SEPARATOR = "\n\n"
+
+
 class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Long-term memory for ``create_agent``: recall before the model, record after the agent.
 
     ``memory``: a ``timestone.Memory`` or ``AsyncMemory``; ``group_id``: the tenant whose
-    memory this agent reads and writes. ``token_budget``: how much evidence to add to the
-    system message, a budget ``Memory.context`` takes.
+    memory this agent reads and writes. ``token_budget``: how much to add to the system
+    message, the evidence's label included (the rest is ``Memory.context``'s budget).
     ``record=False`` makes it read-only. ``conversation``: what the exchanges are
     recorded under (``<conversation>:<hash>``), storable text of at most
     ``MAX_CONVERSATION_CHARS`` characters. Each setting is checked here, before a run.
@@ -149,6 +155,13 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         given = cast(object, record)
         if not isinstance(given, bool):
             raise TypeError(f"record must be True or False, got {given!r:.80}")
+        label = len(_SEPARATOR + _LABEL)
+        if token_budget - label < MIN_TOKEN_BUDGET:
+            raise InvalidInput(
+                f"TimestoneMemoryMiddleware: token_budget must be at least "
+                f"{MIN_TOKEN_BUDGET + label} ({label} go to the evidence's label), got "
+                f"{token_budget}"
+            )
         self.token_budget = token_budget
         self.record = record
         self.conversation = check_text(
@@ -157,16 +170,22 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     # -- recall ----------------------------------------------------------------------
 
+    @property
+    def _evidence_budget(self) -> int:
+        """The budget less what the evidence comes with (its label, the break before it):
+        ASCII, at most a token a character in any tokenizer."""
+        return self.token_budget - len(_SEPARATOR + _LABEL)
+
     def _with_evidence(self, request: ModelRequest[Any], evidence: str) -> ModelRequest[Any]:
         """The request with the evidence after its system message: a block of its own when
         the system message is blocks (theirs kept as given, a cache mark included)."""
         base = request.system_message
-        added = "Long-term memory (Timestone):\n" + evidence
+        added = _LABEL + evidence
         if base is None:
             return request.override(system_message=SystemMessage(content=added))
         content: Any = base.content
         if isinstance(content, str):
-            merged: str | list[str | dict[str, Any]] = content + "\n\n" + added
+            merged: str | list[str | dict[str, Any]] = content + _SEPARATOR + added
         else:
             merged = [*cast(list[str | dict[str, Any]], content), {"type": "text", "text": added}]
         return request.override(system_message=SystemMessage(content=merged))
@@ -181,7 +200,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 "this middleware wraps an AsyncMemory: run the agent with ainvoke/astream, or "
                 "pass a timestone.Memory"
             )
-        ctx = mem.context(self.group_id, query, token_budget=self.token_budget)
+        ctx = mem.context(self.group_id, query, token_budget=self._evidence_budget)
         return ctx.as_prompt() if len(ctx) else None
 
     async def _arecall(self, request: ModelRequest[Any]) -> str | None:
@@ -191,7 +210,7 @@ class TimestoneMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         if isinstance(mem, timestone.Memory):
             return await asyncio.to_thread(self._recall, request)
-        ctx = await mem.context(self.group_id, query, token_budget=self.token_budget)
+        ctx = await mem.context(self.group_id, query, token_budget=self._evidence_budget)
         return ctx.as_prompt() if len(ctx) else None
 
     def wrap_model_call(self, request: ModelRequest[Any], handler: Handler) -> ModelResponse[Any]:
