@@ -73,7 +73,7 @@ def test_every_error_derives_from_the_root() -> None:
 TOOLKIT = {  # timestone.toolkit: what the adapters build on; names may be added, never removed
     "ASYNC_TOOLS", "CITATION_PATTERN", "DEFAULT_RETRIEVER_SCOPES", "DEFAULT_TOKEN_BUDGET",
     "DESCRIPTIONS", "MAX_DOCUMENT_CHARS", "MAX_EPISODE_CHARS", "MAX_NAME_CHARS", "MAX_QUERY_CHARS",
-    "MAX_SEARCH_LIMIT", "NOW", "RETRIEVER_SCOPES", "TOOLS",
+    "MAX_SEARCH_LIMIT", "MIN_TOKEN_BUDGET", "NOW", "RETRIEVER_SCOPES", "TOOLS",
     "TOOL_NAMES", "Found", "Now", "Retrieved", "aentity_timeline", "aremember", "asearch_memory",
     "check_aware", "check_group", "check_list", "check_scopes", "check_text", "check_tool_settings",
     "citation_of", "entity_record", "entity_timeline", "episode_record", "fact_line",

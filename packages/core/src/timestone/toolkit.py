@@ -7,7 +7,8 @@ it imports besides ``timestone`` and ``timestone.errors``.
   body. Each returns text a model reads, every item with its citation id, and raises
   ``errors.ToolRefused`` for arguments the library refuses. ``DESCRIPTIONS``: what a
   model reads about each tool (an ``Args:`` section per argument);
-  ``DEFAULT_TOKEN_BUDGET``: the evidence one ``search_memory`` returns.
+  ``DEFAULT_TOKEN_BUDGET``: the evidence one ``search_memory`` returns;
+  ``MIN_TOKEN_BUDGET``: the least budget a context takes.
 - **Limits**: ``MAX_QUERY_CHARS`` (a search or context query), ``MAX_EPISODE_CHARS`` (a
   text episode extracted in one call; a longer text goes in as a document),
   ``MAX_DOCUMENT_CHARS`` (a document's content), ``MAX_NAME_CHARS`` (a name: an entity's,

@@ -44,6 +44,7 @@ from ._tokens import TokenCounter, default_counter
 __all__ = ["DUPLICATE_SIMILARITY", "MAX_TOKEN_BUDGET", "build_context", "edge_order"]
 
 MIN_TOKEN_BUDGET = 50
+"""The least ``token_budget`` a context takes (its header and at least a short item)."""
 MAX_TOKEN_BUDGET = 200_000
 DUPLICATE_SIMILARITY = 0.97
 DIVERSITY_LAMBDA = 0.75
