@@ -342,3 +342,25 @@ def test_purge_erases_what_communities_derived_from_the_episode(
         for erased in ("Ada", "Babbage", "Engine", "Notes"):
             assert erased not in text
     assert _members(memory, group) == [["Beaujolais", "Château Nord", "Gamay", "Mira"]]
+
+
+def _triangle(a: str, b: str) -> list[F]:
+    return [F(a, "KNOWS", b), F(b, "KNOWS", a + b), F(a + b, "KNOWS", a)]
+
+
+def test_an_update_after_a_rollback_catches_up_what_the_restored_build_missed(
+    memory: timestone.Memory, group: str
+) -> None:
+    """A rollback restores the communities held at T as new versions; the facts written
+    between their build and T did not shape them, and the next update still reads them
+    (the build is when each community was first held as it is, not the copy's time)."""
+    memory.add_facts(group, _triangle("A", "B"), reference_time=T2015)
+    memory.build_communities(group)
+    at = memory.add_facts(group, _triangle("C", "D"), reference_time=T2015).recorded_at
+    memory.add_facts(group, _triangle("E", "F"), reference_time=T2015)
+    memory.update_communities(group)  # built after T: rolled back
+    assert len(_members(memory, group)) == 3
+    memory.rollback(group, to=at)
+    assert _members(memory, group) == [["A", "AB", "B"]]  # as held at T
+    memory.update_communities(group)
+    assert _members(memory, group) == [["A", "AB", "B"], ["C", "CD", "D"]]

@@ -476,10 +476,18 @@ async def communities_built(conn: Conn, group_id: str) -> bool:
 
 async def _changed_since_build(conn: Conn, group_id: str) -> list[uuid.UUID]:
     """Endpoints of facts written or expired since the group's last community build
-    (every entity of the group if it never had one)."""
+    (every entity of the group if it never had one). The build of the communities held
+    now is when each was first held as it is: a rollback restores a community as a new
+    version (its own time), which the facts written between that build and the rollback's
+    moment did not shape."""
     cur = await conn.execute(
-        "WITH last AS (SELECT max(created_at) AS t FROM timestone.communities"
-        " WHERE group_id = %(g)s)"
+        "WITH held AS (SELECT id, members, name FROM timestone.communities"
+        "  WHERE group_id = %(g)s AND expired_at IS NULL),"
+        " made AS (SELECT min(v.created_at) AS at FROM held AS h JOIN timestone.communities"
+        "  AS v ON v.group_id = %(g)s AND v.id = h.id AND v.members = h.members"
+        "  AND v.name = h.name GROUP BY h.id),"
+        " last AS (SELECT coalesce((SELECT max(at) FROM made), (SELECT max(created_at)"
+        "  FROM timestone.communities WHERE group_id = %(g)s)) AS t)"
         " SELECT DISTINCT x.id FROM timestone.facts AS f, last,"
         " LATERAL (VALUES (f.source_id), (f.target_id)) AS x(id)"
         " WHERE f.group_id = %(g)s AND (last.t IS NULL OR f.created_at > last.t"
