@@ -4,10 +4,13 @@ that cannot be read are refused by name, with the exit code of invalid input."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 Here = Callable[..., Any]
@@ -106,3 +109,35 @@ def test_other_files_and_dates_the_user_names_are_refused_by_name(
         date = run_here("facts", "--valid-at", bad, check=3)
         assert f"--valid-at {bad!r} is not a date" in date.stderr
     _nothing_written(run_here)
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("latin.txt", "Réserve du château".encode("latin-1")), ("nul.txt", b"a\x00b")],
+)
+def test_a_text_file_no_document_holds_stops_the_command_before_any_write(
+    run_here: Here, tmp_path: Path, name: str, data: bytes
+) -> None:
+    """Every file is read before the first write: a JSONL file sorted before a text file
+    that is not UTF-8, or holds a NUL, writes nothing either."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    fact = {"source": "Ann", "relation": "KNOWS", "target": "Bo"}
+    line = {"reference_time": "2020-01-01T00:00:00Z", "facts": [fact]}
+    (folder / "a.jsonl").write_text(json.dumps(line) + "\n")
+    (folder / name).write_bytes(data)
+    refused = run_here("ingest", str(folder), check=3)
+    assert name in refused.stderr
+    _nothing_written(run_here)
+
+
+def test_a_file_name_in_another_encoding_is_a_title_all_the_same(
+    run_here: Here, tmp_path: Path
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / os.fsdecode(b"r\xe9sum\xe9.txt")).write_text("Ann knows Bo.")
+    (folder / "other.txt").write_text("Bo knows Cy.")
+    run_here("ingest", str(folder))
+    titles = sorted(e["name"] for e in json.loads(run_here("episodes", "--json").stdout))
+    assert titles == ["other.txt [1/1]", "r\ufffdsum\ufffd.txt [1/1]"]

@@ -304,6 +304,7 @@ def ingest_paths(
         elif suffix in JSON_SUFFIXES:
             plans.append((path, read_json(path, skip_bad=skip_bad, summary=summary, limits=limits)))
         else:
+            _check_text_file(path, limits)
             plans.append((path, None))
     total = sum(1 if eps is None else len(eps) for _, eps in plans)
     with _progress(show_progress) as progress:
@@ -401,6 +402,20 @@ def _ingest_episodes(
             start += done + 1
 
 
+def _check_text_file(path: Path, limits: Limits) -> None:
+    """A text file read as the write will read it (UTF-8, within the limits), and free of
+    what no document holds (a NUL), before anything of the command is written; read
+    again when written, not kept (a folder may hold gigabytes)."""
+    if "\x00" in read_file(path, "", limits):
+        raise InvalidInput(f"{path}: holds a NUL character, which no document holds")
+
+
+def _title(path: Path) -> str:
+    """A file's name as a title: a name in another encoding than UTF-8 (bytes Python keeps
+    as lone surrogates) with each such byte shown as U+FFFD."""
+    return path.name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def _ingest_text(
     mem: Memory,
     group_id: str,
@@ -415,7 +430,7 @@ def _ingest_text(
     when = reference_time or datetime.fromtimestamp(path.stat().st_mtime, UTC)
     try:
         res = mem.add_document(
-            group_id, path.resolve().as_uri(), content, title=path.name, reference_time=when
+            group_id, path.resolve().as_uri(), content, title=_title(path), reference_time=when
         )
     except TimestoneError as exc:
         raise type(exc)(f"{path}: {exc}") from exc
