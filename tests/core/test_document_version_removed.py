@@ -364,3 +364,53 @@ def test_a_typed_entity_comes_back_as_the_one_an_untyped_write_named(
         assert entity is not None
         assert entity.labels == ("Person",)
     transport.check()
+
+
+def test_purging_a_version_held_again_after_a_removal_and_a_rollback(dsn: str, group: str) -> None:
+    """Version 3 removed brought version 2 back (naming the Mira a later write had made
+    current), a rollback then held version 3 again; purged, version 2 was never written:
+    version 1 came back instead, naming that same Mira, so at every moment one Mira's
+    periods meet in the date fight, as in a group that never had version 2."""
+    ontology = Ontology(edge_types=[EdgeType("WORKS_AT", cardinality="one")])
+
+    def at(place: str, year: int) -> dict[str, str]:
+        return NORD | {"target": place, "fact": f"Mira works at {place} from {year}.",
+                       "valid_at": f"{year}-01-01T00:00:00Z"}  # fmt: skip
+
+    answers = [
+        at("Nord", 2010),
+        at("Est", 2010),
+        at("Nord", 2012),
+        at("Nord", 2010),
+        at("Nord", 2012),
+    ]
+    transport = ReplayTransport([extraction_answer([a]) for a in answers])
+    est = [timestone.FactInput("Mira", "WORKS_AT", "Est", valid_at=_year(2020))]
+    with timestone.Memory.open(
+        dsn, ontology=ontology, llm=replay_llm(transport, backoff=0.0), warm=False
+    ) as mem:
+        moments: dict[str, list[datetime]] = {}
+        for g in (group, group + "-never"):
+            mem.add_document(g, URI, "Mira works at Nord (one).", reference_time=_year(2020))
+            second = None
+            if g == group:
+                second = mem.add_document(
+                    g, URI, "Mira works at Est (two).", reference_time=_year(2021)
+                )
+            third = mem.add_document(
+                g, URI, "Mira works at Nord (three).", reference_time=_year(2022)
+            )
+            written = mem.add_facts(g, est, reference_time=_year(2023)).recorded_at
+            mem.remove_episode(g, third.episodes[0].id)
+            removed = datetime.now(UTC)
+            mem.rollback(g, to=written)
+            if second is not None:
+                mem.purge_episode(g, second.episodes[0].id)
+            moments[g] = [written, removed, datetime.now(UTC)]
+        for real, never in zip(moments[group], moments[group + "-never"], strict=True):
+            assert _periods(mem, group, as_of=real) == _periods(mem, group + "-never", as_of=never)
+        assert _periods(mem, group, as_of=moments[group][1]) == [
+            ("Est", 2020, None),
+            ("Nord", 2010, 2020),
+        ]
+    transport.check()

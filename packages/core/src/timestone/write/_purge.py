@@ -34,7 +34,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, LiteralString, TypeVar
+from typing import Any, Generic, TypeVar
 
 from psycopg import sql
 
@@ -46,16 +46,11 @@ from ._date_fight import Assertion, Period, attributes_key, compute_slot
 from ._entities import EntityState, entity_state
 from ._facts import assertion_from_row, version_key
 from ._ids import new_ids
-from ._transaction import (
-    ENTITY_COLUMNS,
-    Write,
-    copied_values,
-    copy_columns,
-    json_object,
-    json_text,
-    renaming,
-    vector_inserts,
-)
+from ._purge_versions import delete_versions as _delete
+from ._purge_versions import earliest as _earliest
+from ._purge_versions import hold_what_the_version_retracted
+from ._purge_versions import slot_key as _slot
+from ._transaction import Write, json_object, json_text, vector_inserts
 
 __all__ = ["Version", "erase_episode", "replay"]
 
@@ -226,16 +221,6 @@ def _expire(w: Write, table: str, version_ids: Sequence[uuid.UUID]) -> None:
     )
 
 
-def _delete(w: Write, table: str, version_ids: Sequence[uuid.UUID]) -> int:
-    cur = w.conn.execute(
-        sql.SQL("DELETE FROM timestone.{} WHERE group_id = %s AND version_id = ANY(%s)").format(
-            sql.Identifier(table)
-        ),
-        (w.group_id, list(version_ids)),
-    )
-    return cur.rowcount
-
-
 def _write(
     w: Write,
     table: str,
@@ -300,12 +285,6 @@ _INSERT_FACTS = sql.SQL(
 _INSERT_FACTS_EMBEDDED, _INSERT_FACTS_KEPT = vector_inserts(_INSERT_FACTS, "facts", "embedding")
 
 
-def _slot(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    if row["cardinality"] == "one":
-        return (row["source_id"], row["relation"], "one")
-    return (row["source_id"], row["relation"], "many", row["target_id"])
-
-
 def _fight(held: list[Assertion]) -> dict[tuple[object, ...], Period]:
     return {p.key(): p for p in compute_slot(held)} if held else {}
 
@@ -347,10 +326,6 @@ def _assertion_order(a: Assertion) -> tuple[datetime, int, uuid.UUID]:
 
 def _sentence(p: Period) -> str:
     return p.fact
-
-
-def _earliest(starts: dict[K, datetime], key: K, moment: datetime) -> None:
-    starts[key] = min(starts.get(key, moment), moment)
 
 
 def _replay_slots(
@@ -549,221 +524,6 @@ def _replay_entities(w: Write, episode_id: uuid.UUID, changed: Mapping[uuid.UUID
     return erased
 
 
-# -- a document's version ------------------------------------------------------------
-
-# The chunks of a document that the purged chunk's version retracted when it was written
-# (rows of other versions that expired at the version's first moment), when no other
-# chunk of that version is left: with the moment they were retracted, and the moment the
-# purged chunk's first row ended (its version replaced, removed or rolled back), when,
-# had the version never been written, they would have been.
-_RETRACTED_BY_VERSION: LiteralString = """
-WITH purged AS (
-    SELECT DISTINCT document_uri AS uri, document_version AS v FROM timestone.episodes
-    WHERE group_id = %(g)s AND id = %(e)s AND document_uri IS NOT NULL
-), written AS (
-    SELECT min(x.created_at) AS at FROM timestone.episodes AS x JOIN purged
-      ON x.document_uri = purged.uri AND x.document_version = purged.v
-    WHERE x.group_id = %(g)s
-      AND NOT EXISTS (SELECT 1 FROM timestone.episodes AS y
-                      WHERE y.group_id = %(g)s AND y.document_uri = purged.uri
-                        AND y.document_version = purged.v AND y.id <> %(e)s)
-), ended AS (
-    SELECT x.expired_at AS at FROM timestone.episodes AS x JOIN written
-      ON x.created_at = written.at
-    WHERE x.group_id = %(g)s AND x.id = %(e)s
-)
-SELECT DISTINCT x.id, written.at AS retracted_at, ended.at AS ended_at
-FROM timestone.episodes AS x JOIN purged ON x.document_uri = purged.uri
-  JOIN written ON x.expired_at = written.at CROSS JOIN ended
-WHERE x.group_id = %(g)s AND x.document_version <> purged.v AND ended.at IS NOT NULL
-"""
-
-
-# the tables of a chunk's rows: the column naming the chunk, and what an update returns
-_HELD_AGAIN: tuple[tuple[str, str, LiteralString], ...] = (
-    ("episodes", "id", "id"),
-    ("mentions", "episode_id", "entity_id"),
-    ("assertions", "episode_id", "source_id, relation, target_id, cardinality"),
-)
-
-
-def _hold_what_the_version_retracted(
-    w: Write, episode_id: uuid.UUID
-) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
-    """When the episode is the last chunk of a document's version, the chunks that version
-    retracted are held wherever it was instead, as if it had never been written: their
-    rows (the episode, its mentions and assertions) that expired when it was written
-    expire when it first ended, and are copied for each later time it was held (a
-    rollback held it again). Returns the slots and the entities those rows feed, each with
-    the moment its history changes from."""
-    cur = w.conn.execute(_RETRACTED_BY_VERSION, {"g": w.group_id, "e": episode_id})
-    found = cur.fetchall()
-    slots: dict[tuple[Any, ...], datetime] = {}
-    entities: dict[uuid.UUID, datetime] = {}
-    if not found:
-        return slots, entities
-    chunks = [row["id"] for row in found]
-    retracted_at, ended_at = found[0]["retracted_at"], found[0]["ended_at"]
-    # the purged chunk held again later (a rollback's copies of it): the chunks it had
-    # retracted would have been held then instead
-    cur = w.conn.execute(
-        "SELECT created_at, expired_at FROM timestone.episodes WHERE group_id = %s AND id = %s"
-        " AND created_at > %s AND expired_at > created_at ORDER BY created_at",
-        (w.group_id, episode_id, retracted_at),
-    )
-    again = [(row["created_at"], row["expired_at"]) for row in cur.fetchall()]
-    for table, key, returned in _HELD_AGAIN:
-        cur = w.conn.execute(
-            sql.SQL(
-                "UPDATE timestone.{t} SET expired_at = %s WHERE group_id = %s AND {k} = ANY(%s)"
-                " AND expired_at = %s RETURNING version_id, {r}"
-            ).format(t=sql.Identifier(table), k=sql.Identifier(key), r=sql.SQL(returned)),
-            (ended_at, w.group_id, chunks, retracted_at),
-        )
-        rows = cur.fetchall()
-        for row in rows:
-            if table == "mentions":
-                _earliest(entities, row["entity_id"], retracted_at)
-            elif table == "assertions":
-                _earliest(slots, _slot(row), retracted_at)
-        if not again:
-            continue
-        columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
-        for created, expired in again:
-            w.conn.execute(
-                row_inserts(
-                    w.conn,
-                    sql.SQL(
-                        "INSERT INTO timestone.{t} ({cols}, created_at, expired_at)"
-                        " SELECT {cols}, %s, %s FROM timestone.{t}"
-                        " WHERE group_id = %s AND version_id = ANY(%s)"
-                    ).format(t=sql.Identifier(table), cols=columns),
-                ),
-                (created, expired, w.group_id, [row["version_id"] for row in rows]),
-            )
-    merged = _merge_named_again(w, episode_id, entities, retracted_at, ended_at)
-    for slot, at in merged[0].items():
-        _earliest(slots, slot, at)
-    for ident, at in merged[1].items():
-        _earliest(entities, ident, at)
-    return slots, entities
-
-
-# Entities of the name of one the held-again chunks mention, first mentioned (but by the
-# purged episode) after the version retracted them and before they would have ended:
-# made by a write that named the entity while the version kept it from being current.
-# Had the version never been written, that write would have named the entity the chunks
-# mention: one of the same type, or either untyped, as names resolve (``_entities._pick``).
-_NAMED_WHILE_RETRACTED: LiteralString = """
-WITH kept AS (
-    SELECT DISTINCT ON (id) id, entity_type, norm_name FROM timestone.entities
-    WHERE group_id = %(g)s AND id = ANY(%(ids)s) ORDER BY id, created_at DESC
-), named AS (
-    SELECT id, (array_agg(entity_type ORDER BY created_at))[1] AS entity_type,
-           (array_agg(norm_name ORDER BY created_at))[1] AS norm_name
-    FROM timestone.entities WHERE group_id = %(g)s
-      AND norm_name IN (SELECT norm_name FROM kept) AND id <> ALL(%(ids)s)
-    GROUP BY id
-), born AS (
-    SELECT entity_id AS id, min(created_at) AS at FROM timestone.mentions
-    WHERE group_id = %(g)s AND entity_id IN (SELECT id FROM named) AND episode_id <> %(purged)s
-    GROUP BY entity_id
-)
-SELECT DISTINCT ON (e.id) e.id AS gone, kept.id AS kept, born.at AS born
-FROM named AS e JOIN born ON born.id = e.id
-JOIN kept ON e.norm_name = kept.norm_name
-    AND (e.entity_type = kept.entity_type OR 'Entity' IN (e.entity_type, kept.entity_type))
-WHERE born.at > %(retracted)s AND born.at < %(ended)s
-ORDER BY e.id, e.entity_type = kept.entity_type DESC, kept.id
-"""
-
-
-# the rows of a table that name an entity of ``ids``
-_NAMING: tuple[tuple[str, LiteralString], ...] = (
-    ("mentions", "x.entity_id = ANY(%(ids)s)"),
-    ("assertions", "(x.source_id = ANY(%(ids)s) OR x.target_id = ANY(%(ids)s))"),
-)
-
-
-def _merge_named_again(
-    w: Write,
-    purged: uuid.UUID,
-    entities: Mapping[uuid.UUID, datetime],
-    retracted_at: datetime,
-    ended_at: datetime,
-) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
-    """The entity a later write made of a name the held-again chunks mention
-    (``_NAMED_WHILE_RETRACTED``) becomes the one they mention: its mentions and the
-    assertions naming it, every version, are rewritten to name that entity (copies, the
-    rows deleted), so that the replay gives one entity, as if the version had never been
-    written. Returns the slots and entities to replay, from when each changes."""
-    slots: dict[tuple[Any, ...], datetime] = {}
-    changed: dict[uuid.UUID, datetime] = {}
-    if not entities:
-        return slots, changed
-    cur = w.conn.execute(
-        _NAMED_WHILE_RETRACTED,
-        {
-            "g": w.group_id,
-            "ids": list(entities),
-            "purged": purged,
-            "retracted": retracted_at,
-            "ended": ended_at,
-        },
-    )
-    renamed: dict[uuid.UUID, uuid.UUID] = {}
-    for row in cur.fetchall():
-        renamed[row["gone"]] = row["kept"]
-        for ident in (row["gone"], row["kept"]):
-            _earliest(changed, ident, row["born"])
-    if not renamed:
-        return slots, changed
-    gone = list(renamed)
-    for table, named in _NAMING:
-        cur = w.conn.execute(
-            sql.SQL(
-                "SELECT x.*, x.expired_at IS NULL AS current FROM timestone.{t} AS x"
-                " WHERE x.group_id = %(g)s AND {named}"
-            ).format(t=sql.Identifier(table), named=sql.SQL(named)),
-            {"g": w.group_id, "ids": gone},
-        )
-        rows = cur.fetchall()
-        for row in rows if table == "assertions" else ():
-            _earliest(slots, _slot(row), row["created_at"])
-            named_now = {c: renamed.get(row[c], row[c]) for c in ("source_id", "target_id")}
-            _earliest(slots, _slot(row | named_now), row["created_at"])
-        versions = UuidArray(row["version_id"] for row in rows)
-        held = UuidArray(row["version_id"] for row in rows if row["current"])
-        params = {"g": w.group_id, "versions": versions, "held": held}
-        if held:  # out of the way of the copies: current ids are unique
-            w.conn.execute(
-                sql.SQL(
-                    "UPDATE timestone.{t} SET expired_at = created_at"
-                    " WHERE group_id = %(g)s AND version_id = ANY(%(held)s)"
-                ).format(t=sql.Identifier(table)),
-                params,
-            )
-        columns = copy_columns(w.conn, table)
-        w.conn.execute(
-            row_inserts(
-                w.conn,
-                sql.SQL(
-                    "INSERT INTO timestone.{t} ({cols}, created_at, expired_at)"
-                    " SELECT {values}, x.created_at, CASE WHEN x.version_id = ANY(%(held)s)"
-                    " THEN NULL ELSE x.expired_at END FROM timestone.{t} AS x"
-                    " WHERE x.group_id = %(g)s AND x.version_id = ANY(%(versions)s)"
-                ).format(
-                    t=sql.Identifier(table),
-                    cols=sql.SQL(", ").join(map(sql.Identifier, columns)),
-                    values=copied_values(columns, ENTITY_COLUMNS),
-                ),
-            ),
-            params | renaming(renamed),
-        )
-        _delete(w, table, [row["version_id"] for row in rows])
-    return slots, changed
-
-
 def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid.UUID]]:
     """Delete every version of the episode, its mentions and assertions, and replay the
     history of the slots and entities they fed. The episode must be retracted already.
@@ -775,7 +535,7 @@ def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid.UUID]
         (w.group_id, episode_id),
     )
     mentioned = [row["entity_id"] for row in cur.fetchall()]
-    slots, entities = _hold_what_the_version_retracted(w, episode_id)
+    slots, entities = hold_what_the_version_retracted(w, episode_id)
     erased = _replay_slots(w, episode_id, slots)
     erased += _replay_entities(w, episode_id, entities)
     cur = w.conn.execute(
