@@ -27,6 +27,7 @@ from ..errors import AlreadyRemoved, InvalidPeriod, NotFound
 from ._entities_async import recompute_entities
 from ._facts_async import SlotChanges, recompute_retracted, recompute_slots
 from ._purge_async import erase_episode
+from ._purge_versions_async import named_then
 from ._transaction_async import ENTITY_COLUMNS, Write, copied_values, copy_columns, renaming
 
 __all__ = ["VERSIONED_TABLES", "check_episode_id", "purge", "retract_episodes", "rollback"]
@@ -177,32 +178,19 @@ async def _reinstate(w: Write, uri: str, version: int) -> SlotChanges | None:
     return changes
 
 
-# The entities the retracted chunks mentioned that are no longer current, each with the
-# current entity a later write made of its name: with the chunks retracted, it had lost
-# its last mention, and the write, which would have named it, made one of its own. Of
-# the same type, or one of them untyped, as names resolve (``_entities._pick``); one of
-# the same type first.
-_NAMED_AGAIN: LiteralString = """
-SELECT DISTINCT ON (gone.id) gone.id AS gone, held.id AS current
-FROM timestone.mentions AS m
-CROSS JOIN LATERAL (
-    SELECT e.id, e.entity_type, e.norm_name, e.expired_at FROM timestone.entities AS e
-    WHERE e.group_id = m.group_id AND e.id = m.entity_id
-    ORDER BY e.created_at DESC LIMIT 1) AS gone
-JOIN timestone.entities AS held ON held.group_id = m.group_id AND held.expired_at IS NULL
-    AND held.norm_name = gone.norm_name
-    AND (held.entity_type = gone.entity_type OR 'Entity' IN (held.entity_type, gone.entity_type))
-WHERE m.group_id = %s AND m.episode_id = ANY(%s) AND m.expired_at = %s
-    AND gone.expired_at IS NOT NULL AND held.id <> gone.id
-ORDER BY gone.id, held.entity_type = gone.entity_type DESC, held.id
-"""
-
-
 async def _named_again(
     w: Write, chunks: Sequence[uuid.UUID], retracted_at: datetime
 ) -> dict[uuid.UUID, uuid.UUID]:
-    cur = await w.conn.execute(_NAMED_AGAIN, (w.group_id, list(chunks), retracted_at))
-    return {row["gone"]: row["current"] for row in await cur.fetchall()}
+    """The entities the retracted chunks mentioned that are no longer current, each with the
+    current entity a later write made of its name (``named_then`` now): with the chunks
+    retracted, it had lost its last mention, and the write, which would have named it,
+    made one of its own."""
+    cur = await w.conn.execute(
+        "SELECT DISTINCT entity_id FROM timestone.mentions"
+        " WHERE group_id = %s AND episode_id = ANY(%s) AND expired_at = %s",
+        (w.group_id, list(chunks), retracted_at),
+    )
+    return await named_then(w, [row["entity_id"] for row in await cur.fetchall()], w.now)
 
 
 async def remove(w: Write, episode_id: uuid.UUID) -> RemovalReport:

@@ -20,7 +20,13 @@ from .._arrays import UuidArray
 from ..db._distributed import row_inserts
 from ._transaction import ENTITY_COLUMNS, Write, copied_values, copy_columns, renaming
 
-__all__ = ["delete_versions", "earliest", "hold_what_the_version_retracted", "slot_key"]
+__all__ = [
+    "delete_versions",
+    "earliest",
+    "hold_what_the_version_retracted",
+    "named_then",
+    "slot_key",
+]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -127,7 +133,7 @@ def hold_what_the_version_retracted(
             continue
         if table == "mentions":  # per time held again: the names held then by another
             named = [row["entity_id"] for row in rows]
-            renamed = {at: _named_then(w, named, at) for at, _ in again}
+            renamed = {at: named_then(w, named, at) for at, _ in again}
         columns = copy_columns(w.conn, table)
         for created, expired in again:
             moved = renamed.get(created, {})
@@ -168,8 +174,9 @@ def hold_what_the_version_retracted(
 
 
 # Of the entities ``ids``, those not held at a moment, each with the entity of its name
-# held then (of the same type, or either untyped, as names resolve): what a chunk brought
-# back then names, as removal's reinstatement does (``_correct._NAMED_AGAIN``).
+# held then (of the same type, or either untyped, as names resolve, ``_entities._pick``;
+# one of the same type first): what a chunk brought back then names, in a purge's
+# replayed history as in a removal's reinstatement (``_correct._named_again``).
 _NAMED_THEN: LiteralString = """
 SELECT DISTINCT ON (gone.id) gone.id AS gone, held.id AS current
 FROM unnest(%(ids)s::uuid[]) AS x(id)
@@ -188,7 +195,7 @@ ORDER BY gone.id, held.entity_type = gone.entity_type DESC, held.id
 """
 
 
-def _named_then(w: Write, ids: Sequence[uuid.UUID], at: datetime) -> dict[uuid.UUID, uuid.UUID]:
+def named_then(w: Write, ids: Sequence[uuid.UUID], at: datetime) -> dict[uuid.UUID, uuid.UUID]:
     cur = w.conn.execute(_NAMED_THEN, {"g": w.group_id, "ids": list(dict.fromkeys(ids)), "at": at})
     return {row["gone"]: row["current"] for row in cur.fetchall()}
 
