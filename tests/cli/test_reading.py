@@ -215,3 +215,53 @@ def test_open_periods_read_open_in_tables(run_here: Here, tmp_path: Path) -> Non
     row = next(line for line in table.splitlines() if "Gus" in line)
     assert "(open)" in row
     assert "…" not in row
+
+
+def test_hidden_files_and_folders_are_walked_only_when_asked(
+    run_here: Here, tmp_path: Path
+) -> None:
+    """A folder's ``.git``, ``.venv`` or editor settings are not notes: skipped and
+    reported unless ``--hidden``; a hidden path named on the command line is read."""
+    notes = tmp_path / "notes"
+    (notes / ".vscode").mkdir(parents=True)
+    (notes / ".vscode" / "settings.json").write_text('{"editor.tabSize": 4}')  # no episode
+    (notes / ".drafts").mkdir()
+    (notes / ".drafts" / "draft.jsonl").write_text(_line("Draft"))
+    (notes / ".hidden.jsonl").write_text(_line("Hidden"))
+    (notes / "own.jsonl").write_text(_line("Own"))
+
+    walked = run_here("ingest", str(notes), "--no-progress")
+    assert _targets(run_here) == ["Own"]
+    skipped = [line for line in walked.stderr.splitlines() if line.startswith("skipped ")]
+    for name in (".vscode", ".drafts", ".hidden.jsonl"):
+        assert f"skipped {notes / name}: hidden (--hidden walks it)" in skipped
+
+    run_here("ingest", str(notes / ".drafts"), "--no-progress")  # named: read
+    assert _targets(run_here) == ["Draft", "Own"]
+    refused = run_here("ingest", str(notes), "--hidden", "--no-progress", check=3)
+    assert "settings.json" in refused.stderr  # walked, and not an episode
+    assert _targets(run_here) == ["Draft", "Own"]  # refused whole, nothing written
+    (notes / ".vscode" / "settings.json").unlink()
+    run_here("ingest", str(notes), "--hidden", "--no-progress")
+    assert _targets(run_here) == ["Draft", "Hidden", "Own"]
+
+
+def test_a_file_reached_twice_is_read_once_under_its_first_path(
+    run_here: Here, tmp_path: Path
+) -> None:
+    """A link followed beside its target, or a hard link, reaches the same file: read once,
+    under the path the walk meets first, so its document keeps one title run after run."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "b-notes.md").write_text("Ada met Grace at the lab in 2019.\n")
+    (notes / "a-link.md").symlink_to(notes / "b-notes.md")
+    os.link(notes / "b-notes.md", notes / "c-hard.md")
+    for _ in range(2):
+        walked = run_here("ingest", str(notes), "--follow-symlinks", "--no-progress")
+        skipped = [line for line in walked.stderr.splitlines() if line.startswith("skipped ")]
+        assert skipped == [
+            f"skipped {notes / 'b-notes.md'}: the same file as {notes / 'a-link.md'}",
+            f"skipped {notes / 'c-hard.md'}: the same file as {notes / 'a-link.md'}",
+        ]
+        episodes = json.loads(run_here("episodes", "--json").stdout)
+        assert [e["name"] for e in episodes] == ["a-link.md [1/1]"]

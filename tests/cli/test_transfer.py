@@ -183,3 +183,28 @@ def test_an_import_into_a_new_store_takes_the_exports_embedder(
 
     cli_second("import", str(dump))
     assert cli_second("facts", "--json").stdout == cli_fresh("facts", "--json").stdout
+
+
+def test_an_export_of_a_newer_schema_is_refused_with_the_code_of_a_newer_database(
+    run_here: Callable[..., Any], other_group: str, tmp_path: Path
+) -> None:
+    """A file a newer Timestone wrote is refused as a database a newer Timestone migrated
+    is (``SchemaTooNew``, code 6), naming both versions and the way out; nothing written."""
+    episode = {
+        "reference_time": "2020-01-01T00:00:00Z",
+        "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
+    }
+    source = tmp_path / "one.jsonl"
+    source.write_text(json.dumps(episode) + "\n", encoding="utf-8")
+    run_here("ingest", str(source))
+    dump = tmp_path / "one-export.jsonl"
+    run_here("export", "--output", str(dump))
+    lines = dump.read_text(encoding="utf-8").split("\n")
+    header = json.loads(lines[0])
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text("\n".join([json.dumps(header | {"schema_version": 9999}), *lines[1:]]))
+    refused = run_here("import", str(newer), "--group", other_group, check=6)
+    assert "written at schema version 9999" in refused.stderr
+    assert "upgrade the timestone package" in refused.stderr
+    counted = json.loads(run_here("stats", "--group", other_group, "--json").stdout)
+    assert sum(t["versions"] for t in counted["tables"].values()) == 0

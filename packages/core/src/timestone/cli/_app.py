@@ -30,6 +30,7 @@ from ._options import (
     EmbedderOpt,
     FollowLinks,
     Group,
+    Hidden,
     Json,
     MaxFileSize,
     MaxLineSize,
@@ -233,6 +234,7 @@ def ingest(
     max_file_size: MaxFileSize = None,
     max_line_size: MaxLineSize = None,
     follow_symlinks: FollowLinks = False,
+    hidden: Hidden = False,
     dsn: Dsn = None,
     data_dir: DataDir = None,
     group: Group = None,
@@ -245,7 +247,7 @@ def ingest(
     ref = _when(reference_time, "--reference-time")
     g = resolve_group(group)
     build = guard(lambda: _build_options(bulk, maintenance_work_mem, workers))
-    read = limits(max_file_size, max_line_size, follow_symlinks)
+    read = limits(max_file_size, max_line_size, follow_symlinks, hidden=hidden)
     with (
         open_store(
             dsn, data_dir, embedder, ontology_file=ontology, embeds=True, read_limits=read

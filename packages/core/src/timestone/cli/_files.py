@@ -48,11 +48,13 @@ _SIZE = re.compile(r"(\d+)\s*([KMGT]?B?)", re.IGNORECASE)
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Limits:
-    """What a command reads: the largest file and line, and whether links are followed."""
+    """What a command reads: the largest file and line, whether links are followed, and
+    whether a folder's hidden files and folders (a name starting with ".") are walked."""
 
     max_file: int = DEFAULT_MAX_FILE
     max_line: int = DEFAULT_MAX_LINE
     follow_symlinks: bool = False
+    hidden: bool = False
 
 
 def parse_size(text: str | None, option: str, default: int) -> int:
@@ -201,8 +203,9 @@ def walk_folder(
     folder: Path, suffixes: tuple[str, ...], limits: Limits, skipped: list[str]
 ) -> Iterator[Path]:
     """The files of ``folder`` and its subfolders whose suffix is one of ``suffixes``,
-    sorted; links (unless followed), files that are not regular and loops of links are
-    left out, each noted in ``skipped``."""
+    sorted; links (unless followed), files that are not regular, loops of links and hidden
+    files and folders (unless walked: ``.git``, ``.venv``, an editor's settings) are left
+    out, each noted in ``skipped``."""
     found: list[Path] = []
     seen: set[tuple[int, int]] = set()
 
@@ -221,7 +224,10 @@ def walk_folder(
             path = Path(entry.path)
             wanted = path.suffix.lower() in suffixes
             try:
-                if entry.is_symlink() and not limits.follow_symlinks:
+                if entry.name.startswith(".") and not limits.hidden:
+                    if wanted or entry.is_dir():
+                        skipped.append(f"{path}: hidden (--hidden walks it)")
+                elif entry.is_symlink() and not limits.follow_symlinks:
                     if wanted or entry.is_dir():
                         skipped.append(f"{path}: {_kind(stat.S_IFLNK)}")
                 elif entry.is_dir():

@@ -252,7 +252,25 @@ def read_json(
 
 
 def expand(paths: Sequence[Path], limits: Limits, skipped: list[str]) -> Iterator[Path]:
-    """Files to ingest: the paths given, and the ingestible files of folders, sorted."""
+    """Files to ingest: the paths given, and the ingestible files of folders, sorted; a
+    file reached again (a link followed to a file already found, a hard link, a path given
+    twice) is read once, under the first path that reached it."""
+    found: dict[tuple[int, int], Path] = {}
+    for path in _given(paths, limits, skipped):
+        try:
+            info = path.stat() if limits.follow_symlinks else path.lstat()
+        except OSError:  # gone meanwhile: read_file names it
+            yield path
+            continue
+        key = (info.st_dev, info.st_ino)
+        if key in found:
+            skipped.append(f"{path}: the same file as {found[key]}")
+        else:
+            found[key] = path
+            yield path
+
+
+def _given(paths: Sequence[Path], limits: Limits, skipped: list[str]) -> Iterator[Path]:
     for path in paths:
         try:
             mode = (path.stat() if limits.follow_symlinks else path.lstat()).st_mode

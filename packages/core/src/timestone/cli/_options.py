@@ -37,6 +37,7 @@ __all__ = [
     "EmbedderOpt",
     "FollowLinks",
     "Group",
+    "Hidden",
     "Json",
     "MaxFileSize",
     "MaxLineSize",
@@ -125,6 +126,14 @@ FollowLinks = Annotated[
         "skipped in a folder).",
     ),
 ]
+Hidden = Annotated[
+    bool,
+    typer.Option(
+        "--hidden",
+        help="Walk a folder's hidden files and folders too (names starting with '.', such "
+        "as .git; default: skipped and reported).",
+    ),
+]
 MaxFileSize = Annotated[
     str | None,
     typer.Option(
@@ -148,6 +157,7 @@ def limits(
     max_line: str | None = None,
     follow_symlinks: bool = False,
     *,
+    hidden: bool = False,
     default_file: int = DEFAULT_MAX_FILE,
 ) -> Limits:
     """The reading limits of the options (exit 3 for a size that is not one)."""
@@ -156,6 +166,7 @@ def limits(
             max_file=parse_size(max_file, "--max-file-size", default_file),
             max_line=parse_size(max_line, "--max-line-size", DEFAULT_MAX_LINE),
             follow_symlinks=follow_symlinks,
+            hidden=hidden,
         )
     )
 
