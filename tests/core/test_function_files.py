@@ -11,6 +11,7 @@ fresh database's, and searches and writes as the fresh one does.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Generator
 from datetime import UTC, datetime
 from typing import cast
@@ -19,6 +20,7 @@ import psycopg
 import pytest
 
 import timestone
+from timestone import GraphChunk, GraphRelation
 from timestone.db import _database as sync_db
 from timestone.db import _functions as sync_functions
 from timestone.db._distributed import run_script
@@ -369,19 +371,14 @@ _EPISODE_SUMS = (
     " WHERE group_id = %(g)s AND kind IN ('episodes', 'told episodes')"
     " GROUP BY kind, lexeme HAVING sum(docs) <> 0 OR sum(length) <> 0"
 )
-_EPISODES_RECOUNTED = (  # the kind 'episodes' counted afresh from the current rows
-    "WITH r AS (SELECT fts, fts_words FROM timestone.episodes"
-    "  WHERE group_id = %(g)s AND expired_at IS NULL)"
-    " SELECT 'episodes', t.lexeme, count(*), 0"
-    " FROM r, unnest(tsvector_to_array(r.fts)) AS t(lexeme) GROUP BY 2"
-    " UNION ALL SELECT 'episodes', '', count(*), sum(r.fts_words) FROM r"
-)
 
 
 def test_an_upgrade_indexes_a_record_of_facts_by_what_its_facts_say(fresh_dsn: str) -> None:
     """Migration 0042: a schema-41 record of facts held its JSON's keys and dates as words;
-    after the upgrade it holds its facts' words, the statistics of the kind 'episodes'
-    are a recount of the current rows, and the told episodes' are as they were."""
+    after the upgrade it holds its facts' words, and the statistics of both episode
+    kinds are a recount of the current rows (0042 counts 'episodes' again, 0047 both:
+    the told episodes' lengths in words, where the trigger of that schema counted
+    lexemes)."""
     with _at(41):
         mem = timestone.Memory.open(fresh_dsn)
         try:
@@ -391,14 +388,135 @@ def test_an_upgrade_indexes_a_record_of_facts_by_what_its_facts_say(fresh_dsn: s
             mem.close()
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         record = conn.execute(_RECORD, (GROUP,)).fetchone()
-        told = {r for r in conn.execute(_EPISODE_SUMS, {"g": GROUP}) if r[0] == "told episodes"}
     assert record is not None
     assert {"relat", "sourc", "target", "2020"} <= set(str(record[0]).split())
     timestone.Memory.open(fresh_dsn).close()
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         record = conn.execute(_RECORD, (GROUP,)).fetchone()
         sums = set(conn.execute(_EPISODE_SUMS, {"g": GROUP}).fetchall())
-        recounted = set(conn.execute(_EPISODES_RECOUNTED, {"g": GROUP}).fetchall())
+        recounted = set(conn.execute(_EPISODE_KINDS_RECOUNTED, {"g": GROUP}).fetchall())
     assert record == ("heron lab mira work", 4)  # Mira, WORKS_AT, Heron, Labs
-    assert {r for r in sums if r[0] == "episodes"} == recounted
-    assert {r for r in sums if r[0] == "told episodes"} == told  # not counted again
+    assert {r[0] for r in recounted} == {"episodes", "told episodes"}
+    assert sums == recounted
+
+
+# -- a data move after the cut-over runs no trigger function of an earlier schema ----------
+
+_MOVES = re.compile(
+    r"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM)\s+timestone\.(facts|entities|episodes|communities)\b",
+    re.IGNORECASE,
+)
+_TRIGGER_OF = {"UPDATE": "update", "INSERT": "insert", "DELETE": "delete"}
+
+
+def test_a_data_move_after_the_cut_over_turns_the_term_trigger_off() -> None:
+    """An upgrade runs the numbered migrations before the current function files, so a
+    row a later migration moves would fire the term trigger with whatever definition an
+    earlier schema left: each such move turns that trigger off around itself (and the
+    migration counts the statistics again)."""
+    for number, name, text in sync_db.MIGRATIONS:
+        if number <= sync_functions.CUT_OVER:
+            continue
+        script = re.sub(r"--[^\n]*", "", text.decode())
+        for move in _MOVES.finditer(script):
+            table = move.group(2).lower()
+            trigger = f"{table}_terms_{_TRIGGER_OF[move.group(1).split()[0].upper()]}"
+            before, after = script[: move.start()], script[move.end() :]
+            off = before.rfind(f"ALTER TABLE timestone.{table} DISABLE TRIGGER {trigger};")
+            on = before.rfind(f"ALTER TABLE timestone.{table} ENABLE TRIGGER {trigger};")
+            assert off > on, (name, move.group(0))
+            assert f"ALTER TABLE timestone.{table} ENABLE TRIGGER {trigger};" in after, name
+
+
+_EPISODE_KINDS_RECOUNTED = (  # 'episodes' and 'told episodes' counted afresh from the rows
+    "WITH r AS (SELECT 'episodes' AS kind, fts, fts_words FROM timestone.episodes"
+    "  WHERE group_id = %(g)s AND expired_at IS NULL"
+    " UNION ALL SELECT 'told episodes', fts, fts_words FROM timestone.episodes"
+    "  WHERE group_id = %(g)s AND expired_at IS NULL AND source <> 'facts')"
+    " SELECT r.kind, t.lexeme, count(*), 0"
+    " FROM r, unnest(tsvector_to_array(r.fts)) AS t(lexeme) GROUP BY 1, 2"
+    " UNION ALL SELECT r.kind, '', count(*), sum(r.fts_words) FROM r GROUP BY 1"
+)
+# a trigger function as an earlier schema left it, which does not fit this one's statistics
+_EARLIER_TRIGGER = (
+    "CREATE OR REPLACE FUNCTION timestone.count_episode_terms() RETURNS trigger"
+    " LANGUAGE plpgsql AS $fn$BEGIN RAISE EXCEPTION 'an earlier schema''s definition'; END$fn$"
+)
+_GRAPH_RECORDS = (
+    "SELECT source FROM timestone.episodes"
+    " WHERE group_id = %s AND source_description = 'property graph store'"
+)
+
+
+def _graph_record_and_told_episode(dsn: str) -> None:
+    mem = timestone.Memory.open(dsn)
+    try:
+        mem.graph_upsert(
+            GROUP,
+            chunks=[GraphChunk("chunk-1", "Ada met Bo in Lyon.")],
+            relations=[
+                GraphRelation("chunk-1", "MENTIONS", "Ada"),
+                GraphRelation("Ada", "KNOWS", "Bo"),
+            ],
+        )
+        _mira_works_at_heron(mem)
+        mem.add_document(GROUP, "doc-1", "Mira moved to Lisbon.", reference_time=_y(2021))
+    finally:
+        mem.close()
+
+
+def test_an_upgrade_moves_graph_records_whatever_trigger_an_earlier_schema_left(
+    fresh_dsn: str, reference: dict[str, tuple[object, ...]]
+) -> None:
+    """Migration 0046 on a database whose episodes' trigger runs an earlier schema's
+    function (an upgrade applies the current files only after the numbered migrations):
+    the graph record becomes a record of facts, the open succeeds, and the statistics of
+    both episode kinds are a recount of the rows (0047)."""
+    _graph_record_and_told_episode(fresh_dsn)
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        # the record as schema 45 stored it (a told episode, counted as one)
+        conn.execute(
+            "UPDATE timestone.episodes SET source = 'json'"
+            " WHERE group_id = %s AND source_description = 'property graph store'",
+            (GROUP,),
+        )
+        conn.execute(_EARLIER_TRIGGER)
+        conn.execute("UPDATE timestone.meta SET value = '45' WHERE key = 'schema_version'")
+        conn.execute("DELETE FROM timestone.meta WHERE key = 'functions'")  # not this stamp
+    timestone.Memory.open(fresh_dsn).close()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        assert conn.execute(_GRAPH_RECORDS, (GROUP,)).fetchall() == [("facts",)]
+        sums = set(conn.execute(_EPISODE_SUMS, {"g": GROUP}).fetchall())
+        recounted = set(conn.execute(_EPISODE_KINDS_RECOUNTED, {"g": GROUP}).fetchall())
+    assert {r[0] for r in recounted} == {"episodes", "told episodes"}
+    assert sums == recounted
+    assert _catalog(fresh_dsn) == reference  # the trigger's function is the file's again
+
+
+def test_an_upgrade_counts_the_episodes_statistics_again(fresh_dsn: str) -> None:
+    """Migration 0047: statistics of the episode kinds that an earlier trigger function
+    left wrong (lengths in lexemes, a told episode no longer told) are a recount after
+    the upgrade, one row a lexeme; the other kinds' rows are untouched."""
+    _graph_record_and_told_episode(fresh_dsn)
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO timestone.term_stats (group_id, kind, lexeme, docs, length)"
+            " VALUES (%(g)s, 'told episodes', '', 1, 20), (%(g)s, 'episodes', '', 0, 14),"
+            " (%(g)s, 'told episodes', 'ada', 1, 0)",
+            {"g": GROUP},
+        )
+        facts = sorted(conn.execute(_SUMS + " ORDER BY 1").fetchall())
+        conn.execute("UPDATE timestone.meta SET value = '46' WHERE key = 'schema_version'")
+    timestone.Memory.open(fresh_dsn).close()
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        sums = set(conn.execute(_EPISODE_SUMS, {"g": GROUP}).fetchall())
+        recounted = set(conn.execute(_EPISODE_KINDS_RECOUNTED, {"g": GROUP}).fetchall())
+        after = sorted(conn.execute(_SUMS + " ORDER BY 1").fetchall())
+        rows = conn.execute(
+            "SELECT DISTINCT id FROM timestone.term_stats"
+            " WHERE kind IN ('episodes', 'told episodes')"
+        ).fetchall()
+    assert sums == recounted
+    assert rows == [(0,)]
+    others = [r for r in after if r[1] not in ("episodes", "told episodes")]
+    assert others == [r for r in facts if r[1] not in ("episodes", "told episodes")]

@@ -11,6 +11,7 @@ binding run on a separate connection as the DSN's own user, the schema owner.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.resources
 import json
 import re
@@ -26,6 +27,7 @@ from psycopg import Connection, sql
 from psycopg.generators import send
 from psycopg.pq import TransactionStatus
 from psycopg.rows import DictRow, dict_row
+from psycopg.transaction import OutOfOrderTransactionNesting
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .._arrays import register_arrays
@@ -75,8 +77,9 @@ APP_ROLE = "timestone_app"
 # too) while it reads a few hundred rows in about 10 ms, and that compile would cost tens
 # to hundreds of milliseconds a search (``bench.plans``; the embedded server has no JIT).
 TENANT_SETTINGS: LiteralString = (
-    "SELECT set_config('timestone.group_id', %s, true),"
-    " set_config('role', 'timestone_app', true), set_config('jit', 'off', true)"
+    "SELECT pg_catalog.set_config('timestone.group_id', %s, true),"
+    " pg_catalog.set_config('role', 'timestone_app', true),"
+    " pg_catalog.set_config('jit', 'off', true)"
 )
 EXTENSIONS = ("vector", "pg_trgm", "btree_gist")
 MIGRATE_LOCK = 0x7469_6D65_7374_6F6E  # "timeston"
@@ -158,9 +161,20 @@ def closed_error(doing: str) -> InvalidInput:
 
 
 def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
-    """A Timestone error for a psycopg one; raise it ``from exc``."""
+    """A Timestone error for a psycopg one; raise it ``from exc``. A psycopg error raised
+    while an interruption unwound (psycopg leaving a pipeline after a Ctrl-C says it
+    cannot, the server busy) is not the database's: the interruption is raised again."""
+    stopped = interruption(exc)
+    if stopped is not None:
+        raise stopped
     if isinstance(exc, PoolClosed):
         return closed_error(doing)
+    if isinstance(exc, PoolTimeout):
+        return ConnectionFailed(
+            f"{doing}: {str(exc).strip()}: every connection of the pool was busy, or none "
+            "could be opened (the server down or refusing; the logger 'psycopg.pool' has "
+            "the reasons)"
+        )
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     constraint = exc.diag.constraint_name or ""
     if isinstance(exc, psycopg.errors.CheckViolation) and constraint.endswith(_HELD_IN_ORDER):
@@ -172,6 +186,8 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
         )
     if isinstance(exc, psycopg.errors.IntegrityError):
         return ConflictError(f"{doing}: the database refused the write: {detail}")
+    if isinstance(exc, psycopg.errors.TransactionRollback):  # class 40: a retry may pass
+        return ConflictError(f"{doing}: a concurrent transaction won: {detail}")
     if isinstance(exc, psycopg.OperationalError) and _lost_connection(exc):
         return ConnectionFailed(f"{doing}: {detail}")
     if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
@@ -205,6 +221,48 @@ def _lost_connection(exc: psycopg.Error) -> bool:
     return state is None or state.startswith("08") or state in _CONNECTION_STATES
 
 
+def _half_done(exc: BaseException) -> bool:
+    """Whether psycopg may have been stopped inside its own bookkeeping of a connection
+    (``Database.borrowed``), or already says its count of transactions went wrong."""
+    stopped = interruption(exc)
+    if stopped is not None and not isinstance(stopped, asyncio.CancelledError):
+        return True
+    return isinstance(exc, OutOfOrderTransactionNesting)
+
+
+def interruption(exc: BaseException) -> BaseException | None:
+    """The interruption ``exc`` is, or was raised while handling: a Ctrl-C
+    (``KeyboardInterrupt``), a cancelled task (``CancelledError``), ``SystemExit``."""
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        if not isinstance(found, Exception | GeneratorExit):
+            return found
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return None
+
+
+# What the library's SQL and psycopg's reading of it rely on, whatever a server, database
+# or role sets by default (each seen to break something when set otherwise): times in UTC
+# (dates read back in another zone, and the calendar days a context prints), ISO dates
+# (psycopg reads no other DateStyle), backslashes in string literals as written (a
+# function body parsed with standard_conforming_strings off fails, or matches other
+# text), row level security applied (off, every read of a policy's table fails), and
+# read committed (the writes take their locks, then read, and retry on a conflict, not on
+# a serialization failure). Each connection also asks for UTF-8 (``_CONNECT``): the
+# library sends text arrays in UTF-8, which a server reading LATIN1 would store garbled.
+# Written ``pg_catalog.set_config``: a schema of the search path cannot stand in for it.
+_READ_AS_WRITTEN: LiteralString = (
+    "pg_catalog.set_config('TimeZone', 'UTC', false),"
+    " pg_catalog.set_config('DateStyle', 'ISO', false),"
+    " pg_catalog.set_config('standard_conforming_strings', 'on', false),"
+    " pg_catalog.set_config('row_security', 'on', false),"
+    " pg_catalog.set_config('default_transaction_isolation', 'read committed', false)"
+)
+_CONNECT: dict[str, Any] = {"client_encoding": "UTF8"}
+
+
 # The owner's connection runs maintenance: migrations, index builds (minutes at a million
 # facts), re-embedding (Python work between statements of one transaction), ANALYZE.
 # A server's ``statement_timeout`` or ``idle_in_transaction_session_timeout``, set for an
@@ -213,14 +271,14 @@ def _lost_connection(exc: psycopg.Error) -> bool:
 # maintenance session turns both off for itself. The library's own queries keep the
 # server's.
 _MAINTENANCE: LiteralString = (
-    "SELECT set_config('statement_timeout', '0', false),"
-    " set_config('idle_in_transaction_session_timeout', '0', false)"
+    "SELECT pg_catalog.set_config('statement_timeout', '0', false),"
+    " pg_catalog.set_config('idle_in_transaction_session_timeout', '0', false), " + _READ_AS_WRITTEN
 )
 
 
 def connect_owner(dsn: str) -> Connection[DictRow]:
     try:
-        conn = Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row)
+        conn = Connection[DictRow].connect(dsn, autocommit=True, row_factory=dict_row, **_CONNECT)
     except psycopg.Error as exc:
         why = redact(str(exc).strip(), dsn)
         raise ConnectionFailed(f"cannot connect to {redact(dsn, dsn)}: {why}") from exc
@@ -273,7 +331,11 @@ def _ensure_extensions(conn: Conn) -> None:
         )
     for name in EXTENSIONS:
         try:
-            conn.execute(sql.SQL("CREATE EXTENSION IF NOT EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("CREATE EXTENSION IF NOT EXISTS {} SCHEMA public").format(
+                    sql.Identifier(name)
+                )
+            )
         except psycopg.errors.InsufficientPrivilege as exc:
             raise MissingExtension(
                 f"the extension {name} is available but not created, and this user may not "
@@ -281,7 +343,46 @@ def _ensure_extensions(conn: Conn) -> None:
             ) from exc
         except psycopg.errors.UniqueViolation:
             pass  # created concurrently by another database session
+    cur = conn.execute(
+        "SELECT e.extname AS name, n.nspname AS schema FROM pg_catalog.pg_extension AS e"
+        " JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace"
+        " WHERE e.extname = ANY(%s) AND n.nspname <> 'public' ORDER BY 1",
+        (list(EXTENSIONS),),
+    )
+    elsewhere = cur.fetchall()
+    if elsewhere:
+        where = ", ".join(f"{r['name']} in the schema {r['schema']}" for r in elsewhere)
+        moves = "; ".join(f"ALTER EXTENSION {r['name']} SET SCHEMA public" for r in elsewhere)
+        raise MissingExtension(
+            f"the extensions must be in the schema public, where Timestone's functions find "
+            f"their types and operators; this database has {where}: ask an administrator "
+            f"to run: {moves}"
+        )
     _check_pgvector(conn)
+
+
+def _check_server(conn: Conn) -> None:
+    """A server Timestone can keep its data on: one it can write to, holding text as UTF-8
+    (another encoding keeps some characters as other ones, or refuses them)."""
+    cur = conn.execute(
+        "SELECT pg_catalog.current_setting('server_encoding') AS encoding,"
+        " pg_catalog.current_setting('transaction_read_only') AS read_only,"
+        " pg_catalog.pg_is_in_recovery() AS standby"
+    )
+    row = cur.fetchone()
+    assert row is not None
+    if row["encoding"] != "UTF8":
+        raise DatabaseError(
+            f"the database's encoding is {row['encoding']}; Timestone keeps text as UTF-8: "
+            "create the database WITH ENCODING 'UTF8' (the default of initdb on a UTF-8 "
+            "locale) and open that one"
+        )
+    if row["standby"] or row["read_only"] == "on":
+        what = "a standby" if row["standby"] else "read only for this user or database"
+        raise DatabaseError(
+            f"the server is {what} (default_transaction_read_only, or a replica): Timestone "
+            "opens a database it can write to, the primary"
+        )
 
 
 def migrate(dsn: str) -> int:
@@ -290,6 +391,7 @@ def migrate(dsn: str) -> int:
     with conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
         try:
+            _check_server(conn)
             _ensure_extensions(conn)
             # a distributed schema takes its scripts one statement at a time (run_script)
             distributed = is_distributed(conn)
@@ -313,8 +415,13 @@ def migrate(dsn: str) -> int:
                 with conn.transaction():
                     if distributed:
                         # a data move is of every group: every shard, on purpose, where a
-                        # cluster refuses multi-shard statements to catch a tenant's
-                        conn.execute("SET LOCAL citus.multi_task_query_log_level = 'off'")
+                        # cluster refuses multi-shard statements to catch a tenant's; and
+                        # one may turn a term trigger off for itself (0046), which Citus
+                        # allows where a table's triggers are allowed (``distribute``)
+                        conn.execute(
+                            "SELECT set_config('citus.multi_task_query_log_level', 'off', true),"
+                            " set_config('citus.enable_unsafe_triggers', 'on', true)"
+                        )
                     run_script(conn, text, distributed)
                     conn.execute(
                         "INSERT INTO timestone.meta (key, value) VALUES ('schema_version', %s) "
@@ -335,8 +442,8 @@ def migrate(dsn: str) -> int:
 # pgvector's iterative scans. Set again on a connection whose session was reset after the
 # caller's own SQL (``_tenant``).
 SESSION_SETTINGS: LiteralString = (
-    "SELECT set_config('role', 'timestone_app', false),"
-    " set_config('hnsw.iterative_scan', 'relaxed_order', false)"
+    "SELECT pg_catalog.set_config('role', 'timestone_app', false),"
+    " pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', false), " + _READ_AS_WRITTEN
 )
 
 
@@ -531,7 +638,7 @@ class Database:
         """``prepare``: False for connections that prepare nothing (psycopg's
         ``prepare_threshold`` None; an ``execute(..., prepare=True)`` is then not
         prepared either), for a pooler that cannot carry prepared statements."""
-        kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": False}
+        kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": False, **_CONNECT}
         if not prepare:
             kwargs["prepare_threshold"] = None
         pool = ConnectionPool(
@@ -575,6 +682,28 @@ class Database:
         self.pool.close()
 
     @contextmanager
+    def borrowed(self) -> Generator[Conn]:
+        """A connection of the pool, given back as the pool gives it unless the block
+        ended in one of two ways. Interrupted where psycopg's own bookkeeping may be
+        half done (a Ctrl-C lands between any two bytecodes: at a transaction's start it
+        leaves psycopg counting one transaction fewer than none, and every later
+        transaction on the connection fails), it is closed, and the pool opens another; a
+        cancelled task is not such a case (a cancellation lands where psycopg awaits,
+        its state whole, and the pool takes the connection back as from any error).
+        Lost (the server restarted, a network cut), the pool's idle connections are
+        checked at once, so that the next calls do not each meet one of them dead."""
+        with self.pool.connection() as conn:
+            try:
+                yield conn
+            except BaseException as exc:
+                if _half_done(exc):
+                    conn.close()
+                elif isinstance(exc, psycopg.OperationalError) and conn.closed:
+                    with suppress(psycopg.Error):
+                        self.pool.check()
+                raise
+
+    @contextmanager
     def spare(self) -> Generator[Conn | None]:
         """A second connection, in autocommit, for work beside the caller's, if the pool
         has one idle now, else ``None`` at once (the pool grows, up to its size, for a
@@ -592,6 +721,10 @@ class Database:
         try:
             with autocommit(conn):
                 yield conn
+        except BaseException as exc:
+            if _half_done(exc):
+                conn.close()  # its state not known (``borrowed``)
+            raise
         finally:
             self.pool.putconn(conn)
 
@@ -612,7 +745,7 @@ class Database:
         """
         group = check_group(group_id)
         try:
-            with self.pool.connection() as conn, conn.transaction():
+            with self.borrowed() as conn, conn.transaction():
                 if snapshot:
                     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 if pipeline:

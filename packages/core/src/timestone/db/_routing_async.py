@@ -43,8 +43,9 @@ _PROPAGATE: LiteralString = "SET LOCAL citus.propagate_set_commands TO 'local'"
 # statements read other shards, which these, filtered by the group, do not.
 _NESTED: LiteralString = "SET LOCAL citus.allow_nested_distributed_execution TO on"
 _ROLE_AND_JIT: LiteralString = (
-    "SELECT set_config('role', 'timestone_app', true), set_config('jit', 'off', true),"
-    " set_config('plan_cache_mode', 'force_custom_plan', true)"
+    "SELECT pg_catalog.set_config('role', 'timestone_app', true),"
+    " pg_catalog.set_config('jit', 'off', true),"
+    " pg_catalog.set_config('plan_cache_mode', 'force_custom_plan', true)"
 )
 
 

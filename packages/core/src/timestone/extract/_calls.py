@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import datetime
 from typing import TypeVar
 
 import pydantic
@@ -55,6 +56,9 @@ class Ledger:
     budget: LLMBudget | None = None
     used: LLMUsage | None = None
     entries: list[LedgerEntry] = dataclasses.field(default_factory=list[LedgerEntry])
+    # when a write's transaction last wrote the entries (its time): if it was interrupted
+    # at its commit, the rows of that time say whether it committed them
+    held_at: datetime | None = None
 
     @property
     def calls(self) -> int:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import re
 import uuid
 import warnings
@@ -54,6 +55,7 @@ from ..errors import (
     InvalidInput,
     NotFound,
     OntologyViolation,
+    TimestoneError,
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
 from ..ontology import EntityType, Ontology, date_from_number
@@ -78,6 +80,8 @@ __all__ = [
     "extract",
     "model_request",
 ]
+
+_log = logging.getLogger("timestone")
 
 MAX_EPISODE_CHARS = 100_000
 """The longest text episode extracted in one model call; a longer text goes in as a
@@ -645,14 +649,32 @@ def write_ledger(
                 for e in ledger.entries
             ],
         )
+    ledger.held_at = now
 
 
 def record_spent(db: Database, group_id: str, ledger: Ledger) -> None:
-    """Work that failed wrote nothing, but the calls it made still count against the budget."""
+    """Work that failed wrote nothing, but the calls it made still count against the budget.
+
+    A write interrupted at its commit (a cancelled task, a Ctrl-C) may have committed, the
+    calls' rows with it: rows of its transaction's time mean it did, and they are not
+    written twice. The work's own error is what its caller needs: a failure to record the
+    calls is logged, not raised in its place."""
     if not ledger.entries:
         return
-    with db.transaction(group_id, "recording LLM calls") as conn:
-        write_ledger(conn, group_id, ledger, None, utcnow())
+    try:
+        with db.transaction(group_id, "recording LLM calls") as conn:
+            if ledger.held_at is not None:
+                cur = conn.execute(
+                    "SELECT EXISTS (SELECT FROM timestone.llm_ledger"
+                    " WHERE group_id = %s AND created_at = %s) AS held",
+                    (group_id, ledger.held_at),
+                )
+                row = cur.fetchone()
+                if row is not None and row["held"]:
+                    return
+            write_ledger(conn, group_id, ledger, None, utcnow())
+    except TimestoneError as exc:
+        _log.warning("%d LLM call(s) of group %r not recorded: %s", ledger.calls, group_id, exc)
 
 
 def previous_episodes(

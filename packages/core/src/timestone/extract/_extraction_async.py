@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import re
 import uuid
 import warnings
@@ -53,6 +54,7 @@ from ..errors import (
     InvalidInput,
     NotFound,
     OntologyViolation,
+    TimestoneError,
 )
 from ..llm import LLM, LLMBudget, LLMRequest, LLMUsage
 from ..ontology import EntityType, Ontology, date_from_number
@@ -77,6 +79,8 @@ __all__ = [
     "extract",
     "model_request",
 ]
+
+_log = logging.getLogger("timestone")
 
 MAX_EPISODE_CHARS = 100_000
 """The longest text episode extracted in one model call; a longer text goes in as a
@@ -644,14 +648,32 @@ async def write_ledger(
                 for e in ledger.entries
             ],
         )
+    ledger.held_at = now
 
 
 async def record_spent(db: Database, group_id: str, ledger: Ledger) -> None:
-    """Work that failed wrote nothing, but the calls it made still count against the budget."""
+    """Work that failed wrote nothing, but the calls it made still count against the budget.
+
+    A write interrupted at its commit (a cancelled task, a Ctrl-C) may have committed, the
+    calls' rows with it: rows of its transaction's time mean it did, and they are not
+    written twice. The work's own error is what its caller needs: a failure to record the
+    calls is logged, not raised in its place."""
     if not ledger.entries:
         return
-    async with db.transaction(group_id, "recording LLM calls") as conn:
-        await write_ledger(conn, group_id, ledger, None, utcnow())
+    try:
+        async with db.transaction(group_id, "recording LLM calls") as conn:
+            if ledger.held_at is not None:
+                cur = await conn.execute(
+                    "SELECT EXISTS (SELECT FROM timestone.llm_ledger"
+                    " WHERE group_id = %s AND created_at = %s) AS held",
+                    (group_id, ledger.held_at),
+                )
+                row = await cur.fetchone()
+                if row is not None and row["held"]:
+                    return
+            await write_ledger(conn, group_id, ledger, None, utcnow())
+    except TimestoneError as exc:
+        _log.warning("%d LLM call(s) of group %r not recorded: %s", ledger.calls, group_id, exc)
 
 
 async def previous_episodes(

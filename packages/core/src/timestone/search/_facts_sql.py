@@ -415,7 +415,7 @@ _TEXT_SETTING = "timestone.fts_ids"
 def facts_text_first_sql(req: SearchRequest) -> sql.Composed:
     """The full-text list of facts into ``_TEXT_SETTING`` (read by ``facts_sql``)."""
     return sql.SQL(
-        "WITH {fts} SELECT set_config({name},"
+        "WITH {fts} SELECT pg_catalog.set_config({name},"
         " coalesce((SELECT array_agg(version_id ORDER BY r) FROM fts)::text, '{{}}'), true)"
     ).format(fts=fts_sql("facts"), name=_L(_TEXT_SETTING))
 
@@ -425,7 +425,7 @@ def facts_sql(req: SearchRequest, dimension: int) -> sql.Composed:
     before it in the same transaction, fused."""
     filters = fact_filters("f", req)
     fts = sql.SQL(
-        "fts AS (SELECT u.version_id, u.r FROM unnest(current_setting({})::uuid[])"
+        "fts AS (SELECT u.version_id, u.r FROM unnest(pg_catalog.current_setting({})::uuid[])"
         " WITH ORDINALITY AS u(version_id, r))"
     ).format(_L(_TEXT_SETTING))
     return sql.SQL("WITH RECURSIVE {fts}, {lists},{fused}").format(

@@ -127,11 +127,11 @@ def _text_of(scope: str, row: Mapping[str, Any]) -> str:
 # dozen relations, a third of the planning time.
 _SETTINGS: LiteralString = (
     TENANT_SETTINGS + ","
-    " set_config('hnsw.ef_search', %s, true),"
-    " set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-    " set_config('join_collapse_limit', '1', true),"
-    " set_config('from_collapse_limit', '1', true),"
-    " set_config('plan_cache_mode', 'force_generic_plan', true)"
+    " pg_catalog.set_config('hnsw.ef_search', %s, true),"
+    " pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+    " pg_catalog.set_config('join_collapse_limit', '1', true),"
+    " pg_catalog.set_config('from_collapse_limit', '1', true),"
+    " pg_catalog.set_config('plan_cache_mode', 'force_generic_plan', true)"
 )
 # An as-of search filters the current versions by creation time, a condition whose
 # value a generic plan does not know: it counts a third of the rows as passing, and in a
@@ -140,7 +140,7 @@ _SETTINGS: LiteralString = (
 # p50 at 10k facts, against 5.8 through the index). Seq scans are off for its
 # statements, which all read indexes otherwise; a custom plan per call also chose the
 # index, at 5 ms of planning a search at 100k facts.
-_AS_OF_SETTING: LiteralString = "set_config('enable_seqscan', 'off', true), "
+_AS_OF_SETTING: LiteralString = "pg_catalog.set_config('enable_seqscan', 'off', true), "
 
 
 def _settings_of(req: SearchRequest) -> LiteralString:
@@ -468,7 +468,7 @@ async def _with_known_names(db: Database, group: str, req: SearchRequest) -> Sea
         return req
     try:
         async with (
-            db.pool.connection() as conn,
+            db.borrowed() as conn,
             conn.transaction() if db.distributed else autocommit(conn),
         ):
             async with conn.pipeline():
@@ -476,7 +476,8 @@ async def _with_known_names(db: Database, group: str, req: SearchRequest) -> Sea
                 if req.as_of is not None:  # the moment, for the transaction (known_names)
                     await conn.execute(
                         sql.SQL(
-                            "SELECT set_config('timestone.as_of', %s::timestamptz::text, true)"
+                            "SELECT pg_catalog.set_config('timestone.as_of',"
+                            " %s::timestamptz::text, true)"
                         ),
                         (req.as_of,),
                     )
@@ -533,7 +534,7 @@ async def _hits(
         # On a distributed database, a transaction: the group reaches the workers only
         # as a SET LOCAL in a transaction block (``_distributed``).
         async with (
-            db.pool.connection() as conn,
+            db.borrowed() as conn,
             conn.transaction() if db.distributed else autocommit(conn),
         ):
             large = (

@@ -654,9 +654,13 @@ class Ingest:
                     if isinstance(exc, TimestoneError) and exc.args:
                         exc.args = (f"episodes[{index}]: {exc.args[0]}", *exc.args[1:])
                     raise
-            done[0] += 1
-            if on_progress is not None:
-                on_progress(done[0], len(rows), result)
+                done[0] += 1
+                if on_progress is not None:
+                    try:
+                        on_progress(done[0], len(rows), result)
+                    except BaseException:
+                        failed.append(index)  # the caller's callback stops the batch too
+                        raise
             return result
 
         results = await _compat.agather(*[one(i, r) for i, r in enumerate(rows)])

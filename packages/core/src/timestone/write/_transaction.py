@@ -214,7 +214,7 @@ def begin_write(
             " FROM unnest(%b::text[]) AS key ORDER BY 1) AS locks",
             ("timestone-key\x1f" + group_id, TextArray(ordered)),
         )
-    cur = conn.execute("SELECT clock_timestamp() AS now")
+    cur = conn.execute("SELECT pg_catalog.clock_timestamp() AS now")
     row = cur.fetchone()
     assert row is not None
     return Write(

@@ -213,7 +213,7 @@ async def begin_write(
             " FROM unnest(%b::text[]) AS key ORDER BY 1) AS locks",
             ("timestone-key\x1f" + group_id, TextArray(ordered)),
         )
-    cur = await conn.execute("SELECT clock_timestamp() AS now")
+    cur = await conn.execute("SELECT pg_catalog.clock_timestamp() AS now")
     row = await cur.fetchone()
     assert row is not None
     return Write(
