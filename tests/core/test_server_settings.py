@@ -175,3 +175,42 @@ def test_extensions_in_another_schema_are_refused_with_the_statement_that_moves_
     with psycopg.connect(fresh_dsn, autocommit=True) as conn:
         conn.execute("ALTER EXTENSION vector SET SCHEMA public")
     timestone.Memory.open(fresh_dsn).close()
+
+
+def test_a_schema_before_pg_catalog_cannot_stand_in_for_the_settings(fresh_dsn: str) -> None:
+    """A search path that lists a schema before ``pg_catalog``, holding a ``set_config``
+    that sets nothing and a clock of its own: the block of ``connection()`` still runs
+    as the library's role and sees its group only, and a write's time is the server's."""
+    timestone.Memory.open(fresh_dsn).close()  # migrated under the server's defaults
+    with psycopg.connect(fresh_dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA shadow")
+        conn.execute(
+            "CREATE FUNCTION shadow.set_config(text, text, boolean) RETURNS text"
+            " LANGUAGE sql AS $$ SELECT ''::text $$"
+        )
+        conn.execute(
+            "CREATE FUNCTION shadow.clock_timestamp() RETURNS timestamptz"
+            " LANGUAGE sql AS $$ SELECT '2001-01-01T00:00:00Z'::timestamptz $$"
+        )
+        conn.execute("GRANT USAGE ON SCHEMA shadow TO PUBLIC")
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET search_path = shadow, pg_catalog, public").format(
+                sql.Identifier(_database(fresh_dsn))
+            )
+        )
+    with timestone.Memory.open(fresh_dsn, ontology=ONE) as mem:
+        for group in ("a", "b"):
+            mem.add_facts(
+                group,
+                [{"source": "Zoë", "relation": "LIVES_IN", "target": group}],
+                reference_time=_y(2020),
+            )
+        [fact] = mem.facts("a")
+        assert fact.created_at.year > 2001
+        with mem.connection("a") as conn:
+            row = conn.execute(
+                "SELECT current_user AS who, count(DISTINCT group_id) AS groups"
+                " FROM timestone.facts"
+            ).fetchone()
+        assert row == {"who": "timestone_app", "groups": 1}
+        assert [f.target for f in mem.search("a", "Zoë").facts] == ["a"]
