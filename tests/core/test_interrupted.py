@@ -13,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg_pool import PoolTimeout
 from test_add_episodes_failure import EPISODES, Model
 from test_add_episodes_failure import _llm as scripted  # pyright: ignore[reportPrivateUsage]
 
@@ -89,6 +90,17 @@ def test_a_database_error_raised_while_an_interruption_unwound_is_the_interrupti
             sync_db.wrap_db_error(exc, "searching")
     plain = psycopg.OperationalError("server closed the connection unexpectedly")
     assert type(sync_db.wrap_db_error(plain, "searching")).__name__ == "ConnectionFailed"
+
+
+def test_a_pool_that_gave_no_connection_says_why_it_may_be() -> None:
+    waited = PoolTimeout("couldn't get a connection after 30.00 sec")
+    said = sync_db.wrap_db_error(waited, "adding facts")
+    assert isinstance(said, ConnectionFailed)
+    assert str(said) == (
+        "adding facts: couldn't get a connection after 30.00 sec: every connection of the "
+        "pool was busy, or none could be opened (the server down or refusing; the logger "
+        "'psycopg.pool' has the reasons)"
+    )
 
 
 async def test_calls_a_write_committed_as_it_was_cancelled_are_counted_once(
