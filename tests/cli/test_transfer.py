@@ -134,12 +134,10 @@ def test_text_holding_unicode_line_separators_round_trips(
     assert cli_fresh("facts", "--valid-at", "all", "--json").stdout == before
 
 
-def test_an_ontology_the_header_holds_is_checked_before_the_import(
-    run_here: Callable[..., Any], other_group: str, tmp_path: Path
-) -> None:
-    """The header's ontology, which ``import`` stores for a database that has none, is
-    read as an ontology file is: a hand-edited one is refused naming it, and nothing of
-    the file is written (a stored ontology no command could read would stop them all)."""
+def _one_fact_exported(
+    run_here: Callable[..., Any], tmp_path: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """A group of one fact, ingested then exported: the export's header and its lines."""
     episode = {
         "reference_time": "2020-01-01T00:00:00Z",
         "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
@@ -150,7 +148,16 @@ def test_an_ontology_the_header_holds_is_checked_before_the_import(
     dump = tmp_path / "one-export.jsonl"
     run_here("export", "--output", str(dump))
     lines = dump.read_text(encoding="utf-8").split("\n")
-    header = json.loads(lines[0])
+    return json.loads(lines[0]), lines
+
+
+def test_an_ontology_the_header_holds_is_checked_before_the_import(
+    run_here: Callable[..., Any], other_group: str, tmp_path: Path
+) -> None:
+    """The header's ontology, which ``import`` stores for a database that has none, is
+    read as an ontology file is: a hand-edited one is refused naming it, and nothing of
+    the file is written (a stored ontology no command could read would stop them all)."""
+    header, lines = _one_fact_exported(run_here, tmp_path)
     for broken, why in [
         ({"edge_types": "WORKS_AT"}, "edge_types must be a list"),
         ("WORKS_AT", "must be an object, got str"),
@@ -190,17 +197,7 @@ def test_an_export_of_a_newer_schema_is_refused_with_the_code_of_a_newer_databas
 ) -> None:
     """A file a newer Timestone wrote is refused as a database a newer Timestone migrated
     is (``SchemaTooNew``, code 6), naming both versions and the way out; nothing written."""
-    episode = {
-        "reference_time": "2020-01-01T00:00:00Z",
-        "facts": [{"source": "Ann", "relation": "WORKS_AT", "target": "Acme"}],
-    }
-    source = tmp_path / "one.jsonl"
-    source.write_text(json.dumps(episode) + "\n", encoding="utf-8")
-    run_here("ingest", str(source))
-    dump = tmp_path / "one-export.jsonl"
-    run_here("export", "--output", str(dump))
-    lines = dump.read_text(encoding="utf-8").split("\n")
-    header = json.loads(lines[0])
+    header, lines = _one_fact_exported(run_here, tmp_path)
     newer = tmp_path / "newer.jsonl"
     newer.write_text("\n".join([json.dumps(header | {"schema_version": 9999}), *lines[1:]]))
     refused = run_here("import", str(newer), "--group", other_group, check=6)
