@@ -9,6 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import timestone
 from timestone import EdgeType, Ontology
@@ -211,3 +212,37 @@ def test_a_documents_new_title_or_metadata_is_a_new_version(
             (group,),
         ).fetchone()
     assert row == ({"lang": "fr", "title": "Visits"},)
+
+
+def test_a_rollback_to_the_moment_the_graph_already_holds_writes_nothing(
+    mira: timestone.Memory, dsn: str, group: str
+) -> None:
+    """A rollback copies only the rows that differ from what the moment held: repeated,
+    or aimed at a moment whose graph is the current one, it leaves every table as it is."""
+    r2015, _, r2019 = _ingest(mira, group)
+
+    def versions() -> dict[str, int]:
+        with psycopg.connect(dsn) as conn:
+            return {
+                table: conn.execute(
+                    sql.SQL("SELECT count(*) FROM timestone.{} WHERE group_id = %s").format(
+                        sql.Identifier(table)
+                    ),
+                    (group,),
+                ).fetchone()[0]  # type: ignore[index]
+                for table in ("episodes", "entities", "mentions", "assertions", "facts")
+            }
+
+    first = mira.rollback(group, to=r2015.recorded_at)
+    assert first.expired["facts"] > 0
+    assert first.restored["facts"] > 0
+    written = versions()
+    again = mira.rollback(group, to=r2015.recorded_at)
+    assert again.expired == dict.fromkeys(again.expired, 0)
+    assert again.restored == dict.fromkeys(again.restored, 0)
+    assert versions() == written
+    assert _now(mira, group, valid_at=TODAY)["DIRECTS"] == "Château Nord"
+    # back to the end: only what the first rollback changed changes again
+    forward = mira.rollback(group, to=r2019.recorded_at)
+    assert forward.restored["facts"] == first.expired["facts"]
+    assert _now(mira, group, valid_at=TODAY)["DIRECTS"] == "Château Sud"

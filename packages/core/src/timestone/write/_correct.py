@@ -6,7 +6,9 @@
   graph that never saw them. History stays readable with ``as_of``.
 - ``rollback`` makes the current rows of every table equal the rows held at a
   moment: rows written since are expired, rows expired since are restored as
-  new versions. It is itself a write, so it can be rolled back.
+  new versions, and a current row equal to one the moment held stays as it is (a
+  second rollback to the same moment writes nothing). It is itself a write, so it
+  can be rolled back.
 - ``purge_episode`` erases the episode and what only it supported from history
   too, and records that a purge happened.
 """
@@ -243,30 +245,68 @@ def rollback(w: Write, to: datetime) -> RollbackReport:
     expired: dict[str, int] = {}
     restored: dict[str, int] = {}
     for table in VERSIONED_TABLES:
+        columns = copy_columns(w.conn, table)
+        same = _same_version(w.conn, table, columns)
+        # a row written since that is a copy of one held at the moment stays current
         cur = w.conn.execute(
             sql.SQL(
-                "UPDATE timestone.{} SET expired_at = %s"
-                " WHERE group_id = %s AND expired_at IS NULL AND created_at > %s"
-            ).format(sql.Identifier(table)),
-            (w.now, w.group_id, point),
+                "UPDATE timestone.{t} AS x SET expired_at = %(now)s"
+                " WHERE x.group_id = %(g)s AND x.expired_at IS NULL AND x.created_at > %(at)s"
+                " AND NOT EXISTS (SELECT 1 FROM timestone.{t} AS h"
+                " WHERE h.group_id = x.group_id AND h.created_at <= %(at)s"
+                " AND h.expired_at > %(at)s AND {same})"
+            ).format(t=sql.Identifier(table), same=same),
+            {"now": w.now, "g": w.group_id, "at": point},
         )
         expired[table] = cur.rowcount
-    for table in VERSIONED_TABLES:
-        columns = sql.SQL(", ").join(map(sql.Identifier, copy_columns(w.conn, table)))
+        # a row held at the moment is copied unless an equal one is current
         cur = w.conn.execute(
             row_inserts(
                 w.conn,
                 sql.SQL(
                     "INSERT INTO timestone.{t} ({cols}, created_at)"
-                    " SELECT {cols}, %s FROM timestone.{t}"
-                    " WHERE group_id = %s AND created_at <= %s AND expired_at > %s"
-                ).format(t=sql.Identifier(table), cols=columns),
+                    " SELECT {h_cols}, %(now)s FROM timestone.{t} AS h"
+                    " WHERE h.group_id = %(g)s AND h.created_at <= %(at)s"
+                    " AND h.expired_at > %(at)s AND NOT EXISTS (SELECT 1 FROM timestone.{t} AS x"
+                    " WHERE x.group_id = h.group_id AND x.expired_at IS NULL AND {same})"
+                ).format(
+                    t=sql.Identifier(table),
+                    cols=sql.SQL(", ").join(map(sql.Identifier, columns)),
+                    h_cols=sql.SQL(", ").join(sql.Identifier("h", c) for c in columns),
+                    same=same,
+                ),
             ),
-            (w.now, w.group_id, point, point),
+            {"now": w.now, "g": w.group_id, "at": point},
         )
         restored[table] = cur.rowcount
     _settle_after_purges(w)
     return RollbackReport(to=point, rolled_back_at=w.now, expired=expired, restored=restored)
+
+
+def _same_version(conn: Conn, table: str, columns: Sequence[str]) -> sql.Composed:
+    """``x`` and ``h`` are versions of one row with the same content: equal on the row's
+    key (compared first, so an index or a hash join finds the candidates) and on every
+    column a copy takes (a ``json`` column, which has no equality, by its text)."""
+    cur = conn.execute(
+        "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass"
+        " AND atttypid = 'pg_catalog.json'::regtype AND NOT attisdropped",
+        (f"timestone.{table}",),
+    )
+    as_text = {row["attname"] for row in cur.fetchall()}
+
+    def side(alias: str) -> sql.Composed:
+        return sql.SQL(", ").join(
+            sql.SQL("{}::text").format(sql.Identifier(alias, c))
+            if c in as_text
+            else sql.Identifier(alias, c)
+            for c in columns
+        )
+
+    key = ("namespace", "key") if table == "items" else ("id",)
+    return sql.SQL(" AND ").join(
+        [sql.SQL("x.{c} = h.{c}").format(c=sql.Identifier(c)) for c in key]
+        + [sql.SQL("({}) IS NOT DISTINCT FROM ({})").format(side("x"), side("h"))]
+    )
 
 
 def _settle_after_purges(w: Write) -> None:
