@@ -97,6 +97,18 @@ def test_a_blank_timestone_data_dir_counts_as_unset(
             "pool_size must be at most 100 (Postgres's default max_connections), got 101",
         ),
         ({"infer_cardinality": "no"}, "infer_cardinality must be True or False, got 'no'"),
+        ({"pool_timeout": 0}, "pool_timeout must be a number of seconds above 0, got 0"),
+        ({"pool_timeout": -1.5}, "pool_timeout must be a number of seconds above 0, got -1.5"),
+        (
+            {"pool_timeout": float("nan")},
+            "pool_timeout must be a number of seconds above 0, got nan",
+        ),
+        (
+            {"pool_timeout": float("inf")},
+            "pool_timeout must be a number of seconds above 0, got inf",
+        ),
+        ({"pool_timeout": "5"}, "pool_timeout must be a number of seconds above 0, got '5'"),
+        ({"pool_timeout": True}, "pool_timeout must be a number of seconds above 0, got True"),
     ],
 )
 def test_bad_arguments_are_refused_before_the_data_dir_is_made(

@@ -98,9 +98,20 @@ def test_a_pool_that_gave_no_connection_says_why_it_may_be() -> None:
     assert isinstance(said, ConnectionFailed)
     assert str(said) == (
         "adding facts: couldn't get a connection after 30.00 sec: every connection of the "
-        "pool was busy, or none could be opened (the server down or refusing; the logger "
-        "'psycopg.pool' has the reasons)"
+        "pool was busy (open with a larger pool_size or pool_timeout), or none could be "
+        "opened (the server down or refusing; the logger 'psycopg.pool' has the reasons)"
     )
+
+
+def test_a_call_waits_for_a_busy_pool_as_long_as_pool_timeout_says(dsn: str, group: str) -> None:
+    with timestone.Memory.open(dsn, pool_size=1, pool_timeout=0.2, warm=False) as mem:
+        mem.add_facts(group, ADA, reference_time=WHEN)
+        with mem.connection(group), pytest.raises(ConnectionFailed) as caught:
+            mem.facts(group)  # the one connection is held by the block
+        assert "couldn't get a connection after 0.20 sec" in str(caught.value)
+        assert "pool_size or pool_timeout" in str(caught.value)
+        # given back, it serves the next call
+        assert [f.target for f in mem.facts(group)] == ["Bram"]
 
 
 async def test_calls_a_write_committed_as_it_was_cancelled_are_counted_once(

@@ -12,6 +12,7 @@ sagas (``extract/_api``). Why in parts: docs/decisions/021-the-core-by-feature.m
 from __future__ import annotations
 
 import logging
+import math
 import os
 import uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
@@ -94,6 +95,17 @@ def _check_pool_size(value: object) -> int:
             f"got {value}"
         )
     return value
+
+
+def _check_pool_timeout(value: object) -> float:
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidInput(f"pool_timeout must be a number of seconds above 0, got {value!r:.80}")
+    return float(value)
 
 
 def _check_flag(what: str, value: object) -> bool:
@@ -193,6 +205,7 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         ontology: Ontology | None = None,
         reembed: bool = False,
         pool_size: int = 8,
+        pool_timeout: float = 30.0,
         communities: str = "manual",
         warm: bool = True,
         prepared_statements: bool | None = None,
@@ -214,7 +227,9 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         (the default): communities change when you build or update them, and when a
         removal repairs them. ``pool_size``: connections to the database at most; a
         search of a table of 500,000 facts or more takes a second one when one is idle
-        (its full-text list is read beside the rest), never waiting for it. ``warm``: load
+        (its full-text list is read beside the rest), never waiting for it.
+        ``pool_timeout``: the seconds a call waits for a connection when all ``pool_size``
+        are busy, then fails with ``ConnectionFailed`` (psycopg_pool's ``timeout``). ``warm``: load
         the embedder's model (its ``warm()``) beside the start-up, so that the first write
         or search does not pay for it; a short-lived process that may never embed (a read
         from the command line) passes ``warm=False``. ``prepared_statements``: whether the
@@ -231,6 +246,7 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
         """
         _check_communities(communities)
         size, kinds = _check_pool_size(pool_size), _check_ontology(ontology)
+        waiting = _check_pool_timeout(pool_timeout)
         prepare = prepared_statements_setting(prepared_statements)
         check_llm(llm)
         _check_where(dsn, data_dir)
@@ -254,7 +270,7 @@ class Memory(RetrievalAPI, ItemsAPI, GraphAPI, UpkeepAPI, ModelAPI):
                 reembed_all(target, chosen)
             else:
                 bind_embedder(target, chosen)
-            db = Database.open(target, max_size=size, prepare=prepare)
+            db = Database.open(target, max_size=size, wait=waiting, prepare=prepare)
         finally:
             _compat.settle(warming)
         return cls(

@@ -170,9 +170,9 @@ def wrap_db_error(exc: psycopg.Error, doing: str) -> TimestoneError:
         return closed_error(doing)
     if isinstance(exc, PoolTimeout):
         return ConnectionFailed(
-            f"{doing}: {str(exc).strip()}: every connection of the pool was busy, or none "
-            "could be opened (the server down or refusing; the logger 'psycopg.pool' has "
-            "the reasons)"
+            f"{doing}: {str(exc).strip()}: every connection of the pool was busy (open "
+            "with a larger pool_size or pool_timeout), or none could be opened (the server "
+            "down or refusing; the logger 'psycopg.pool' has the reasons)"
         )
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     constraint = exc.diag.constraint_name or ""
@@ -637,8 +637,11 @@ class Database:
             self._analyze_every = _ANALYZE_LAST * 1000  # not allowed here: stop trying
 
     @classmethod
-    async def aopen(cls, dsn: str, *, max_size: int = 8, prepare: bool = True) -> Database:
-        """``prepare``: False for connections that prepare nothing (psycopg's
+    async def aopen(
+        cls, dsn: str, *, max_size: int = 8, wait: float = 30.0, prepare: bool = True
+    ) -> Database:
+        """``wait``: the seconds a call waits for a connection of the pool (psycopg_pool's
+        ``timeout``). ``prepare``: False for connections that prepare nothing (psycopg's
         ``prepare_threshold`` None; an ``execute(..., prepare=True)`` is then not
         prepared either), for a pooler that cannot carry prepared statements."""
         kwargs: dict[str, Any] = {"row_factory": dict_row, "autocommit": False, **_CONNECT}
@@ -648,6 +651,7 @@ class Database:
             dsn,
             min_size=1,
             max_size=max_size,
+            timeout=wait,
             kwargs=kwargs,
             configure=_configure,
             open=False,
