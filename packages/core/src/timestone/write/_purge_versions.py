@@ -103,6 +103,7 @@ def hold_what_the_version_retracted(
     renamed: dict[datetime, dict[uuid.UUID, uuid.UUID]] = {}
     slots: dict[tuple[Any, ...], datetime] = {}
     entities: dict[uuid.UUID, datetime] = {}
+    mentioned: list[uuid.UUID] = []  # the entities the chunks themselves mention
     if not found:
         return slots, entities
     chunks = [row["id"] for row in found]
@@ -127,13 +128,14 @@ def hold_what_the_version_retracted(
         for row in rows:
             if table == "mentions":
                 earliest(entities, row["entity_id"], retracted_at)
+                mentioned.append(row["entity_id"])
             elif table == "assertions":
                 earliest(slots, slot_key(row), retracted_at)
         if not again:
             continue
         if table == "mentions":  # per time held again: the names held then by another
             named = [row["entity_id"] for row in rows]
-            renamed = {at: named_then(w, named, at) for at, _ in again}
+            renamed = {at: named_then(w, named, at, episode_id) for at, _ in again}
         columns = copy_columns(w.conn, table)
         for created, expired in again:
             moved = renamed.get(created, {})
@@ -165,7 +167,10 @@ def hold_what_the_version_retracted(
                 | renaming(moved),
             )
     windows = [(retracted_at, ended_at), *again]  # when the chunks are held again
-    merged = _merge_named_again(w, episode_id, entities, windows)
+    # the entities named by the chunks' own rows, not those their copies were renamed to
+    # for a time held again: such an entity, made by a write while the version kept the
+    # chunks' one from being current, is one to fold into theirs
+    merged = _merge_named_again(w, episode_id, mentioned, windows)
     for slot, at in merged[0].items():
         earliest(slots, slot, at)
     for ident, at in merged[1].items():
@@ -188,6 +193,10 @@ JOIN timestone.entities AS held ON held.group_id = %(g)s AND held.id <> gone.id
     AND held.norm_name = gone.norm_name
     AND (held.entity_type = gone.entity_type OR 'Entity' IN (held.entity_type, gone.entity_type))
     AND held.created_at <= %(at)s AND (held.expired_at IS NULL OR held.expired_at > %(at)s)
+    AND (%(purged)s::uuid IS NULL OR EXISTS (
+        SELECT 1 FROM timestone.mentions AS m WHERE m.group_id = %(g)s AND m.entity_id = held.id
+          AND m.episode_id <> %(purged)s AND m.created_at <= %(at)s
+          AND (m.expired_at IS NULL OR m.expired_at > %(at)s)))
 WHERE NOT EXISTS (
     SELECT 1 FROM timestone.entities AS e WHERE e.group_id = %(g)s AND e.id = x.id
       AND e.created_at <= %(at)s AND (e.expired_at IS NULL OR e.expired_at > %(at)s))
@@ -195,8 +204,15 @@ ORDER BY gone.id, held.entity_type = gone.entity_type DESC, held.id
 """
 
 
-def named_then(w: Write, ids: Sequence[uuid.UUID], at: datetime) -> dict[uuid.UUID, uuid.UUID]:
-    cur = w.conn.execute(_NAMED_THEN, {"g": w.group_id, "ids": list(dict.fromkeys(ids)), "at": at})
+def named_then(
+    w: Write, ids: Sequence[uuid.UUID], at: datetime, purged: uuid.UUID | None = None
+) -> dict[uuid.UUID, uuid.UUID]:
+    """With ``purged``, an entity held then only by that episode's mentions (its version
+    held again, or made by it) is not one the chunks would have named then."""
+    cur = w.conn.execute(
+        _NAMED_THEN,
+        {"g": w.group_id, "ids": list(dict.fromkeys(ids)), "at": at, "purged": purged},
+    )
     return {row["gone"]: row["current"] for row in cur.fetchall()}
 
 
@@ -241,23 +257,25 @@ _NAMING: tuple[tuple[str, LiteralString], ...] = (
 def _merge_named_again(
     w: Write,
     purged: uuid.UUID,
-    entities: Mapping[uuid.UUID, datetime],
+    mentioned: Sequence[uuid.UUID],
     windows: Sequence[tuple[datetime, datetime]],
 ) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
     """The entity a later write made of a name the held-again chunks mention
     (``_NAMED_WHILE_RETRACTED``) becomes the one they mention: its mentions and the
     assertions naming it, every version, are rewritten to name that entity (copies, the
     rows deleted), so that the replay gives one entity, as if the version had never been
-    written. Returns the slots and entities to replay, from when each changes."""
+    written. ``mentioned``: the entities of the chunks' own rows, not those their copies
+    for a later time held were renamed to (which may be such an entity). Returns the
+    slots and entities to replay, from when each changes."""
     slots: dict[tuple[Any, ...], datetime] = {}
     changed: dict[uuid.UUID, datetime] = {}
-    if not entities:
+    if not mentioned:
         return slots, changed
     cur = w.conn.execute(
         _NAMED_WHILE_RETRACTED,
         {
             "g": w.group_id,
-            "ids": list(entities),
+            "ids": list(dict.fromkeys(mentioned)),
             "purged": purged,
             "starts": [start for start, _ in windows],
             "ends": [end for _, end in windows],
