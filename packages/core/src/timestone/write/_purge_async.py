@@ -528,9 +528,10 @@ async def _replay_entities(
 async def erase_episode(w: Write, episode_id: uuid.UUID) -> tuple[int, list[uuid.UUID]]:
     """Delete every version of the episode, its mentions and assertions, and replay the
     history of the slots and entities they fed. The episode must be retracted already.
-    The last chunk of a document's version leaves the chunks that version retracted held
-    until it ended. Returns the rows deleted and the entities it mentioned (and those of
-    the chunks held again)."""
+    A chunk of a document's version leaves the chunks that version retracted held wherever
+    it alone held the version (the last chunk: from the version's write until it ended).
+    Returns the rows deleted and the entities it mentioned (and those of the chunks held
+    again)."""
     cur = await w.conn.execute(
         "SELECT DISTINCT entity_id FROM timestone.mentions WHERE group_id = %s AND episode_id = %s",
         (w.group_id, episode_id),

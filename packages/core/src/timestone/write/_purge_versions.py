@@ -54,10 +54,7 @@ def earliest(starts: dict[K, datetime], key: K, moment: datetime) -> None:
 # -- a document's version ------------------------------------------------------------
 
 # The chunks of a document that the purged chunk's version retracted when it was written
-# (rows of other versions that expired at the version's first moment), when no other
-# chunk of that version is left: with the moment they were retracted, and the moment the
-# purged chunk's first row ended (its version replaced, removed or rolled back), when,
-# had the version never been written, they would have been.
+# (rows of other versions that expired at the version's first moment), with that moment.
 _RETRACTED_BY_VERSION: LiteralString = """
 WITH purged AS (
     SELECT DISTINCT document_uri AS uri, document_version AS v FROM timestone.episodes
@@ -66,19 +63,66 @@ WITH purged AS (
     SELECT min(x.created_at) AS at FROM timestone.episodes AS x JOIN purged
       ON x.document_uri = purged.uri AND x.document_version = purged.v
     WHERE x.group_id = %(g)s
-      AND NOT EXISTS (SELECT 1 FROM timestone.episodes AS y
-                      WHERE y.group_id = %(g)s AND y.document_uri = purged.uri
-                        AND y.document_version = purged.v AND y.id <> %(e)s)
-), ended AS (
-    SELECT x.expired_at AS at FROM timestone.episodes AS x JOIN written
-      ON x.created_at = written.at
-    WHERE x.group_id = %(g)s AND x.id = %(e)s
 )
-SELECT DISTINCT x.id, written.at AS retracted_at, ended.at AS ended_at
+SELECT DISTINCT x.id, written.at AS retracted_at
 FROM timestone.episodes AS x JOIN purged ON x.document_uri = purged.uri
-  JOIN written ON x.expired_at = written.at CROSS JOIN ended
-WHERE x.group_id = %(g)s AND x.document_version <> purged.v AND ended.at IS NOT NULL
+  JOIN written ON x.expired_at = written.at
+WHERE x.group_id = %(g)s AND x.document_version <> purged.v
 """
+
+# The times the purged chunk's version was held, from the version's first moment: each row
+# of one of its chunks (a rollback or a reinstatement held one again), whether of the
+# purged chunk (retracted by now) or of another (purged already if gone; open if current).
+_VERSION_HELD: LiteralString = """
+WITH purged AS (
+    SELECT DISTINCT document_uri AS uri, document_version AS v FROM timestone.episodes
+    WHERE group_id = %(g)s AND id = %(e)s AND document_uri IS NOT NULL
+)
+SELECT x.id = %(e)s AS mine, x.created_at, x.expired_at
+FROM timestone.episodes AS x JOIN purged
+  ON x.document_uri = purged.uri AND x.document_version = purged.v
+WHERE x.group_id = %(g)s AND x.created_at >= %(at)s
+  AND (x.expired_at IS NULL OR x.expired_at > x.created_at)
+  AND (x.id <> %(e)s OR x.expired_at IS NOT NULL)
+ORDER BY x.created_at
+"""
+
+Window = tuple[datetime, datetime]
+
+
+def _alone(
+    held: Sequence[Window], others: Sequence[tuple[datetime, datetime | None]]
+) -> list[Window]:
+    """The parts of the windows ``held`` when none of ``others`` is held (an open end: held
+    still), in order."""
+    out: list[Window] = []
+    for window in held:
+        pieces = [window]
+        for other_start, other_end in others:
+            cut: list[Window] = []
+            for start, end in pieces:
+                if other_start >= end or (other_end is not None and other_end <= start):
+                    cut.append((start, end))
+                    continue
+                if start < other_start:
+                    cut.append((start, other_start))
+                if other_end is not None and other_end < end:
+                    cut.append((other_end, end))
+            pieces = cut
+        out.extend(pieces)
+    return sorted(out)
+
+
+def _held_alone(w: Write, episode_id: uuid.UUID, written: datetime) -> list[Window]:
+    """The times the purged chunk alone held its version: when, had it never been written,
+    the chunks the version retracted would have been held instead. Purged chunk by chunk,
+    the version's times are all covered once its last chunk is, whichever chunk stopped
+    being held last (a chunk removed before the others were replaced or removed)."""
+    cur = w.conn.execute(_VERSION_HELD, {"g": w.group_id, "e": episode_id, "at": written})
+    rows = cur.fetchall()
+    mine = [(row["created_at"], row["expired_at"]) for row in rows if row["mine"]]
+    others = [(row["created_at"], row["expired_at"]) for row in rows if not row["mine"]]
+    return _alone(mine, others)
 
 
 # the tables of a chunk's rows: the column naming the chunk, and what an update returns
@@ -89,15 +133,46 @@ _HELD_AGAIN: tuple[tuple[str, str, LiteralString], ...] = (
 )
 
 
+_RETRACTED: LiteralString = (
+    "SELECT version_id, {r} FROM timestone.{t} WHERE group_id = %s AND {k} = ANY(%s)"
+    " AND expired_at = %s"
+)
+_EXTENDED: LiteralString = (
+    "UPDATE timestone.{t} SET expired_at = %s WHERE group_id = %s AND {k} = ANY(%s)"
+    " AND expired_at = %s RETURNING version_id, {r}"
+)
+
+
+def _retracted_rows(
+    w: Write,
+    table: str,
+    key: str,
+    returned: LiteralString,
+    chunks: Sequence[uuid.UUID],
+    retracted_at: datetime,
+    ended: datetime | None,
+) -> list[dict[str, Any]]:
+    """The rows of ``table`` of the retracted chunks that expired when the version was
+    written; with ``ended``, they expire then instead (held on until the version ended)."""
+    params = (w.group_id, list(chunks), retracted_at)
+    query, args = (_EXTENDED, (ended, *params)) if ended is not None else (_RETRACTED, params)
+    cur = w.conn.execute(
+        sql.SQL(query).format(t=sql.Identifier(table), k=sql.Identifier(key), r=sql.SQL(returned)),
+        args,
+    )
+    return cur.fetchall()
+
+
 def hold_what_the_version_retracted(
     w: Write, episode_id: uuid.UUID
 ) -> tuple[dict[tuple[Any, ...], datetime], dict[uuid.UUID, datetime]]:
-    """When the episode is the last chunk of a document's version, the chunks that version
-    retracted are held wherever it was instead, as if it had never been written: their
-    rows (the episode, its mentions and assertions) that expired when it was written
-    expire when it first ended, and are copied for each later time it was held (a
-    rollback held it again). Returns the slots and the entities those rows feed, each with
-    the moment its history changes from."""
+    """When the episode is a chunk of a document's version, the chunks that version
+    retracted are held wherever it alone held the version, as if it had never been written
+    (``_held_alone``): their rows (the episode, its mentions and assertions) that expired
+    when the version was written expire when it stopped being held (when no other chunk of
+    it is left), and are copied for each later time it alone held it (another chunk removed
+    before it, or a rollback that held it again). Returns the slots and the entities those
+    rows feed, each with the moment its history changes from."""
     cur = w.conn.execute(_RETRACTED_BY_VERSION, {"g": w.group_id, "e": episode_id})
     found = cur.fetchall()
     renamed: dict[datetime, dict[uuid.UUID, uuid.UUID]] = {}
@@ -107,30 +182,25 @@ def hold_what_the_version_retracted(
     if not found:
         return slots, entities
     chunks = [row["id"] for row in found]
-    retracted_at, ended_at = found[0]["retracted_at"], found[0]["ended_at"]
-    # the purged chunk held again later (a rollback's copies of it): the chunks it had
-    # retracted would have been held then instead
-    cur = w.conn.execute(
-        "SELECT created_at, expired_at FROM timestone.episodes WHERE group_id = %s AND id = %s"
-        " AND created_at > %s AND expired_at > created_at ORDER BY created_at",
-        (w.group_id, episode_id, retracted_at),
-    )
-    again = [(row["created_at"], row["expired_at"]) for row in cur.fetchall()]
+    retracted_at: datetime = found[0]["retracted_at"]
+    windows = _held_alone(w, episode_id, retracted_at)
+    if not windows:
+        return slots, entities
+    # held from the version's write (no other chunk of it is left): the rows it retracted
+    # expire when it first ended; each later window (held by a rollback's copies of the
+    # chunk, or alone after another chunk was removed) gets copies of them
+    first = windows[0][0]
+    extended = first == retracted_at
+    again = windows[1:] if extended else windows
     for table, key, returned in _HELD_AGAIN:
-        cur = w.conn.execute(
-            sql.SQL(
-                "UPDATE timestone.{t} SET expired_at = %s WHERE group_id = %s AND {k} = ANY(%s)"
-                " AND expired_at = %s RETURNING version_id, {r}"
-            ).format(t=sql.Identifier(table), k=sql.Identifier(key), r=sql.SQL(returned)),
-            (ended_at, w.group_id, chunks, retracted_at),
-        )
-        rows = cur.fetchall()
+        ended = windows[0][1] if extended else None
+        rows = _retracted_rows(w, table, key, returned, chunks, retracted_at, ended)
         for row in rows:
             if table == "mentions":
-                earliest(entities, row["entity_id"], retracted_at)
+                earliest(entities, row["entity_id"], first)
                 mentioned.append(row["entity_id"])
             elif table == "assertions":
-                earliest(slots, slot_key(row), retracted_at)
+                earliest(slots, slot_key(row), first)
         if not again:
             continue
         if table == "mentions":  # per time held again: the names held then by another
@@ -166,7 +236,6 @@ def hold_what_the_version_retracted(
                 }
                 | renaming(moved),
             )
-    windows = [(retracted_at, ended_at), *again]  # when the chunks are held again
     # the entities named by the chunks' own rows, not those their copies were renamed to
     # for a time held again: such an entity, made by a write while the version kept the
     # chunks' one from being current, is one to fold into theirs
