@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
+from test_write_pipeline import _counts  # pyright: ignore[reportPrivateUsage]
 
 import timestone
 from timestone import EdgeType, Ontology
@@ -221,26 +221,14 @@ def test_a_rollback_to_the_moment_the_graph_already_holds_writes_nothing(
     or aimed at a moment whose graph is the current one, it leaves every table as it is."""
     r2015, _, r2019 = _ingest(mira, group)
 
-    def versions() -> dict[str, int]:
-        with psycopg.connect(dsn) as conn:
-            return {
-                table: conn.execute(
-                    sql.SQL("SELECT count(*) FROM timestone.{} WHERE group_id = %s").format(
-                        sql.Identifier(table)
-                    ),
-                    (group,),
-                ).fetchone()[0]  # type: ignore[index]
-                for table in ("episodes", "entities", "mentions", "assertions", "facts")
-            }
-
     first = mira.rollback(group, to=r2015.recorded_at)
     assert first.expired["facts"] > 0
     assert first.restored["facts"] > 0
-    written = versions()
+    written = _counts(dsn, group)
     again = mira.rollback(group, to=r2015.recorded_at)
     assert again.expired == dict.fromkeys(again.expired, 0)
     assert again.restored == dict.fromkeys(again.restored, 0)
-    assert versions() == written
+    assert _counts(dsn, group) == written
     assert _now(mira, group, valid_at=TODAY)["DIRECTS"] == "Château Nord"
     # back to the end: only what the first rollback changed changes again
     forward = mira.rollback(group, to=r2019.recorded_at)

@@ -14,26 +14,19 @@ from datetime import UTC, datetime
 
 import pytest
 from llm_rows import extraction_answer
+from test_document_version_removed import (
+    NORD,
+    URI,
+    V1,
+    V2,
+    _year,  # pyright: ignore[reportPrivateUsage]
+)
 
 import timestone
 from timestone import EdgeType, Ontology
 from timestone.llm import ReplayTransport, replay_llm
 
-URI = "doc://cv"
-V1 = "Mira works at Nord."
-V2 = "A revised curriculum vitae, with no employer. " * 3 + "\n\n" + "It lists her languages. " * 4
 V3 = "A third version, with no employer either."
-NORD = {
-    "source": "Mira",
-    "relation": "WORKS_AT",
-    "target": "Nord",
-    "fact": "Mira works at Nord.",
-    "valid_at": "2020-01-01T00:00:00Z",
-}
-
-
-def _year(y: int) -> datetime:
-    return datetime(y, 1, 1, tzinfo=UTC)
 
 
 def _read(

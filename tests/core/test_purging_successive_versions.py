@@ -12,24 +12,15 @@ from datetime import UTC, datetime
 
 import pytest
 from llm_rows import extraction_answer
+from test_document_version_removed import (
+    NORD,
+    URI,
+    _year,  # pyright: ignore[reportPrivateUsage]
+)
 
 import timestone
 from timestone import EdgeType, Ontology
 from timestone.llm import ReplayTransport, replay_llm
-
-URI = "doc://cv"
-NORD = {
-    "source": "Mira",
-    "relation": "WORKS_AT",
-    "target": "Nord",
-    "fact": "Mira works at Nord.",
-    "valid_at": "2020-01-01T00:00:00Z",
-}
-
-
-def _year(y: int) -> datetime:
-    return datetime(y, 1, 1, tzinfo=UTC)
-
 
 SUD = [timestone.FactInput("Mira", "WORKS_AT", "Sud", valid_at=_year(2022))]
 Period = tuple[str, int, int | None]
