@@ -38,7 +38,7 @@ def _read(mem: timestone.Memory, group: str, as_of: datetime | None) -> tuple[in
 @pytest.mark.parametrize(
     "erase",
     [
-        "purge v3, purge v2",  # the split seen by the audit
+        "purge v3, purge v2",  # the later first, which split the entity
         "remove v3, purge v2",  # version 2 held again by the removal: the same split
         "purge v2, purge v3",
     ],
